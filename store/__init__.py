@@ -1,0 +1,31 @@
+"""Persistence: SQLite (WAL) with migrations and one repository per table family."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from store.agents import AgentRepo
+from store.audit import AuditRepo
+from store.db import Database
+from store.events import EventRepo
+from store.turns import TurnRepo
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    db: Database
+    agents: AgentRepo
+    events: EventRepo
+    turns: TurnRepo
+    audit: AuditRepo
+
+    @classmethod
+    def on(cls, db: Database) -> Store:
+        return cls(db, AgentRepo(db), EventRepo(db), TurnRepo(db), AuditRepo(db))
+
+
+async def open_store(path: Path, *, read_only: bool = False) -> Store:
+    db = Database(path, read_only=read_only)
+    await db.open()
+    return Store.on(db)

@@ -1,0 +1,237 @@
+"""The `switchboard` command: run, status, doctor. Configures logging and signals (only here)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bot.app import Switchboard, running_pid
+from commands.dispatcher import REGISTRY, describe
+from commands.render import money
+from store import open_store
+from store.errors import StoreError
+from supervisor.config import Settings
+from supervisor.errors import ConfigError
+from supervisor.pool import resolve_cli
+
+logger = logging.getLogger("switchboard")
+
+
+def _epilog() -> str:
+    lines = ["operator commands (console, Telegram, Slack):"]
+    lines += ["  " + describe(c).replace("\n", "\n    ") for c in REGISTRY]
+    lines += [
+        "",
+        "configuration: environment variables (SWITCHBOARD_HOME, default ~/.switchboard;",
+        "ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN / ANTHROPIC_BASE_URL, or the CLI's own login)",
+        "and an optional $SWITCHBOARD_HOME/switchboard.toml (see README).",
+    ]
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="switchboard",
+        description="Run a fleet of Claude Code agents under supervision and steer it from a "
+        "console, Telegram or Slack.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="{run,status,doctor}")
+    run = sub.add_parser("run", help="start the supervisor (with the console on a terminal)")
+    group = run.add_mutually_exclusive_group()
+    group.add_argument("--console", dest="console", action="store_true", default=None,
+                       help="attach the console front end even without a terminal")
+    group.add_argument("--headless", dest="console", action="store_false",
+                       help="no console; run until SIGTERM/SIGINT")
+    sub.add_parser("status", help="show the agents recorded in the data directory")
+    sub.add_parser("doctor", help="check credentials, the claude CLI and the data directory")
+    return parser
+
+
+def configure_logging(settings: Settings, *, to_stderr: bool) -> None:
+    settings.home.mkdir(parents=True, exist_ok=True)
+    handlers: list[logging.Handler] = [logging.FileHandler(settings.log_path)]
+    if to_stderr:
+        handlers.append(logging.StreamHandler(sys.stderr))
+    logging.basicConfig(
+        level=getattr(logging, settings.log_level, logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        handlers=handlers,
+        force=True,
+    )
+
+
+async def serve(settings: Settings, *, console: bool) -> int:
+    """Run until a signal (or the console's /quit); then shut down in two phases."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    force = asyncio.Event()
+
+    def on_signal(signum: int) -> None:
+        if stop.is_set():
+            logger.warning("second signal: forcing shutdown signal=%d", signum)
+            force.set()
+        else:
+            logger.info("signal received, shutting down signal=%d", signum)
+            stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig)
+    async with Switchboard(settings) as app:
+        assert app.pool is not None
+        if app.pool.recovery and (app.pool.recovery.resumed or app.pool.recovery.swept_pids):
+            rec = app.pool.recovery
+            msg = (f"recovered {len(rec.resumed)} agent(s); ended {len(rec.swept_pids)} leftover"
+                   " process(es)")
+            print(msg, file=sys.stderr if not console else sys.stdout)
+        console_task: asyncio.Task[None] | None = None
+        if console:
+            from bot.console import Console
+
+            console_task = asyncio.create_task(Console(app, on_exit=stop.set).run(), name="console")
+        else:
+            print(f"switchboard running headless (home {settings.home}); "
+                  "SIGTERM or SIGINT to stop", file=sys.stderr, flush=True)
+        await stop.wait()
+        if console_task is not None:
+            console_task.cancel()
+            await asyncio.gather(console_task, return_exceptions=True)
+        drain = asyncio.create_task(app.pool.drain(settings.shutdown_grace_s), name="drain")
+        forced = asyncio.create_task(force.wait(), name="force")
+        await asyncio.wait({drain, forced}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (drain, forced):
+            task.cancel()
+        if force.is_set() or not drain.result():
+            logger.warning("grace period over or forced: killing remaining turns")
+    return 0
+
+
+def cmd_status(settings: Settings) -> int:
+    pid = running_pid(settings)
+    print(f"data directory: {settings.home}")
+    print(f"supervisor: {'running, pid ' + str(pid) if pid else 'not running'}")
+    if not settings.db_path.exists():
+        print("no agents yet (no database)")
+        return 0
+
+    async def show() -> None:
+        store = await open_store(settings.db_path, read_only=True)
+        try:
+            rows = await store.agents.list()
+            totals = {t.key: t for t in await store.turns.totals_by_agent()}
+            if not rows:
+                print("no agents yet")
+            for r in rows:
+                cost = totals[r.id].cost_usd if r.id in totals else 0.0
+                print(f"  {r.name:<20} {r.id}  {r.state:<9} {money(cost):>9}  {r.cwd}")
+        finally:
+            await store.db.close()
+
+    asyncio.run(show())
+    return 0
+
+
+def cmd_doctor(settings: Settings) -> int:
+    problems = 0
+
+    def report(ok: bool, text: str) -> None:
+        nonlocal problems
+        problems += 0 if ok else 1
+        print(f"[{'ok' if ok else 'PROBLEM'}] {text}")
+
+    print(f"data directory: {settings.home}")
+    try:
+        settings.home.mkdir(parents=True, exist_ok=True)
+        probe = settings.home / ".doctor-probe"
+        probe.write_text("ok")
+        probe.unlink()
+        report(True, "data directory is writable")
+    except OSError as exc:
+        report(False, f"data directory is not writable: {exc}")
+    source = settings.credential_source
+    if source == "claude login":
+        config_dir = settings.claude_config_dir or Path.home() / ".claude"
+        creds = config_dir / ".credentials.json"
+        report(creds.exists(), f"credentials: the CLI's own login in {config_dir} "
+               + ("(found)" if creds.exists() else
+                  "— none found: set ANTHROPIC_API_KEY, or run `claude login` as this user"))
+    else:
+        report(True, f"credentials: {source} is set and will be handed to agents")
+    if settings.anthropic_base_url:
+        print(f"       using ANTHROPIC_BASE_URL={settings.anthropic_base_url}")
+    try:
+        cli = resolve_cli(settings)
+        started = time.monotonic()
+        out = subprocess.run([str(cli), "--version"], capture_output=True, text=True, timeout=60)
+        took = time.monotonic() - started
+        ok = out.returncode == 0
+        report(ok, f"claude CLI {cli} starts: {out.stdout.strip() or out.stderr.strip()} "
+               f"({took:.1f}s)")
+    except (ConfigError, OSError, subprocess.TimeoutExpired) as exc:
+        report(False, f"claude CLI: {exc}")
+    try:
+        async def check_db() -> int:
+            store = await open_store(settings.db_path)
+            try:
+                return store.db.schema_version
+            finally:
+                await store.db.close()
+
+        if running_pid(settings):
+            report(True, "database in use by the running supervisor")
+        else:
+            version = asyncio.run(check_db())
+            report(True, f"database {settings.db_path} opens (schema version {version})")
+    except StoreError as exc:
+        report(False, f"database: {exc}")
+    fronts = ["console"]
+    if settings.telegram_token:
+        fronts.append("telegram (token set)")
+    if settings.slack_bot_token:
+        fronts.append("slack (token set)")
+    print(f"front ends configured: {', '.join(fronts)}")
+    print("all good" if not problems else f"{problems} problem(s) found")
+    return 0 if not problems else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        settings = Settings.load()
+    except ConfigError as exc:
+        print(f"switchboard: configuration error: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "status":
+        return cmd_status(settings)
+    if args.command == "doctor":
+        return cmd_doctor(settings)
+    console = args.console
+    if console is None:
+        console = settings.console if settings.console is not None else sys.stdin.isatty()
+    configure_logging(settings, to_stderr=not console)
+    try:
+        return asyncio.run(serve(settings, console=console))
+    except ConfigError as exc:
+        print(f"switchboard: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        with contextlib.suppress(Exception):
+            logging.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

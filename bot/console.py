@@ -1,0 +1,113 @@
+"""The console front end: operator commands typed in a terminal, live agent output printed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import logging
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+from bot.app import Switchboard
+from commands.base import Caller, Reply, Role
+from supervisor.events import AgentOutput, Event, StateChanged, TurnFinished
+
+logger = logging.getLogger(__name__)
+
+PROMPT = "switchboard> "
+
+
+def render_reply(reply: Reply) -> str:
+    out: list[str] = []
+    for block in reply.blocks:
+        if block.style == "title":
+            out.append(f"== {block.text} ==")
+        elif block.style == "error":
+            out.append(f"error: {block.text}")
+        elif block.style == "code":
+            out.append("\n".join("  " + line for line in block.text.splitlines()))
+        else:
+            out.append(block.text)
+    for row in reply.buttons:
+        out.append("  actions: " + "  ".join(f"[{b.label}: {b.command}]" for b in row))
+    for att in reply.attachments:
+        out.append(f"  attachment {att.filename} ({len(att.content)} bytes)")
+    return "\n".join(out)
+
+
+def render_event(event: Event) -> str | None:
+    if isinstance(event, StateChanged):
+        why = f" ({event.reason})" if event.reason else ""
+        return f"[{event.name}] {event.old or '-'} → {event.new}{why}"
+    if isinstance(event, AgentOutput):
+        marker = {"text": "", "tool_use": "⚙ ", "tool_result": "↳ "}.get(event.kind, "")
+        text = event.text if len(event.text) < 1500 else event.text[:1500] + " …"
+        return f"[{event.name}] {marker}{text}"
+    if isinstance(event, TurnFinished):
+        mark = "✓" if event.ok else "✗"
+        return f"[{event.name}] {mark} turn finished (${event.cost_usd:.4f})"
+    return None
+
+
+class Console:
+    """Reads command lines from `stdin`, prints replies and events to `stdout`."""
+
+    def __init__(self, app: Switchboard, *, stdin: TextIO | None = None,
+                 stdout: TextIO | None = None, on_exit: Callable[[], None] | None = None) -> None:
+        self.app = app
+        self.stdin = stdin or sys.stdin
+        self.stdout = stdout or sys.stdout
+        self.on_exit = on_exit
+        self.caller = Caller(f"console:{getpass.getuser()}", getpass.getuser(), Role.ADMIN,
+                             "console")
+
+    def write(self, text: str) -> None:
+        self.stdout.write(text + "\n")
+        self.stdout.flush()
+
+    async def run(self) -> None:
+        self.write("Switchboard console. Type /help for commands, /quit to shut down.")
+        async with asyncio.TaskGroup() as tg:
+            events = tg.create_task(self._print_events(), name="console-events")
+            try:
+                await self._read_commands()
+            finally:
+                events.cancel()
+        if self.on_exit:
+            self.on_exit()
+
+    async def _print_events(self) -> None:
+        async for event in self.app.hub.stream():
+            line = render_event(event)
+            if line:
+                self.write(line)
+
+    async def _lines(self) -> asyncio.StreamReader | None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=1 << 20)
+        try:
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), self.stdin)
+        except (ValueError, OSError):
+            return None
+        return reader
+
+    async def _read_commands(self) -> None:
+        reader = await self._lines()
+        while True:
+            if reader is not None:
+                raw = await reader.readline()
+                line = raw.decode(errors="replace")
+            else:  # stdin is a regular file: read it directly
+                line = self.stdin.readline()
+            if not line:
+                return  # EOF
+            line = line.strip()
+            if not line:
+                continue
+            if line in ("/quit", "/exit", "quit", "exit"):
+                return
+            with contextlib.suppress(asyncio.CancelledError):
+                reply = await self.app.run_command(self.caller, line)
+                self.write(render_reply(reply))

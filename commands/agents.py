@@ -1,0 +1,240 @@
+"""Agent commands: spawn, list, status, ask, pause, resume, stop, kill, logs, cost."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from commands.base import Arg, Button, Context, Opt, Param, Reply, Rest, Role, Text, UsageError
+from commands.render import agent_line, ago, money
+from supervisor.events import AgentState
+from supervisor.runner import AgentRunner
+
+
+def agent_buttons(r: AgentRunner) -> tuple[Button, ...]:
+    pause = (Button("▶ Resume", f"/resume {r.id}") if r.state == AgentState.PAUSED
+             else Button("⏸ Pause", f"/pause {r.id}"))
+    return (
+        Button("ℹ Status", f"/status {r.id}"),
+        Button("📜 Logs", f"/logs {r.id}"),
+        pause,
+        Button("⏹ Stop", f"/stop {r.id}", confirm=True),
+        Button("💀 Kill", f"/kill {r.id}", confirm=True),
+    )
+
+
+class Spawn:
+    name: ClassVar[str] = "spawn"
+    summary: ClassVar[str] = "start a new agent with a first prompt"
+    role: ClassVar[Role] = Role.OPERATOR
+    params: ClassVar[tuple[Param, ...]] = (
+        Arg("name", "a short name: a letter, then letters, digits, '.', '_' or '-'"),
+        Opt("--model", "model", "model alias or id, e.g. sonnet", "M"),
+        Opt("--cwd", "cwd", "an existing directory to work in (default: a fresh workspace)", "DIR"),
+        Opt("--parent", "parent", "make it a child of this agent", "AGENT"),
+        Opt("--mode", "mode", "permission mode, e.g. default, acceptEdits, plan", "MODE"),
+        Rest("prompt", "what the agent should do"),
+    )
+    examples: ClassVar[tuple[str, ...]] = ("/spawn fixer --model sonnet fix the failing tests",)
+
+    async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
+        r = await ctx.pool.spawn(
+            args["name"], args["prompt"], model=args["model"], cwd=args["cwd"],
+            parent=args["parent"], permission_mode=args["mode"],
+        )
+        return Reply(
+            blocks=(Text(f"Spawned {r.name} ({r.id}) in {r.cwd}"),),
+            buttons=(agent_buttons(r),),
+        )
+
+
+class Agents:
+    name: ClassVar[str] = "agents"
+    summary: ClassVar[str] = "list agents (add 'all' to include stopped, failed and killed ones)"
+    role: ClassVar[Role] = Role.VIEWER
+    params: ClassVar[tuple[Param, ...]] = (Arg("which", "'all' to include ended agents",
+                                                required=False),)
+    examples: ClassVar[tuple[str, ...]] = ("/agents", "/agents all")
+
+    async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
+        which = args["which"]
+        if which not in (None, "all"):
+            raise UsageError(f"expected nothing or 'all', got {which!r}")
+        runners = ctx.pool.runners(include_dead=which == "all")
+        if not runners:
+            return Reply.text("No agents running. Start one with /spawn <name> <prompt>.")
+        runners.sort(key=lambda r: r.created_at)
+        return Reply(
+            blocks=(Text(f"{len(runners)} agent(s)", "title"),
+                    *(Text(agent_line(r)) for r in runners)),
+            buttons=tuple(agent_buttons(r) for r in runners[:20] if r.state.live),
+        )
+
+
+class Status:
+    name: ClassVar[str] = "status"
+    summary: ClassVar[str] = "fleet overview, or one agent in detail"
+    role: ClassVar[Role] = Role.VIEWER
+    params: ClassVar[tuple[Param, ...]] = (Arg("agent", "agent name or id", required=False),)
+    examples: ClassVar[tuple[str, ...]] = ("/status", "/status fixer")
+
+    async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
+        if not args["agent"]:
+            runners = ctx.pool.runners()
+            counts: dict[str, int] = {}
+            for r in runners:
+                counts[r.state] = counts.get(r.state, 0) + 1
+            totals = await ctx.pool.store.turns.totals_by_agent()
+            spent = sum(t.cost_usd for t in totals)
+            summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no live agents"
+            return Reply.text(f"Switchboard: {summary}. Spent {money(spent)} in all.")
+        r = await ctx.pool.get(args["agent"])
+        turns = await ctx.pool.store.turns.recent(r.id, 3)
+        total = await ctx.pool.store.turns.totals_by_agent(r.id)
+        cost = total[0].cost_usd if total else 0.0
+        n_turns = total[0].turns if total else 0
+        proc = r.process
+        lines = [
+            f"state: {r.state}" + (f" (tool: {r.current_tool})" if r.current_tool else ""),
+            f"model: {r.model or ctx.settings.default_model or 'CLI default'}",
+            f"cwd: {r.cwd}",
+            f"session: {r.session_id or '-'}",
+            f"turns: {n_turns}, cost: {money(cost)}, queued: {r.queued}",
+            f"age: {ago(r.created_at)}" + (f", turn running {ago(r.turn_started_at)}"
+                                           if r.turn_started_at else ""),
+        ]
+        if proc and proc.cli_pid:
+            lines.append(f"pid: {proc.cli_pid} (launcher {proc.launcher_pid})")
+        if r.parent_id:
+            lines.append(f"parent: {r.parent_id}")
+        if r.last_error and r.state == AgentState.FAILED:
+            lines.append(f"last error: {r.last_error}")
+        if turns and turns[0].result_text:
+            lines.append(f"last answer: {turns[0].result_text[:500]}")
+        return Reply(
+            blocks=(Text(agent_line(r), "title"), Text("\n".join(lines))),
+            buttons=(agent_buttons(r),) if r.state.live else (),
+        )
+
+
+class Ask:
+    name: ClassVar[str] = "ask"
+    summary: ClassVar[str] = "send a message to an agent; it becomes the agent's next turn"
+    role: ClassVar[Role] = Role.OPERATOR
+    params: ClassVar[tuple[Param, ...]] = (Arg("agent", "agent name or id"),
+                                           Rest("text", "the message"))
+    examples: ClassVar[tuple[str, ...]] = ("/ask fixer also run the linter",)
+
+    async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
+        r, ahead = await ctx.pool.ask(args["agent"], args["text"])
+        where = "now" if ahead == 0 else f"after {ahead} queued message(s)"
+        note = ""
+        if r.state in (AgentState.STOPPED, AgentState.FAILED):
+            note = " The agent was not running: it restarts and resumes its session."
+        elif r.state == AgentState.PAUSED:
+            note = " The agent is paused: the message runs when you /resume it."
+        return Reply.text(f"Sent to {r.name}; it runs {where}.{note}")
+
+
+class _Lifecycle:
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    role: ClassVar[Role] = Role.OPERATOR
+    params: ClassVar[tuple[Param, ...]] = (Arg("agent", "agent name or id"),)
+    examples: ClassVar[tuple[str, ...]] = ()
+
+
+class Pause(_Lifecycle):
+    name: ClassVar[str] = "pause"
+    summary: ClassVar[str] = "freeze every process of an agent (SIGSTOP), mid-turn included"
+    examples: ClassVar[tuple[str, ...]] = ("/pause fixer",)
+
+    async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
+        r = await ctx.pool.get(args["agent"])
+        stopped = await r.pause()
+        return Reply(blocks=(Text(f"Paused {r.name}: {len(stopped)} process(es) frozen."),),
+                     buttons=((Button("▶ Resume", f"/resume {r.id}"),),))
+
+
+class Resume(_Lifecycle):
+    name: ClassVar[str] = "resume"
+    summary: ClassVar[str] = "continue a paused agent"
+    examples: ClassVar[tuple[str, ...]] = ("/resume fixer",)
+
+    async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
+        r = await ctx.pool.get(args["agent"])
+        await r.resume()
+        return Reply.text(f"Resumed {r.name}; it is {r.state}.")
+
+
+class Stop(_Lifecycle):
+    name: ClassVar[str] = "stop"
+    summary: ClassVar[str] = "interrupt the current turn and close the agent (its session is kept)"
+    examples: ClassVar[tuple[str, ...]] = ("/stop fixer",)
+
+    async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
+        r = await ctx.pool.get(args["agent"])
+        await r.stop()
+        return Reply.text(f"Stopped {r.name}. /ask {r.name} <text> restarts it on its session.")
+
+
+class Kill(_Lifecycle):
+    name: ClassVar[str] = "kill"
+    summary: ClassVar[str] = "kill an agent and all its children: every process, no session restart"
+    examples: ClassVar[tuple[str, ...]] = ("/kill fixer",)
+
+    async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
+        root = await ctx.pool.get(args["agent"])
+        if root.state == AgentState.KILLED:
+            return Reply.text(f"{root.name} was already killed.")
+        killed = await ctx.pool.kill(root.id)
+        names = ", ".join(r.name for r in killed)
+        return Reply.text(f"Killed {len(killed)} agent(s): {names}.")
+
+
+class Logs:
+    name: ClassVar[str] = "logs"
+    summary: ClassVar[str] = "the last n events of an agent (default 20, at most 500)"
+    role: ClassVar[Role] = Role.VIEWER
+    params: ClassVar[tuple[Param, ...]] = (
+        Arg("agent", "agent name or id"),
+        Arg("n", "how many events", required=False, kind=int, low=1, high=500),
+    )
+    examples: ClassVar[tuple[str, ...]] = ("/logs fixer", "/logs fixer 50")
+
+    async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
+        r = await ctx.pool.get(args["agent"])
+        events = await ctx.pool.store.events.tail(r.id, args["n"] or 20)
+        shown = [e for e in events if e.summary]
+        if not shown:
+            return Reply.text(f"{r.name} has no output yet.")
+        body = "\n".join(f"[{e.kind}] {e.summary}" for e in shown)
+        return Reply(blocks=(Text(f"Last {len(shown)} event(s) of {r.name}", "title"),
+                             Text(body, "code")))
+
+
+class Cost:
+    name: ClassVar[str] = "cost"
+    summary: ClassVar[str] = "spend and tokens, per agent and per model"
+    role: ClassVar[Role] = Role.VIEWER
+    params: ClassVar[tuple[Param, ...]] = (Arg("agent", "agent name or id", required=False),)
+    examples: ClassVar[tuple[str, ...]] = ("/cost", "/cost fixer")
+
+    async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
+        turns = ctx.pool.store.turns
+        agent_id = None
+        title = "Spend, all agents"
+        if args["agent"]:
+            r = await ctx.pool.get(args["agent"])
+            agent_id, title = r.id, f"Spend of {r.name}"
+        by_agent = await turns.totals_by_agent(agent_id)
+        by_model = await turns.totals_by_model(agent_id)
+        names = {r.id: r.name for r in ctx.pool.runners(include_dead=True)}
+        total = sum(c.cost_usd for c in by_agent)
+        lines = [f"total: {money(total)} over {sum(c.turns for c in by_agent)} turn(s)"]
+        lines += [f"  {names.get(c.key, c.key)}: {money(c.cost_usd)} ({c.turns} turns, "
+                  f"{c.input_tokens} in / {c.output_tokens} out tokens)" for c in by_agent]
+        if by_model:
+            lines.append("by model:")
+            lines += [f"  {c.key}: {money(c.cost_usd)} ({c.input_tokens} in / "
+                      f"{c.output_tokens} out tokens)" for c in by_model]
+        return Reply(blocks=(Text(title, "title"), Text("\n".join(lines))))

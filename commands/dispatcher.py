@@ -1,0 +1,158 @@
+"""The command registry, /help, and the one dispatcher that turns every error into a reply."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Any, ClassVar
+
+from commands.agents import Agents, Ask, Cost, Kill, Logs, Pause, Resume, Spawn, Status, Stop
+from commands.base import (
+    Arg,
+    Command,
+    Context,
+    Param,
+    Reply,
+    Role,
+    Text,
+    UsageError,
+    parse_args,
+    usage_line,
+)
+from store.errors import StoreError
+from supervisor.errors import (
+    AgentExists,
+    AgentNotRunning,
+    ConfigError,
+    InvalidRequest,
+    ShuttingDown,
+    SupervisorError,
+    UnknownAgent,
+)
+
+logger = logging.getLogger(__name__)
+
+MAX_COMMAND_CHARS = 200_000
+
+
+class Help:
+    name: ClassVar[str] = "help"
+    summary: ClassVar[str] = "list the commands, or explain one"
+    role: ClassVar[Role] = Role.VIEWER
+    params: ClassVar[tuple[Param, ...]] = (Arg("command", "a command name", required=False),)
+    examples: ClassVar[tuple[str, ...]] = ("/help", "/help spawn")
+
+    async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
+        wanted = (args["command"] or "").lstrip("/")
+        if wanted:
+            cmd = COMMANDS.get(wanted)
+            if cmd is None:
+                return Reply.error(f"There is no command /{wanted}.",
+                                   "Send /help for the list of commands.")
+            return Reply(blocks=(Text(describe(cmd), "code"),))
+        lines = [f"{usage_line(c.name, c.params)}\n    {c.summary}" for c in REGISTRY]
+        return Reply(blocks=(Text("Switchboard commands", "title"), Text("\n".join(lines), "code"),
+                             Text("Send /help <command> for details and examples.")))
+
+
+def describe(cmd: Command) -> str:
+    lines = [f"Usage: {usage_line(cmd.name, cmd.params)}", cmd.summary]
+    for p in cmd.params:
+        label = getattr(p, "flag", None) or f"<{p.name}>"
+        lines.append(f"  {label}: {p.help}")
+    if cmd.examples:
+        lines.append("Examples: " + "  ".join(cmd.examples))
+    lines.append(f"Needs role: {cmd.role.name.lower()}")
+    return "\n".join(lines)
+
+
+REGISTRY: tuple[Command, ...] = (
+    Spawn(), Agents(), Status(), Ask(), Pause(), Resume(), Stop(), Kill(), Logs(), Cost(), Help(),
+)
+COMMANDS: dict[str, Command] = {c.name: c for c in REGISTRY}
+
+
+def _error_reply(exc: BaseException, cmd: Command | None) -> Reply:
+    usage = f"Usage: {usage_line(cmd.name, cmd.params)}" if cmd else ""
+    if isinstance(exc, UsageError):
+        return Reply.error(f"/{cmd.name if cmd else '?'}: {exc}.", usage)
+    if isinstance(exc, UnknownAgent):
+        return Reply.error(f"There is no agent {exc.ref!r}.",
+                           "Send /agents all to see every agent's name and id.")
+    if isinstance(exc, AgentExists):
+        return Reply.error(f"An agent named {exc.name!r} is already running.",
+                           f"Pick another name, or /kill {exc.name} first.")
+    if isinstance(exc, AgentNotRunning):
+        return Reply.error(f"Cannot {exc.action} {exc.name}: it is {exc.state}.",
+                           "Send /status " + exc.name + " to see what it is doing.")
+    if isinstance(exc, InvalidRequest):
+        return Reply.error(f"/{cmd.name if cmd else '?'}: {exc}.", usage)
+    if isinstance(exc, ShuttingDown):
+        return Reply.error("Switchboard is shutting down and takes no new work.",
+                           "Wait for it to restart, then try again.")
+    if isinstance(exc, ConfigError):
+        return Reply.error(f"Configuration problem: {exc}.", "Run `switchboard doctor`.")
+    if isinstance(exc, StoreError):
+        return Reply.error(f"The state database failed: {exc}.",
+                           "Check free disk space and `switchboard doctor`; nothing was changed.")
+    if isinstance(exc, SupervisorError):
+        return Reply.error(str(exc))
+    ref = secrets.token_hex(3)
+    logger.error("command failed ref=%s", ref, exc_info=exc)
+    return Reply.error(f"Something went wrong inside Switchboard (ref {ref}).",
+                       "The details are in the log under that ref; the command may be retried.")
+
+
+def split_command(text: str) -> tuple[str, str]:
+    text = text.strip()
+    head, _, rest = text.partition(" ")
+    if "\n" in head:
+        head, _, more = head.partition("\n")
+        rest = more + (" " + rest if rest else "")
+    name = head.lstrip("/").split("@", 1)[0].lower()  # Telegram appends @botname in groups
+    return name, rest
+
+
+class Dispatcher:
+    def __init__(self, registry: tuple[Command, ...] = REGISTRY) -> None:
+        self.commands = {c.name: c for c in registry}
+
+    async def dispatch(self, ctx: Context, text: str) -> Reply:
+        if len(text) > MAX_COMMAND_CHARS:
+            return Reply.error(
+                f"That message is {len(text):,} characters; the limit is {MAX_COMMAND_CHARS:,}.",
+                "Put long material in a file in the agent's directory and refer to it.",
+            )
+        if not text.strip().startswith("/"):
+            return Reply.error("Commands start with '/'.",
+                               "For example /agents, or /help for the list.")
+        name, rest = split_command(text)
+        cmd = self.commands.get(name)
+        if cmd is None:
+            reply = Reply.error(f"Unknown command /{name}.", "Send /help for the list of commands.")
+            await self._audit(ctx, name, rest, reply)
+            return reply
+        if ctx.caller.role < cmd.role:
+            reply = Reply.error(
+                f"/{name} needs the {cmd.role.name.lower()} role; you are "
+                f"{ctx.caller.role.name.lower()}.", "Ask an admin to change your role.")
+            await self._audit(ctx, name, rest, reply)
+            return reply
+        try:
+            args = parse_args(cmd.params, rest)
+            reply = await cmd.execute(ctx, args)
+        except Exception as exc:  # noqa: BLE001 - every error becomes a reply, in one place
+            reply = _error_reply(exc, cmd)
+        await self._audit(ctx, name, rest, reply)
+        return reply
+
+    async def _audit(self, ctx: Context, name: str, rest: str, reply: Reply) -> None:
+        if name in ("help",):
+            return
+        try:
+            await ctx.pool.store.audit.record(
+                platform=ctx.caller.platform, user_id=ctx.caller.id, user_name=ctx.caller.name,
+                action=name, args=rest, ok=reply.ok, result=reply.plain()[:500],
+            )
+        except StoreError:
+            logger.warning("audit write failed action=%s", name, exc_info=True)

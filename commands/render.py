@@ -1,0 +1,29 @@
+"""Shared text helpers for command replies (durations, money, agent lines)."""
+
+from __future__ import annotations
+
+import time
+
+from supervisor.runner import AgentRunner
+
+
+def money(usd: float) -> str:
+    return f"${usd:.4f}" if usd < 1 else f"${usd:.2f}"
+
+
+def ago(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    secs = max(0, int(time.time() - ts))
+    if secs < 60:
+        return f"{secs}s"
+    if secs < 3600:
+        return f"{secs // 60}m{secs % 60:02d}s"
+    return f"{secs // 3600}h{(secs % 3600) // 60:02d}m"
+
+
+def agent_line(r: AgentRunner) -> str:
+    extra = f" · {r.current_tool}" if r.current_tool else ""
+    queued = f" · {r.queued} queued" if r.queued else ""
+    parent = f" · child of {r.parent_id}" if r.parent_id else ""
+    return f"{r.name} ({r.id}) — {r.state}{extra}{queued}{parent}"

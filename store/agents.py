@@ -1,0 +1,139 @@
+"""Repository for agents and their state transitions."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from store.db import Database
+
+LIVE_STATES = ("starting", "working", "idle", "waiting", "paused")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRow:
+    id: str
+    name: str
+    parent_id: str | None
+    model: str | None
+    cwd: str
+    prompt: str
+    permission_mode: str
+    state: str
+    session_id: str | None
+    launcher_pid: int | None
+    cli_pid: int | None
+    cost_baseline: dict[str, float] = field(default_factory=dict)
+    last_error: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+    @classmethod
+    def from_row(cls, row: Any) -> AgentRow:
+        data = dict(row)
+        data["cost_baseline"] = json.loads(data.get("cost_baseline") or "{}")
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionRow:
+    agent_id: str
+    from_state: str | None
+    to_state: str
+    reason: str
+    at: float
+
+
+class AgentRepo:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def create(
+        self,
+        *,
+        id: str,
+        name: str,
+        parent_id: str | None,
+        model: str | None,
+        cwd: str,
+        prompt: str,
+        permission_mode: str,
+        state: str,
+    ) -> AgentRow:
+        now = time.time()
+        async with self.db.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO agents (id, name, parent_id, model, cwd, prompt, permission_mode,"
+                " state, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (id, name, parent_id, model, cwd, prompt, permission_mode, state, now, now),
+            )
+            await conn.execute(
+                "INSERT INTO agent_transitions (agent_id, from_state, to_state, reason, at)"
+                " VALUES (?,?,?,?,?)",
+                (id, None, state, "spawned", now),
+            )
+        row = await self.get(id)
+        assert row is not None
+        return row
+
+    async def get(self, agent_id: str) -> AgentRow | None:
+        row = await self.db.fetchone("SELECT * FROM agents WHERE id = ?", (agent_id,))
+        return AgentRow.from_row(row) if row else None
+
+    async def find(self, ref: str) -> AgentRow | None:
+        """By id, else by name (the live agent of that name first, then the newest)."""
+        row = await self.db.fetchone(
+            "SELECT * FROM agents WHERE id = ? OR name = ? ORDER BY (id = ?) DESC,"
+            f" (state IN {LIVE_STATES!r}) DESC, created_at DESC LIMIT 1",
+            (ref, ref, ref),
+        )
+        return AgentRow.from_row(row) if row else None
+
+    async def list(self, *, live_only: bool = False) -> list[AgentRow]:
+        where = f"WHERE state IN {LIVE_STATES!r}" if live_only else ""
+        rows = await self.db.fetchall(f"SELECT * FROM agents {where} ORDER BY created_at, id")
+        return [AgentRow.from_row(r) for r in rows]
+
+    async def live_name_taken(self, name: str) -> bool:
+        row = await self.db.fetchone(
+            f"SELECT 1 FROM agents WHERE name = ? AND state IN {LIVE_STATES!r}", (name,)
+        )
+        return row is not None
+
+    async def children(self, agent_id: str) -> list[AgentRow]:
+        rows = await self.db.fetchall(
+            "SELECT * FROM agents WHERE parent_id = ? ORDER BY created_at", (agent_id,)
+        )
+        return [AgentRow.from_row(r) for r in rows]
+
+    async def set_state(self, agent_id: str, old: str | None, new: str, reason: str) -> float:
+        now = time.time()
+        async with self.db.transaction() as conn:
+            await conn.execute(
+                "UPDATE agents SET state = ?, updated_at = ? WHERE id = ?", (new, now, agent_id)
+            )
+            await conn.execute(
+                "INSERT INTO agent_transitions (agent_id, from_state, to_state, reason, at)"
+                " VALUES (?,?,?,?,?)",
+                (agent_id, old, new, reason, now),
+            )
+        return now
+
+    async def update(self, agent_id: str, **fields: Any) -> None:
+        if "cost_baseline" in fields:
+            fields["cost_baseline"] = json.dumps(fields["cost_baseline"])
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        await self.db.execute(
+            f"UPDATE agents SET {cols}, updated_at = ? WHERE id = ?",
+            (*fields.values(), time.time(), agent_id),
+        )
+
+    async def transitions(self, agent_id: str) -> list[TransitionRow]:
+        rows = await self.db.fetchall(
+            "SELECT agent_id, from_state, to_state, reason, at FROM agent_transitions"
+            " WHERE agent_id = ? ORDER BY id",
+            (agent_id,),
+        )
+        return [TransitionRow(**dict(r)) for r in rows]

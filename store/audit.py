@@ -1,0 +1,41 @@
+"""Repository for the audit log: who did what, from which platform, with what result."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from store.db import Database
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    id: int
+    at: float
+    platform: str
+    user_id: str
+    user_name: str
+    action: str
+    args: str
+    ok: int
+    result: str
+
+
+class AuditRepo:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def record(
+        self, *, platform: str, user_id: str, user_name: str, action: str, args: str, ok: bool,
+        result: str,
+    ) -> int:
+        return await self.db.execute(
+            "INSERT INTO audit (at, platform, user_id, user_name, action, args, ok, result)"
+            " VALUES (?,?,?,?,?,?,?,?)",
+            (time.time(), platform, user_id, user_name, action, args[:2000], int(ok),
+             result[:2000]),
+        )
+
+    async def recent(self, n: int = 50) -> list[AuditRow]:
+        rows = await self.db.fetchall("SELECT * FROM audit ORDER BY id DESC LIMIT ?", (n,))
+        return [AuditRow(**dict(r)) for r in rows]

@@ -1,0 +1,146 @@
+"""The SQLite database: one writer connection, one reader connection, WAL, migrations."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from store.errors import MigrationError, StoreUnavailable
+from store.migrations import MIGRATIONS
+
+logger = logging.getLogger(__name__)
+
+Params = Sequence[Any] | dict[str, Any]
+
+
+class Database:
+    """Owns the connections. Writes are serialised through one connection (SQLite allows one
+    writer); reads use a second connection, which WAL lets run while a write is in progress."""
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.read_only = read_only
+        self._writer: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        self._write_lock = asyncio.Lock()
+
+    async def __aenter__(self) -> Database:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        if self._reader is not None:
+            return
+        try:
+            if not self.read_only:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._writer = await aiosqlite.connect(self.path, isolation_level=None)
+                await self._writer.execute("PRAGMA journal_mode=WAL")
+                await self._writer.execute("PRAGMA synchronous=NORMAL")
+                await self._writer.execute("PRAGMA foreign_keys=ON")
+                await self._writer.execute("PRAGMA busy_timeout=5000")
+                await self._migrate()
+            uri = f"file:{self.path}?mode=ro" if self.read_only else f"file:{self.path}"
+            self._reader = await aiosqlite.connect(uri, uri=True, isolation_level=None)
+            self._reader.row_factory = aiosqlite.Row
+            await self._reader.execute("PRAGMA busy_timeout=5000")
+        except sqlite3.Error as exc:
+            await self.close()
+            raise StoreUnavailable(str(self.path), str(exc)) from exc
+
+    async def close(self) -> None:
+        for conn in (self._reader, self._writer):
+            if conn is not None:
+                try:
+                    await conn.close()
+                except (sqlite3.Error, ValueError):  # already closed or broken: nothing left to do
+                    logger.debug("closing connection failed", exc_info=True)
+        self._reader = self._writer = None
+
+    async def _migrate(self) -> None:
+        assert self._writer is not None
+        async with self._writer.execute("PRAGMA user_version") as cur:
+            row = await cur.fetchone()
+        version = int(row[0]) if row else 0
+        if version > len(MIGRATIONS):
+            raise MigrationError(
+                f"{self.path} has schema version {version}, newer than this Switchboard "
+                f"({len(MIGRATIONS)}); upgrade Switchboard or use another data directory"
+            )
+        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+            logger.info("applying migration version=%d path=%s", number, self.path)
+            try:
+                await self._writer.executescript(
+                    f"BEGIN;\n{script}\nPRAGMA user_version={number};\nCOMMIT;"
+                )
+            except sqlite3.Error as exc:
+                await _rollback(self._writer)
+                raise MigrationError(f"migration {number} failed: {exc}") from exc
+
+    @property
+    def schema_version(self) -> int:
+        return len(MIGRATIONS)
+
+    def _w(self) -> aiosqlite.Connection:
+        if self._writer is None:
+            raise StoreUnavailable(str(self.path), "opened read-only or closed")
+        return self._writer
+
+    def _r(self) -> aiosqlite.Connection:
+        if self._reader is None:
+            raise StoreUnavailable(str(self.path), "closed")
+        return self._reader
+
+    async def execute(self, sql: str, params: Params = ()) -> int:
+        """Run one write statement in its own transaction; returns lastrowid."""
+        async with self.transaction() as conn:
+            async with conn.execute(sql, params) as cur:
+                return cur.lastrowid or 0
+
+    async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
+        async with self.transaction() as conn:
+            await conn.executemany(sql, rows)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        conn = self._w()
+        async with self._write_lock:
+            try:
+                await conn.execute("BEGIN IMMEDIATE")
+                yield conn
+                await conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                await _rollback(conn)
+                raise StoreUnavailable(str(self.path), str(exc)) from exc
+            except BaseException:
+                await _rollback(conn)
+                raise
+
+    async def fetchall(self, sql: str, params: Params = ()) -> list[aiosqlite.Row]:
+        try:
+            async with self._r().execute(sql, params) as cur:
+                return list(await cur.fetchall())
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(str(self.path), str(exc)) from exc
+
+    async def fetchone(self, sql: str, params: Params = ()) -> aiosqlite.Row | None:
+        rows = await self.fetchall(sql, params)
+        return rows[0] if rows else None
+
+
+async def _rollback(conn: aiosqlite.Connection) -> None:
+    try:
+        if conn.in_transaction:
+            await conn.execute("ROLLBACK")
+    except sqlite3.Error:
+        logger.warning("rollback failed", exc_info=True)

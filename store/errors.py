@@ -1,0 +1,23 @@
+"""Errors raised by the store.
+
+    StoreError                 root of everything this package raises
+    ├── StoreUnavailable       the database could not be opened or written (disk full, read-only, locked)
+    └── MigrationError         a migration failed or the file is newer than this code
+"""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Root of the store's exceptions."""
+
+
+class StoreUnavailable(StoreError):
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"the database at {path} cannot be used: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class MigrationError(StoreError):
+    pass

@@ -1,0 +1,91 @@
+"""Versioned schema migrations, applied in order and recorded in PRAGMA user_version."""
+
+from __future__ import annotations
+
+# Append only: never edit a migration that has shipped; add a new one.
+MIGRATIONS: tuple[str, ...] = (
+    # 1: agents, their state transitions, their stream-json events, turns and costs.
+    """
+    CREATE TABLE agents (
+        id            TEXT PRIMARY KEY,
+        name          TEXT NOT NULL,
+        parent_id     TEXT REFERENCES agents(id),
+        model         TEXT,
+        cwd           TEXT NOT NULL,
+        prompt        TEXT NOT NULL,
+        permission_mode TEXT NOT NULL DEFAULT 'default',
+        state         TEXT NOT NULL,
+        session_id    TEXT,
+        launcher_pid  INTEGER,
+        cli_pid       INTEGER,
+        cost_baseline TEXT NOT NULL DEFAULT '{}',
+        last_error    TEXT,
+        created_at    REAL NOT NULL,
+        updated_at    REAL NOT NULL
+    );
+    CREATE INDEX agents_parent ON agents(parent_id);
+    CREATE UNIQUE INDEX agents_live_name ON agents(name)
+        WHERE state NOT IN ('stopped', 'failed', 'killed');
+
+    CREATE TABLE agent_transitions (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent_id   TEXT NOT NULL REFERENCES agents(id),
+        from_state TEXT,
+        to_state   TEXT NOT NULL,
+        reason     TEXT NOT NULL DEFAULT '',
+        at         REAL NOT NULL
+    );
+    CREATE INDEX agent_transitions_agent ON agent_transitions(agent_id, id);
+
+    CREATE TABLE agent_events (
+        id       INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent_id TEXT NOT NULL REFERENCES agents(id),
+        turn_id  INTEGER,
+        kind     TEXT NOT NULL,
+        summary  TEXT NOT NULL DEFAULT '',
+        data     TEXT NOT NULL,
+        at       REAL NOT NULL
+    );
+    CREATE INDEX agent_events_agent ON agent_events(agent_id, id);
+
+    CREATE TABLE turns (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent_id      TEXT NOT NULL REFERENCES agents(id),
+        prompt        TEXT NOT NULL,
+        status        TEXT NOT NULL,
+        result_text   TEXT,
+        error         TEXT,
+        session_id    TEXT,
+        cost_usd      REAL NOT NULL DEFAULT 0,
+        input_tokens  INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        started_at    REAL NOT NULL,
+        ended_at      REAL
+    );
+    CREATE INDEX turns_agent ON turns(agent_id, id);
+
+    CREATE TABLE costs (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent_id      TEXT NOT NULL REFERENCES agents(id),
+        turn_id       INTEGER REFERENCES turns(id),
+        model         TEXT NOT NULL,
+        cost_usd      REAL NOT NULL,
+        input_tokens  INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        at            REAL NOT NULL
+    );
+    CREATE INDEX costs_agent ON costs(agent_id);
+
+    CREATE TABLE audit (
+        id        INTEGER PRIMARY KEY AUTOINCREMENT,
+        at        REAL NOT NULL,
+        platform  TEXT NOT NULL,
+        user_id   TEXT NOT NULL,
+        user_name TEXT NOT NULL DEFAULT '',
+        action    TEXT NOT NULL,
+        args      TEXT NOT NULL DEFAULT '',
+        ok        INTEGER NOT NULL,
+        result    TEXT NOT NULL DEFAULT ''
+    );
+    """,
+)

@@ -1,0 +1,189 @@
+"""Typed settings, read once from the environment and an optional TOML file (the only reader)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from supervisor.errors import ConfigError
+
+PERMISSION_MODES = ("default", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions")
+
+# Variables an agent may see. Everything else in the supervisor's environment (chat tokens,
+# cloud credentials, our own secrets) is withheld.
+BASE_AGENT_ENV = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TERM",
+    "TZ", "TMPDIR", "NO_COLOR",
+)
+CLAUDE_CREDENTIAL_ENV = (
+    "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CONFIG_DIR",
+)
+AGENT_ENV_DEFAULTS = {
+    "DISABLE_AUTOUPDATER": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Secret:
+    """A secret value whose repr never shows it."""
+
+    value: str
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    home: Path
+    claude_cli: Path | None = None
+    default_model: str | None = None
+    permission_mode: str = "default"
+    anthropic_api_key: Secret | None = None
+    anthropic_auth_token: Secret | None = None
+    anthropic_base_url: str | None = None
+    claude_config_dir: Path | None = None
+    agent_env: Mapping[str, str] = field(default_factory=dict)  # extra values given to agents
+    agent_env_passthrough: tuple[str, ...] = ()  # extra names copied from our environment
+    kill_grace_s: float = 5.0
+    stop_grace_s: float = 10.0
+    shutdown_grace_s: float = 30.0
+    max_prompt_chars: int = 100_000
+    max_line_bytes: int = 64 * 1024 * 1024
+    telegram_token: Secret | None = None
+    slack_bot_token: Secret | None = None
+    slack_app_token: Secret | None = None
+    console: bool | None = None  # None: on when stdin is a terminal
+    log_level: str = "INFO"
+    config_file: Path | None = None
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "switchboard.db"
+
+    @property
+    def workspaces(self) -> Path:
+        return self.home / "workspaces"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.home / "run"
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / "switchboard.log"
+
+    @property
+    def instance_id(self) -> str:
+        """Names this data directory in agent tags, so two supervisors never sweep each other."""
+        return hashlib.sha256(str(self.home.resolve()).encode()).hexdigest()[:12]
+
+    @property
+    def credential_source(self) -> str:
+        if self.anthropic_api_key:
+            return "ANTHROPIC_API_KEY"
+        if self.anthropic_auth_token:
+            return "ANTHROPIC_AUTH_TOKEN"
+        if self.agent_env.get("ANTHROPIC_API_KEY") or self.agent_env.get("ANTHROPIC_AUTH_TOKEN"):
+            return "agent_env"
+        return "claude login"
+
+    def with_(self, **changes: Any) -> Settings:
+        return replace(self, **changes)
+
+    @classmethod
+    def load(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = dict(os.environ if environ is None else environ)
+        home = Path(env.get("SWITCHBOARD_HOME") or Path(env.get("HOME", ".")) / ".switchboard")
+        home = home.expanduser()
+        cfg_path = Path(env.get("SWITCHBOARD_CONFIG") or home / "switchboard.toml").expanduser()
+        file: dict[str, Any] = {}
+        if cfg_path.exists():
+            try:
+                file = tomllib.loads(cfg_path.read_text())
+            except (OSError, tomllib.TOMLDecodeError) as exc:
+                raise ConfigError(f"cannot read {cfg_path}: {exc}") from exc
+        elif env.get("SWITCHBOARD_CONFIG"):
+            raise ConfigError(f"SWITCHBOARD_CONFIG points at {cfg_path}, which does not exist")
+
+        def pick(key: str, env_key: str, default: Any = None) -> Any:
+            if env_key in env and env[env_key] != "":
+                return env[env_key]
+            return file.get(key, default)
+
+        def secret(key: str, env_key: str) -> Secret | None:
+            value = pick(key, env_key)
+            return Secret(str(value)) if value else None
+
+        def number(key: str, env_key: str, default: float) -> float:
+            raw = pick(key, env_key, default)
+            try:
+                value = float(raw)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"{env_key} / {key} must be a number, got {raw!r}") from exc
+            if value < 0:
+                raise ConfigError(f"{env_key} / {key} must not be negative, got {raw!r}")
+            return value
+
+        mode = str(pick("permission_mode", "SWITCHBOARD_PERMISSION_MODE", "default"))
+        if mode not in PERMISSION_MODES:
+            raise ConfigError(f"permission_mode must be one of {', '.join(PERMISSION_MODES)}")
+        console_raw = pick("console", "SWITCHBOARD_CONSOLE")
+        console = None if console_raw is None else str(console_raw).lower() in ("1", "true", "yes")
+        agent_env = file.get("agent_env", {})
+        if not isinstance(agent_env, dict):
+            raise ConfigError("[agent_env] in the config file must be a table of strings")
+        passthrough = pick("agent_env_passthrough", "SWITCHBOARD_AGENT_ENV_PASSTHROUGH", ())
+        if isinstance(passthrough, str):
+            passthrough = tuple(p for p in passthrough.split(",") if p)
+        cli = pick("claude_cli", "SWITCHBOARD_CLAUDE_CLI")
+        config_dir = pick("claude_config_dir", "CLAUDE_CONFIG_DIR")
+        return cls(
+            home=home,
+            claude_cli=Path(cli).expanduser() if cli else None,
+            default_model=pick("model", "SWITCHBOARD_MODEL"),
+            permission_mode=mode,
+            anthropic_api_key=secret("anthropic_api_key", "ANTHROPIC_API_KEY"),
+            anthropic_auth_token=secret("anthropic_auth_token", "ANTHROPIC_AUTH_TOKEN"),
+            anthropic_base_url=pick("anthropic_base_url", "ANTHROPIC_BASE_URL"),
+            claude_config_dir=Path(config_dir).expanduser() if config_dir else None,
+            agent_env={str(k): str(v) for k, v in agent_env.items()},
+            agent_env_passthrough=tuple(passthrough),
+            kill_grace_s=number("kill_grace_s", "SWITCHBOARD_KILL_GRACE_S", 5.0),
+            stop_grace_s=number("stop_grace_s", "SWITCHBOARD_STOP_GRACE_S", 10.0),
+            shutdown_grace_s=number("shutdown_grace_s", "SWITCHBOARD_SHUTDOWN_GRACE_S", 30.0),
+            max_prompt_chars=int(number("max_prompt_chars", "SWITCHBOARD_MAX_PROMPT_CHARS", 1e5)),
+            telegram_token=secret("telegram_bot_token", "TELEGRAM_BOT_TOKEN"),
+            slack_bot_token=secret("slack_bot_token", "SLACK_BOT_TOKEN"),
+            slack_app_token=secret("slack_app_token", "SLACK_APP_TOKEN"),
+            console=console,
+            log_level=str(pick("log_level", "SWITCHBOARD_LOG_LEVEL", "INFO")).upper(),
+            config_file=cfg_path if cfg_path.exists() else None,
+        )
+
+    def agent_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The complete environment an agent gets: an allowlist, never our whole environment."""
+        src = dict(os.environ if base is None else base)
+        env = {k: src[k] for k in (*BASE_AGENT_ENV, *self.agent_env_passthrough) if k in src}
+        env.update(AGENT_ENV_DEFAULTS)
+        if self.anthropic_api_key:
+            env["ANTHROPIC_API_KEY"] = self.anthropic_api_key.value
+        if self.anthropic_auth_token:
+            env["ANTHROPIC_AUTH_TOKEN"] = self.anthropic_auth_token.value
+        if self.anthropic_base_url:
+            env["ANTHROPIC_BASE_URL"] = self.anthropic_base_url
+        if self.claude_config_dir:
+            env["CLAUDE_CONFIG_DIR"] = str(self.claude_config_dir)
+        env.update(self.agent_env)
+        return env

@@ -1,0 +1,95 @@
+"""Typed in-process events and the hub front ends subscribe to (the supervisor never imports bot)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+logger = logging.getLogger(__name__)
+
+
+class AgentState(StrEnum):
+    STARTING = "starting"
+    WORKING = "working"
+    IDLE = "idle"
+    WAITING = "waiting"
+    PAUSED = "paused"
+    STOPPED = "stopped"
+    FAILED = "failed"
+    KILLED = "killed"
+
+    @property
+    def live(self) -> bool:
+        return self not in (AgentState.STOPPED, AgentState.FAILED, AgentState.KILLED)
+
+
+@dataclass(frozen=True, slots=True)
+class StateChanged:
+    agent_id: str
+    name: str
+    old: AgentState | None
+    new: AgentState
+    reason: str
+    at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentOutput:
+    """Something the agent said or did: `kind` is text, tool_use, tool_result, system or result."""
+
+    agent_id: str
+    name: str
+    kind: str
+    text: str
+    at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFinished:
+    agent_id: str
+    name: str
+    turn_id: int
+    ok: bool
+    result_text: str
+    cost_usd: float
+    at: float = field(default_factory=time.time)
+
+
+Event = StateChanged | AgentOutput | TurnFinished
+
+
+class EventHub:
+    """Fan-out of events to subscribers. Publishing never blocks: a subscriber that falls more
+    than `maxsize` events behind loses the oldest ones (it can re-read the store)."""
+
+    def __init__(self, maxsize: int = 10_000) -> None:
+        self._subs: set[asyncio.Queue[Event]] = set()
+        self._maxsize = maxsize
+
+    def publish(self, event: Event) -> None:
+        for queue in self._subs:
+            if queue.full():
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    queue.get_nowait()
+                logger.warning("event subscriber lagging, dropped oldest event")
+            queue.put_nowait(event)
+
+    @contextlib.contextmanager
+    def subscription(self) -> Iterator[asyncio.Queue[Event]]:
+        queue: asyncio.Queue[Event] = asyncio.Queue(self._maxsize)
+        self._subs.add(queue)
+        try:
+            yield queue
+        finally:
+            self._subs.discard(queue)
+
+    async def stream(self) -> AsyncIterator[Event]:
+        with self.subscription() as queue:
+            while True:
+                yield await queue.get()
+

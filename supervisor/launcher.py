@@ -1,0 +1,137 @@
+"""Agent launcher: the `cli_path` the SDK starts. Session leader and child subreaper around the CLI.
+
+Runs with `python -S -E` and imports only the standard library: one runs per agent, so it is kept
+small. It (1) becomes a session leader, (2) marks itself a child subreaper so that every process
+the agent starts, including background commands that leave the CLI's session, is reparented to it,
+(3) strips its environment to the allowlist the supervisor chose, keeping the agent tag, (4) runs
+the real CLI as its child, forwarding SIGTERM/SIGINT/SIGHUP to it, and (5) when the CLI exits,
+kills and reaps everything left, then exits with the CLI's status.
+"""
+
+import ctypes
+import os
+import signal
+import sys
+import time
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+TAG_VAR = "SWITCHBOARD_AGENT_TAG"
+CLI_VAR = "SWITCHBOARD_REAL_CLI"
+KEYS_VAR = "SWITCHBOARD_ENV_KEYS"
+PARENT_VAR = "SWITCHBOARD_SUPERVISOR_PID"
+SDK_PREFIXES = ("CLAUDE_CODE_", "CLAUDE_AGENT_SDK")
+
+
+def _prctl(option, value):
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        return -1
+
+
+def _children(pid):
+    """Pids whose parent is `pid`, read from /proc (a subreaper collects orphans here)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry, "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if int(fields[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def _reap_nohang():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+
+
+def _kill_rest():
+    """SIGKILL every remaining descendant (orphans come back to us) until none is left."""
+    me = os.getpid()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        kids = _children(me)
+        for pid in kids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if not _reap_nohang() and not kids:
+            return
+        time.sleep(0.01)
+
+
+def main(argv):
+    real_cli = os.environ.get(CLI_VAR)
+    if not real_cli:
+        sys.stderr.write("switchboard launcher: %s is not set\n" % CLI_VAR)
+        return 2
+    keys = set(filter(None, os.environ.get(KEYS_VAR, "").split(",")))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k in keys or k.startswith(SDK_PREFIXES) or k in ("PWD", TAG_VAR)
+    }
+    try:
+        os.setsid()
+    except OSError:
+        pass  # already a session leader
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    # If the supervisor dies, SIGTERM us: the CLI then ends and we clean up after it.
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    expected_parent = os.environ.get(PARENT_VAR)
+    if expected_parent and str(os.getppid()) != expected_parent:
+        return 1  # the supervisor died before PDEATHSIG was armed
+
+    cli_pid = os.fork()
+    if cli_pid == 0:
+        try:
+            os.execve(real_cli, [real_cli] + argv[1:], env)
+        except OSError as exc:
+            sys.stderr.write("switchboard launcher: cannot run %s: %s\n" % (real_cli, exc))
+            os._exit(127)
+
+    def forward(signum, _frame):
+        try:
+            os.kill(cli_pid, signum)
+        except ProcessLookupError:
+            pass
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    # Our copies of the pipes would keep the SDK from seeing EOF; the CLI has its own.
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+
+    status = 0
+    while True:
+        try:
+            pid, raw = os.waitpid(-1, 0)
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            break
+        if pid == cli_pid:
+            status = os.waitstatus_to_exitcode(raw)
+            break
+    _kill_rest()
+    if status < 0:
+        return 128 - status
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

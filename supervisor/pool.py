@@ -1,0 +1,271 @@
+"""All agents: spawn, look up, act on subtrees, recover after a restart, shut down in two phases."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import secrets
+import shutil
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from store import Store
+from store.agents import LIVE_STATES
+from supervisor.config import PERMISSION_MODES, Settings
+from supervisor.errors import AgentExists, ConfigError, InvalidRequest, ShuttingDown, UnknownAgent
+from supervisor.events import AgentState, EventHub
+from supervisor.process import bundled_cli, install_launcher, sweep
+from supervisor.runner import AgentRunner, RunnerDeps
+
+logger = logging.getLogger(__name__)
+
+NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")
+ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
+
+
+class PoolState(StrEnum):
+    NEW = "new"
+    RUNNING = "running"
+    DRAINING = "draining"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    swept_pids: tuple[int, ...]
+    resumed: tuple[str, ...]
+    interrupted_turns: int
+
+
+def new_agent_id() -> str:
+    return "".join(secrets.choice(ID_ALPHABET) for _ in range(6))
+
+
+def resolve_cli(settings: Settings) -> Path:
+    if settings.claude_cli:
+        path = settings.claude_cli
+        if not path.exists():
+            raise ConfigError(f"claude_cli is set to {path}, which does not exist")
+        return path
+    found = bundled_cli() or (Path(p) if (p := shutil.which("claude")) else None)
+    if found is None:
+        raise ConfigError(
+            "no claude CLI found: install claude-agent-sdk (it bundles one) or set "
+            "SWITCHBOARD_CLAUDE_CLI to its path"
+        )
+    return found
+
+
+class AgentPool:
+    def __init__(self, settings: Settings, store: Store, hub: EventHub) -> None:
+        self.settings = settings
+        self.store = store
+        self.hub = hub
+        self.state = PoolState.NEW
+        self._runners: dict[str, AgentRunner] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._deps: RunnerDeps | None = None
+        self.recovery: RecoveryReport | None = None
+
+    async def __aenter__(self) -> AgentPool:
+        try:
+            await self.start()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def start(self) -> RecoveryReport:
+        if self.state != PoolState.NEW:
+            return self.recovery or RecoveryReport((), (), 0)
+        self._deps = RunnerDeps(
+            settings=self.settings,
+            store=self.store,
+            hub=self.hub,
+            launcher=install_launcher(self.settings.run_dir),
+            real_cli=resolve_cli(self.settings),
+        )
+        self.settings.workspaces.mkdir(parents=True, exist_ok=True)
+        # Anything tagged with this data directory is left over from a previous run.
+        swept = await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
+        if swept:
+            logger.warning("swept leftover agent processes count=%d pids=%s", len(swept), swept)
+        interrupted = await self.store.turns.close_running(None, "the supervisor restarted")
+        resumed = []
+        for row in await self.store.agents.list():
+            runner = AgentRunner(row, self._deps)
+            if row.state == AgentState.KILLED:
+                self._runners[row.id] = runner  # kept for /status and /logs; it has no loop
+                continue
+            if runner.state.live:
+                await runner.recover()
+                resumed.append(row.name)
+            await self.store.agents.update(row.id, launcher_pid=None, cli_pid=None)
+            self._adopt(runner)
+        self.state = PoolState.RUNNING
+        self.recovery = RecoveryReport(tuple(swept), tuple(resumed), interrupted)
+        return self.recovery
+
+    def _adopt(self, runner: AgentRunner) -> None:
+        self._runners[runner.id] = runner
+        self._tasks[runner.id] = asyncio.create_task(runner.run(), name=f"agent:{runner.name}")
+        self._tasks[runner.id].add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("agent loop crashed task=%s", task.get_name(), exc_info=task.exception())
+
+    def _require_running(self) -> RunnerDeps:
+        if self.state != PoolState.RUNNING or self._deps is None:
+            raise ShuttingDown()
+        return self._deps
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def runners(self, *, include_dead: bool = False) -> list[AgentRunner]:
+        return [r for r in self._runners.values() if include_dead or r.state.live]
+
+    async def get(self, ref: str) -> AgentRunner:
+        ref = ref.strip()
+        live = [r for r in self._runners.values() if r.id == ref or r.name == ref]
+        live.sort(key=lambda r: (r.id == ref, r.state.live, r.created_at), reverse=True)
+        if live:
+            return live[0]
+        raise UnknownAgent(ref)
+
+    async def subtree(self, agent_id: str) -> list[str]:
+        """Ids of the agent and every descendant, at any depth (children before parents)."""
+        order: list[str] = []
+        stack = [agent_id]
+        seen: set[str] = set()
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            order.append(current)
+            stack.extend(c.id for c in await self.store.agents.children(current))
+        return list(reversed(order))
+
+    # -- actions ---------------------------------------------------------------------------------
+
+    async def spawn(
+        self,
+        name: str,
+        prompt: str,
+        *,
+        model: str | None = None,
+        cwd: str | None = None,
+        parent: str | None = None,
+        permission_mode: str | None = None,
+    ) -> AgentRunner:
+        deps = self._require_running()
+        if not NAME_RE.match(name):
+            raise InvalidRequest(
+                f"{name!r} is not a valid agent name: start with a letter, then letters, digits,"
+                " '.', '_' or '-', at most 40 characters"
+            )
+        if await self.store.agents.live_name_taken(name):
+            raise AgentExists(name)
+        mode = permission_mode or self.settings.permission_mode
+        if mode not in PERMISSION_MODES:
+            raise InvalidRequest(f"unknown permission mode {mode!r}; use one of "
+                                 + ", ".join(PERMISSION_MODES))
+        if len(prompt) > self.settings.max_prompt_chars:
+            raise InvalidRequest(
+                f"the prompt is {len(prompt):,} characters; the limit is "
+                f"{self.settings.max_prompt_chars:,}"
+            )
+        if not prompt.strip():
+            raise InvalidRequest("the prompt is empty: say what the agent should do")
+        parent_id = None
+        if parent:
+            parent_runner = await self.get(parent)
+            if not parent_runner.state.live:
+                raise InvalidRequest(f"parent agent {parent_runner.name!r} is "
+                                     f"{parent_runner.state}; spawn children of live agents")
+            parent_id = parent_runner.id
+        agent_id = new_agent_id()
+        if cwd:
+            workdir = Path(cwd).expanduser()
+            if not workdir.is_dir():
+                raise InvalidRequest(f"--cwd {cwd} is not an existing directory")
+        else:
+            workdir = self.settings.workspaces / f"{name}-{agent_id}"
+            workdir.mkdir(parents=True, exist_ok=True)
+        row = await self.store.agents.create(
+            id=agent_id, name=name, parent_id=parent_id, model=model, cwd=str(workdir.resolve()),
+            prompt=prompt, permission_mode=mode, state=AgentState.STARTING,
+        )
+        runner = AgentRunner(row, deps)
+        self._adopt(runner)
+        runner.submit(prompt)
+        logger.info("agent spawned agent=%s name=%s parent=%s", agent_id, name, parent_id)
+        return runner
+
+    async def ask(self, ref: str, text: str) -> tuple[AgentRunner, int]:
+        self._require_running()
+        runner = await self.get(ref)
+        return runner, runner.submit(text)
+
+    async def kill(self, ref: str, reason: str = "killed by operator") -> list[AgentRunner]:
+        """Kill an agent and its whole subtree, in parallel. Returns the agents killed."""
+        root = await self.get(ref)
+        ids = await self.subtree(root.id)
+        targets = [self._runners[i] for i in ids if i in self._runners]
+        targets = [r for r in targets if r.state != AgentState.KILLED]
+        await asyncio.gather(
+            *(r.kill(reason if r is root else f"parent {root.name} killed") for r in targets)
+        )
+        # Backstop: nothing tagged with these agents may survive.
+        for r in targets:
+            await asyncio.to_thread(sweep, r.tag + "\0")
+        return targets
+
+    # -- shutdown --------------------------------------------------------------------------------
+
+    async def drain(self, grace_s: float) -> bool:
+        """Phase one: take no new work, let running turns finish for at most grace_s."""
+        if self.state == PoolState.RUNNING:
+            self.state = PoolState.DRAINING
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        while any(r.busy for r in self._runners.values()):
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.1)
+        return True
+
+    async def close(self) -> None:
+        """Phase two: end every process (agents stay resumable), cancel the loops."""
+        if self.state == PoolState.CLOSED:
+            return
+        self.state = PoolState.CLOSED
+        runners = list(self._runners.values())
+        await asyncio.gather(*(r.close_for_shutdown() for r in runners), return_exceptions=True)
+        for task in self._tasks.values():
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        for r in runners:
+            if r.state in (AgentState.WORKING, AgentState.STARTING, AgentState.WAITING):
+                await self.store.agents.set_state(r.id, r.state, AgentState.IDLE,
+                                                  "supervisor shut down mid-turn")
+        await self.store.turns.close_running(None, "the supervisor shut down")
+        if self._deps is not None:
+            await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
+
+    def kill_all_now(self) -> int:
+        """Emergency: SIGKILL every agent's tree at once, synchronously."""
+        count = 0
+        for r in self._runners.values():
+            count += len(r.kill_now())
+        count += len(sweep(f"{self.settings.instance_id}/"))
+        return count
+
+
+__all__ = ["AgentPool", "PoolState", "RecoveryReport", "LIVE_STATES"]

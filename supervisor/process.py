@@ -1,0 +1,251 @@
+"""One agent's OS processes: the claude CLI under our launcher, driven by ClaudeSDKClient.
+
+The only module (with the launcher) that sends signals. Every process of an agent either descends
+from its launcher (a child subreaper, so escaped background commands come back to it) or carries
+the agent tag in its environment; `members()` is the union, and pause/resume/kill act on all of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import psutil
+from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
+from claude_agent_sdk.types import Message
+
+from supervisor import launcher as launcher_module
+
+logger = logging.getLogger(__name__)
+
+TAG_VAR = launcher_module.TAG_VAR
+STDERR_LINES = 40
+
+
+def bundled_cli() -> Path | None:
+    import claude_agent_sdk
+
+    path = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+    return path if path.exists() else None
+
+
+def install_launcher(run_dir: Path) -> Path:
+    """Write the launcher as an executable script for this interpreter; return its path."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    target = run_dir / "claude-launcher"
+    source = Path(launcher_module.__file__).read_text()
+    text = f"#!{sys.executable} -SE\n{source}"
+    if not target.exists() or target.read_text() != text:
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.chmod(0o755)
+        tmp.replace(target)
+    return target
+
+
+def _environ_has(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return False
+    return needle in data
+
+
+def tagged_pids(prefix: str) -> list[int]:
+    """Pids whose environment carries an agent tag starting with `prefix` (e.g. 'instance/')."""
+    needle = f"{TAG_VAR}={prefix}".encode()
+    me = os.getpid()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != me and _environ_has(int(entry), needle):
+            found.append(int(entry))
+    return found
+
+
+def _alive(pids: Iterable[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return alive
+
+
+def _signal_all(pids: Iterable[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def kill_pids_now(pids: Iterable[int]) -> None:
+    """Freeze then SIGKILL: stopped processes cannot fork while we work through the list."""
+    pids = list(pids)
+    _signal_all(pids, signal.SIGSTOP)
+    _signal_all(pids, signal.SIGKILL)
+
+
+def sweep(prefix: str, *, rounds: int = 50) -> list[int]:
+    """Kill every process tagged with `prefix`; returns what was found. Used after crashes."""
+    killed: list[int] = []
+    for _ in range(rounds):
+        pids = _alive(tagged_pids(prefix))
+        if not pids:
+            break
+        killed.extend(pids)
+        kill_pids_now(pids)
+        time.sleep(0.02)
+    return sorted(set(killed))
+
+
+class AgentProcess:
+    """The CLI process tree of one agent and the SDK client that talks to it."""
+
+    def __init__(
+        self,
+        *,
+        tag: str,
+        options: ClaudeAgentOptions,
+        on_stderr: Callable[[str], None] | None = None,
+    ) -> None:
+        self.tag = tag
+        self.options = options
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
+        self._on_stderr = on_stderr
+        options.stderr = self._stderr
+        self.client = ClaudeSDKClient(options)
+        self.launcher_pid: int | None = None
+        self.cli_pid: int | None = None
+        self.paused = False
+        self._closed = False
+
+    def _stderr(self, line: str) -> None:
+        self.stderr_tail.append(line)
+        if self._on_stderr:
+            self._on_stderr(line)
+
+    def stderr_text(self, lines: int = 10) -> str:
+        return "\n".join(list(self.stderr_tail)[-lines:])
+
+    async def start(self, timeout_s: float = 90.0) -> None:
+        await asyncio.wait_for(self.client.connect(), timeout_s)
+        info = await self.client.get_server_info() or {}
+        pid = info.get("pid")
+        if isinstance(pid, int):
+            self.cli_pid = pid
+            with contextlib.suppress(psutil.NoSuchProcess):
+                parent = psutil.Process(pid).ppid()
+                if _environ_has(parent, f"{TAG_VAR}={self.tag}\0".encode()):
+                    self.launcher_pid = parent
+        if self.launcher_pid is None:
+            # Fall back to the tag: the launcher is the tagged process whose parent is us.
+            for p in tagged_pids(self.tag + "\0"):
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    if psutil.Process(p).ppid() == os.getpid():
+                        self.launcher_pid = p
+
+    async def query(self, prompt: str) -> None:
+        await self.client.query(prompt)
+
+    def responses(self) -> AsyncIterator[Message]:
+        return self.client.receive_response()
+
+    async def interrupt(self) -> None:
+        await self.client.interrupt()
+
+    # -- membership and signals -------------------------------------------------------------
+
+    def members(self) -> list[int]:
+        """Every live process of this agent: launcher descendants plus tagged processes."""
+        pids: set[int] = set(tagged_pids(self.tag + "\0"))
+        if self.launcher_pid:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                root = psutil.Process(self.launcher_pid)
+                pids.add(root.pid)
+                pids.update(c.pid for c in root.children(recursive=True))
+        return _alive(pids)
+
+    def alive(self) -> bool:
+        if self.launcher_pid is None:
+            return not self._closed
+        try:
+            return psutil.Process(self.launcher_pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    def pause(self) -> list[int]:
+        """SIGSTOP every process of the agent; repeat until no new member appears."""
+        stopped: set[int] = set()
+        for _ in range(20):
+            todo = [p for p in self.members() if p not in stopped]
+            if not todo:
+                break
+            _signal_all(todo, signal.SIGSTOP)
+            stopped.update(todo)
+        self.paused = True
+        return sorted(stopped)
+
+    def resume(self) -> list[int]:
+        pids = self.members()
+        _signal_all(pids, signal.SIGCONT)
+        self.paused = False
+        return pids
+
+    async def kill(self, grace_s: float) -> list[int]:
+        """SIGTERM, a bounded wait, SIGKILL of every member, then the tag sweep. Returns the
+        pids that had to be force-killed. Safe to call more than once and under cancellation."""
+        forced: list[int] = []
+        try:
+            members = self.members()
+            if members:
+                _signal_all(members, signal.SIGCONT)
+                if self.launcher_pid and grace_s > 0:
+                    _signal_all([self.launcher_pid], signal.SIGTERM)
+                    deadline = time.monotonic() + grace_s
+                    while time.monotonic() < deadline and self.members():
+                        await asyncio.sleep(0.05)
+            forced = self.kill_now()
+        finally:
+            await self.close(kill=False)
+        return forced
+
+    def kill_now(self) -> list[int]:
+        """Immediate SIGKILL of the whole tree and every tagged process (no await)."""
+        forced: set[int] = set()
+        for _ in range(50):
+            pids = self.members()
+            if not pids:
+                break
+            forced.update(pids)
+            kill_pids_now(pids)
+            time.sleep(0.01)
+        self.paused = False
+        return sorted(forced)
+
+    async def close(self, *, kill: bool = True, timeout_s: float = 10.0) -> None:
+        """Disconnect the SDK client (it closes stdin, waits, then terminates), bounded."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.paused:
+            self.resume()
+        try:
+            with contextlib.suppress(Exception):  # the client may already be dead; never raise here
+                await asyncio.wait_for(asyncio.shield(self.client.disconnect()), timeout_s)
+        finally:
+            if kill:
+                self.kill_now()
+
+    def describe(self) -> dict[str, Any]:
+        return {"launcher_pid": self.launcher_pid, "cli_pid": self.cli_pid, "tag": self.tag}

@@ -1,0 +1,445 @@
+"""One agent: its turn queue, state machine, restarts, cost accounting and event log."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeAgentOptions,
+    ClaudeSDKError,
+    PermissionResultAllow,
+    ResultMessage,
+    SystemMessage,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+)
+from claude_agent_sdk.types import PermissionResult, ToolPermissionContext
+
+from store import Store
+from store.agents import AgentRow
+from supervisor import launcher as launcher_module
+from supervisor.config import Settings
+from supervisor.errors import AgentFailed, AgentNotRunning, InvalidRequest
+from supervisor.events import AgentOutput, AgentState, EventHub, StateChanged, TurnFinished
+from supervisor.process import AgentProcess
+
+logger = logging.getLogger(__name__)
+
+_STOP = object()  # inbox sentinel that wakes the loop when the agent is killed
+IDLE_POLL_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerDeps:
+    settings: Settings
+    store: Store
+    hub: EventHub
+    launcher: Path
+    real_cli: Path
+
+
+def summarize_tool(name: str, tool_input: dict[str, Any]) -> str:
+    for key in ("command", "file_path", "path", "pattern", "url", "query", "description"):
+        if key in tool_input:
+            return f"{name}: {str(tool_input[key])[:300]}"
+    return name
+
+
+def _block_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return "" if content is None else str(content)
+
+
+class AgentRunner:
+    def __init__(self, row: AgentRow, deps: RunnerDeps) -> None:
+        self.id = row.id
+        self.name = row.name
+        self.parent_id = row.parent_id
+        self.model = row.model
+        self.cwd = row.cwd
+        self.permission_mode = row.permission_mode
+        self.session_id = row.session_id
+        self.state = AgentState(row.state)
+        self.created_at = row.created_at
+        self.last_error = row.last_error
+        self._deps = deps
+        self._baseline: dict[str, float] = dict(row.cost_baseline)
+        self._inbox: asyncio.Queue[object] = asyncio.Queue()
+        self._not_paused = asyncio.Event()
+        if self.state != AgentState.PAUSED:
+            self._not_paused.set()
+        self._proc: AgentProcess | None = None
+        self._turn_done = asyncio.Event()
+        self._turn_done.set()
+        self._lifecycle = asyncio.Lock()
+        self._state_before_pause = AgentState.IDLE
+        self._stopping = False
+        self.current_tool: str | None = None
+        self.turn_started_at: float | None = None
+        self.first_event_at: float | None = None
+
+    # -- public API used by the pool ---------------------------------------------------------
+
+    @property
+    def tag(self) -> str:
+        return f"{self._deps.settings.instance_id}/{self.id}"
+
+    @property
+    def process(self) -> AgentProcess | None:
+        return self._proc
+
+    @property
+    def queued(self) -> int:
+        return self._inbox.qsize()
+
+    @property
+    def busy(self) -> bool:
+        return not self._turn_done.is_set()
+
+    def submit(self, text: str) -> int:
+        """Queue a message; it becomes the next turn. Returns how many are ahead of it."""
+        if self.state == AgentState.KILLED:
+            raise AgentNotRunning(self.name, self.state, "message")
+        limit = self._deps.settings.max_prompt_chars
+        if len(text) > limit:
+            raise InvalidRequest(
+                f"the message is {len(text):,} characters; the limit is {limit:,}. "
+                "Shorten it or put the long part in a file in the agent's directory."
+            )
+        if not text.strip():
+            raise InvalidRequest("the message is empty")
+        ahead = self._inbox.qsize() + (1 if self.busy else 0)
+        self._inbox.put_nowait(text)
+        return ahead
+
+    async def run(self) -> None:
+        """The agent's loop: one turn at a time, for as long as it is not killed."""
+        while self.state != AgentState.KILLED:
+            try:
+                item = await asyncio.wait_for(self._inbox.get(), IDLE_POLL_S)
+            except TimeoutError:
+                await self._check_idle_process()
+                continue
+            if item is _STOP:
+                continue
+            await self._not_paused.wait()
+            if self.state == AgentState.KILLED:
+                break
+            assert isinstance(item, str)
+            await self._turn(item)
+
+    async def pause(self) -> list[int]:
+        async with self._lifecycle:
+            if not self.state.live or self.state == AgentState.PAUSED:
+                raise AgentNotRunning(self.name, self.state, "pause")
+            stopped = self._proc.pause() if self._proc and self._proc.alive() else []
+            self._state_before_pause = self.state
+            self._not_paused.clear()
+            await self._set_state(AgentState.PAUSED, f"paused ({len(stopped)} processes stopped)")
+            return stopped
+
+    async def resume(self) -> None:
+        async with self._lifecycle:
+            if self.state != AgentState.PAUSED:
+                raise AgentNotRunning(self.name, self.state, "resume")
+            if self._proc:
+                self._proc.resume()
+            back = self._state_before_pause if self.busy else AgentState.IDLE
+            if back == AgentState.PAUSED:
+                back = AgentState.IDLE
+            await self._set_state(back, "resumed")
+            self._not_paused.set()
+
+    async def stop(self) -> None:
+        """Interrupt the running turn, close the CLI, keep the session for a later message."""
+        async with self._lifecycle:
+            if not self.state.live:
+                raise AgentNotRunning(self.name, self.state, "stop")
+            self._stopping = True
+            try:
+                proc = self._proc
+                if proc is not None:
+                    if proc.paused:
+                        proc.resume()
+                    if self.busy:
+                        with contextlib.suppress(ClaudeSDKError, OSError):
+                            await asyncio.wait_for(proc.interrupt(), 5)
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(
+                                self._turn_done.wait(), self._deps.settings.stop_grace_s
+                            )
+                    await proc.close(kill=True, timeout_s=self._deps.settings.stop_grace_s)
+                    self._proc = None
+                self._not_paused.set()
+                await self._set_state(AgentState.STOPPED, "stopped by operator")
+            finally:
+                self._stopping = False
+
+    async def kill(self, reason: str = "killed by operator") -> list[int]:
+        """SIGTERM, bounded wait, SIGKILL, sweep. Returns the pids that had to be SIGKILLed."""
+        async with self._lifecycle:
+            if self.state == AgentState.KILLED:
+                return []
+            self._stopping = True
+            forced: list[int] = []
+            proc, self._proc = self._proc, None
+            if proc is not None:
+                forced = await proc.kill(self._deps.settings.kill_grace_s)
+            await self._set_state(AgentState.KILLED, reason)
+            self._not_paused.set()
+            self._inbox.put_nowait(_STOP)
+            return forced
+
+    async def recover(self) -> None:
+        """After a supervisor restart: no process yet; the session resumes on the next message."""
+        if self.state.live and self.state != AgentState.PAUSED:
+            await self._set_state(
+                AgentState.IDLE, "supervisor restarted; the session resumes on the next message"
+            )
+
+    def kill_now(self) -> list[int]:
+        """Emergency path: SIGKILL the tree with no grace and no await."""
+        self._stopping = True
+        return self._proc.kill_now() if self._proc else []
+
+    async def close_for_shutdown(self) -> None:
+        """Supervisor shutdown: end the process, keep the agent resumable on the next start."""
+        self._stopping = True
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            await proc.kill(self._deps.settings.kill_grace_s)
+
+    # -- internals -----------------------------------------------------------------------------
+
+    async def _set_state(self, new: AgentState, reason: str = "") -> None:
+        old = self.state
+        if old == new and not reason:
+            return
+        self.state = new
+        await self._deps.store.agents.set_state(self.id, old, new, reason)
+        self._deps.hub.publish(StateChanged(self.id, self.name, old, new, reason))
+        logger.info("agent state agent=%s name=%s old=%s new=%s", self.id, self.name, old, new)
+
+    def _options(self) -> ClaudeAgentOptions:
+        settings = self._deps.settings
+        env = settings.agent_environment()
+        keys = sorted(env)
+        env.update(
+            {
+                launcher_module.TAG_VAR: self.tag,
+                launcher_module.CLI_VAR: str(self._deps.real_cli),
+                launcher_module.KEYS_VAR: ",".join(keys),
+                launcher_module.PARENT_VAR: str(os.getpid()),
+            }
+        )
+        return ClaudeAgentOptions(
+            cwd=self.cwd,
+            model=self.model or settings.default_model,
+            cli_path=str(self._deps.launcher),
+            env=env,
+            can_use_tool=self._can_use_tool,
+            permission_mode=self.permission_mode,  # type: ignore[arg-type]
+            system_prompt={"type": "preset", "preset": "claude_code"},
+            resume=self.session_id,
+            max_buffer_size=settings.max_line_bytes,
+        )
+
+    async def _can_use_tool(
+        self, tool_name: str, tool_input: dict[str, Any], ctx: ToolPermissionContext
+    ) -> PermissionResult:
+        # Tool-time policy (allow/deny/ask with escalation) lands with the approvals issue;
+        # until then the operator's spawn is the permission, and every request is recorded.
+        await self._deps.store.events.append(
+            self.id, None, "permission", summarize_tool(tool_name, tool_input),
+            {"tool_name": tool_name, "input": tool_input, "decision": "allow"},
+        )
+        return PermissionResultAllow(updated_input=tool_input)
+
+    async def _start_process(self) -> AgentProcess:
+        await self._set_state(
+            AgentState.STARTING, f"resuming session {self.session_id}" if self.session_id else ""
+        )
+        proc = AgentProcess(tag=self.tag, options=self._options())
+        try:
+            await proc.start()
+        except (ClaudeSDKError, OSError, TimeoutError) as exc:
+            await proc.kill(0)
+            raise AgentFailed(None, proc.stderr_text(), f"the claude CLI did not start: {exc}") \
+                from exc
+        self._proc = proc
+        await self._deps.store.agents.update(
+            self.id, launcher_pid=proc.launcher_pid, cli_pid=proc.cli_pid
+        )
+        return proc
+
+    async def _check_idle_process(self) -> None:
+        proc = self._proc
+        if proc is None or self._stopping or self.busy or proc.alive():
+            return
+        async with self._lifecycle:
+            if self._proc is not proc or self._stopping:
+                return
+            await self._fail(None, AgentFailed(None, proc.stderr_text(), "the claude CLI exited"))
+
+    async def _turn(self, prompt: str) -> None:
+        self._turn_done.clear()
+        turn_id: int | None = None
+        try:
+            proc = self._proc
+            if proc is None or not proc.alive():
+                if proc is not None:
+                    await proc.kill(0)
+                proc = await self._start_process()
+            turn_id = await self._deps.store.turns.start(self.id, prompt)
+            await self._deps.store.events.append(self.id, turn_id, "prompt", prompt[:200],
+                                                 {"prompt": prompt})
+            self.turn_started_at = time.time()
+            await self._set_state(AgentState.WORKING, "")
+            await proc.query(prompt)
+            result: ResultMessage | None = None
+            async for msg in proc.responses():
+                await self._record(msg, turn_id)
+                if isinstance(msg, ResultMessage):
+                    result = msg
+            if result is None:
+                raise AgentFailed(None, proc.stderr_text(), "the CLI ended the turn without a result")
+            await self._finish_turn(turn_id, result)
+        except (ClaudeSDKError, AgentFailed, OSError) as exc:
+            if self._stopping:
+                if turn_id is not None:
+                    await self._deps.store.turns.finish(turn_id, status="interrupted",
+                                                        error="stopped by operator")
+            else:
+                await self._fail(turn_id, exc)
+        finally:
+            self.current_tool = None
+            self.turn_started_at = None
+            self._turn_done.set()
+
+    async def _fail(self, turn_id: int | None, exc: BaseException) -> None:
+        proc, self._proc = self._proc, None
+        tail = ""
+        code = getattr(exc, "exit_code", None)
+        if proc is not None:
+            # Let the stderr reader drain: the tail is what tells the operator why.
+            for _ in range(40):
+                if not proc.alive():
+                    break
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.1)
+            tail = proc.stderr_text()
+            await proc.kill(0)
+        if isinstance(exc, AgentFailed):
+            tail = tail or exc.stderr_tail
+            message = str(exc) if not tail or tail in str(exc) else f"{exc}; stderr: {tail}"
+        else:
+            message = f"the claude process failed (exit code {code}): {exc}"
+            if tail:
+                message += f"\nstderr tail:\n{tail}"
+        self.last_error = message
+        logger.warning("agent failed agent=%s name=%s exit_code=%s", self.id, self.name, code)
+        if turn_id is not None:
+            await self._deps.store.turns.finish(turn_id, status="failed", error=message)
+        await self._deps.store.agents.update(self.id, last_error=message)
+        await self._set_state(AgentState.FAILED, message)
+
+    async def _record(self, msg: Any, turn_id: int) -> None:
+        kind = type(msg).__name__.removesuffix("Message").lower() or "message"
+        data = dataclasses.asdict(msg) if dataclasses.is_dataclass(msg) else {"repr": repr(msg)}
+        summary = ""
+        hub = self._deps.hub
+        if self.first_event_at is None:
+            self.first_event_at = time.time()
+        if isinstance(msg, SystemMessage) and msg.subtype == "init":
+            sid = msg.data.get("session_id")
+            if sid and sid != self.session_id:
+                self.session_id = sid
+                await self._deps.store.agents.update(self.id, session_id=sid)
+            summary = f"session {sid}"
+        elif isinstance(msg, AssistantMessage):
+            parts = []
+            for block in msg.content:
+                if isinstance(block, TextBlock) and block.text.strip():
+                    parts.append(block.text)
+                    hub.publish(AgentOutput(self.id, self.name, "text", block.text))
+                elif isinstance(block, ToolUseBlock):
+                    line = summarize_tool(block.name, block.input)
+                    self.current_tool = block.name
+                    parts.append(f"[tool] {line}")
+                    hub.publish(AgentOutput(self.id, self.name, "tool_use", line))
+            summary = "\n".join(parts)
+        elif isinstance(msg, UserMessage) and isinstance(msg.content, list):
+            for block in msg.content:
+                if isinstance(block, ToolResultBlock):
+                    text = _block_text(block.content)
+                    summary = f"[result{' error' if block.is_error else ''}] {text[:500]}"
+                    self.current_tool = None
+                    hub.publish(AgentOutput(self.id, self.name, "tool_result", text[:2000]))
+        elif isinstance(msg, ResultMessage):
+            summary = f"[{msg.subtype}] {(msg.result or '; '.join(msg.errors or []))[:500]}"
+        await self._deps.store.events.append(self.id, turn_id, kind, summary[:2000], data)
+
+    def _cost_delta(self, msg: ResultMessage) -> tuple[float, dict[str, tuple[float, int, int]]]:
+        """total_cost_usd and modelUsage are cumulative per process (and restored on resume):
+        turn them into this turn's deltas against the stored baseline."""
+
+        def delta(key: str, value: float) -> float:
+            base = self._baseline.get(key, 0.0)
+            self._baseline[key] = value
+            return value - base if value >= base else value
+
+        total = delta("__total__", float(msg.total_cost_usd or 0.0))
+        per_model: dict[str, tuple[float, int, int]] = {}
+        for model, usage in (msg.model_usage or {}).items():
+            u: dict[str, Any] = dict(usage) if isinstance(usage, dict) else {}
+            per_model[model] = (
+                delta(f"{model}:usd", float(u.get("costUSD") or 0.0)),
+                int(delta(f"{model}:in", float(u.get("inputTokens") or 0))),
+                int(delta(f"{model}:out", float(u.get("outputTokens") or 0))),
+            )
+        if not per_model and total:
+            usage = msg.usage or {}
+            per_model[self.model or "default"] = (
+                total, int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+            )
+        return total, per_model
+
+    async def _finish_turn(self, turn_id: int, msg: ResultMessage) -> None:
+        ok = msg.subtype == "success" and not msg.is_error
+        cost, per_model = self._cost_delta(msg)
+        usage = msg.usage or {}
+        text = msg.result or "; ".join(msg.errors or []) or msg.subtype
+        if msg.session_id and msg.session_id != self.session_id:
+            self.session_id = msg.session_id
+        await self._deps.store.turns.finish(
+            turn_id,
+            status="ok" if ok else ("interrupted" if "abort" in (msg.terminal_reason or "")
+                                    else "error"),
+            result_text=text,
+            error=None if ok else text,
+            session_id=msg.session_id,
+            cost_usd=cost,
+            input_tokens=int(usage.get("input_tokens") or 0),
+            output_tokens=int(usage.get("output_tokens") or 0),
+            model_costs=per_model,
+        )
+        await self._deps.store.agents.update(
+            self.id, cost_baseline=self._baseline, session_id=self.session_id
+        )
+        self._deps.hub.publish(TurnFinished(self.id, self.name, turn_id, ok, text, cost))
+        if self.state == AgentState.WORKING:
+            await self._set_state(AgentState.IDLE, "turn finished" if ok else f"turn ended: {text}")

@@ -1,0 +1,434 @@
+#!/usr/bin/env python3
+"""A small fake ``claude`` CLI for fleet-scale tests (standard library only).
+
+It speaks enough of Claude Code's ``--input-format stream-json`` /
+``--output-format stream-json`` protocol and control protocol that
+claude-agent-sdk's ``ClaudeSDKClient`` drives it like the real CLI
+(use ``ClaudeAgentOptions(cli_path=<this file>)``).
+
+Directives, read from the user text (the last non-``<system-reminder>`` text of the
+message; ``content`` may be a string or a block list):
+
+* ``SLEEP <n>`` / ``SLEEP <n>: <rest>`` - wait n seconds (interruptible), then apply the
+  rules to ``<rest>``; with no rest the reply is ``SLEPT <n>``.
+* ``BG``            - start ``sh -c 'sleep 1000'`` in a new session (escaping the process
+  group, like the real Bash tool's background commands); reply ``BG STARTED <pid>``.
+* ``CRASH``         - write ``fake crash: boom`` to stderr and exit 3 mid-turn (no result).
+* ``STDERR <text>`` - write ``<text>`` to stderr, then reply ``ECHO: STDERR <text>``.
+* anything else     - reply ``ECHO: <text>``.
+
+Each completed turn adds 0.001 USD to the process's cumulative ``total_cost_usd``
+(an interrupted turn adds nothing).
+"""
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+VERSION = "2.1.332"
+DEFAULT_MODEL = "claude-opus-5-5"
+COST_PER_TURN = 0.001
+INPUT_TOKENS = 10
+OUTPUT_TOKENS = 12
+
+_SLEEP_RE = re.compile(r"^SLEEP\s+(\d+(?:\.\d+)?)\s*(?::\s?(.*))?$", re.DOTALL)
+_STDERR_RE = re.compile(r"^STDERR\s+(.*)$", re.DOTALL)
+
+_out_lock = threading.Lock()
+
+
+def emit(obj):
+    line = json.dumps(obj, separators=(",", ":")) + "\n"
+    with _out_lock:
+        try:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            os._exit(0)
+
+
+def parse_args(argv):
+    opts = {
+        "model": None,
+        "resume": None,
+        "session_id": None,
+        "fork": False,
+        "permission_mode": "default",
+        "version": False,
+    }
+    valued = {
+        "--model": "model",
+        "--resume": "resume",
+        "-r": "resume",
+        "--session-id": "session_id",
+        "--permission-mode": "permission_mode",
+    }
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-v", "--version"):
+            opts["version"] = True
+        elif arg == "--fork-session":
+            opts["fork"] = True
+        elif "=" in arg and arg.split("=", 1)[0] in valued:
+            key, value = arg.split("=", 1)
+            opts[valued[key]] = value
+        elif arg in valued and i + 1 < len(argv):
+            opts[valued[arg]] = argv[i + 1]
+            i += 1
+        i += 1
+    return opts
+
+
+def user_text(message):
+    """The directive text of a stdin ``user`` line."""
+    content = (message.get("message") or {}).get("content")
+    if isinstance(content, str):
+        return content
+    texts = []
+    if isinstance(content, list):
+        for block in content:
+            if (
+                isinstance(block, dict)
+                and block.get("type") == "text"
+                and isinstance(block.get("text"), str)
+                and not block["text"].lstrip().startswith("<system-reminder>")
+            ):
+                texts.append(block["text"])
+    return texts[-1] if texts else ""
+
+
+class Turn:
+    def __init__(self, line):
+        self.line = line
+        self.abort = threading.Event()
+
+
+class FakeClaude:
+    def __init__(self, opts):
+        self.model = opts["model"] or DEFAULT_MODEL
+        self.permission_mode = opts["permission_mode"] or "default"
+        if opts["resume"] and not opts["fork"]:
+            self.session_id = opts["resume"]
+        elif opts["session_id"] and not opts["resume"]:
+            self.session_id = opts["session_id"]
+        else:
+            self.session_id = str(uuid.uuid4())
+        self.cwd = os.getcwd()
+        self.turns = queue.Queue()
+        self.current = None  # the Turn being run, if any
+        self.lock = threading.RLock()  # re-entered by the SIGINT handler
+        self.cost = 0.0
+        self.completed = 0
+        self.children = []  # keep Popen objects alive (BG)
+        self.exit_after_turn = False
+        self.state_events = bool(os.environ.get("CLAUDE_CODE_SDK_READS_SESSION_STATE")) or bool(
+            os.environ.get("CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS")
+        )
+        # Frames sent only because the SDK asked for them are marked sdk_host_only, which
+        # the SDK reads and keeps out of the caller's stream (as the real CLI does).
+        self.state_host_only = not os.environ.get("CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS")
+
+    # -- stdin ---------------------------------------------------------------------
+    def reader(self):
+        stdin = sys.stdin.buffer
+        while True:
+            try:
+                raw = stdin.readline()
+            except (OSError, ValueError):
+                raw = b""
+            if not raw:
+                break
+            raw = raw.strip()
+            if not raw:
+                continue
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                sys.stderr.write(
+                    "Error parsing streaming input line (type=unknown, %d chars): SyntaxError\n"
+                    % len(raw)
+                )
+                sys.stderr.flush()
+                continue
+            if not isinstance(msg, dict):
+                continue
+            kind = msg.get("type")
+            if kind == "control_request":
+                self.control(msg)
+            elif kind == "user":
+                self.turns.put(Turn(msg))
+            # control_response, control_cancel_request, anything else: ignored
+        self.turns.put(None)  # EOF
+
+    def control(self, msg):
+        request_id = msg.get("request_id")
+        request = msg.get("request") or {}
+        subtype = request.get("subtype")
+        response = {}
+        if subtype == "initialize":
+            response = {
+                "commands": [],
+                "agents": [],
+                "output_style": "default",
+                "available_output_styles": ["default"],
+                "models": [],
+                "account": {
+                    "tokenSource": "none",
+                    "apiKeySource": "ANTHROPIC_API_KEY",
+                    "apiProvider": "firstParty",
+                },
+                "pid": os.getpid(),
+                "claude_code_version": VERSION,
+                "current_permission_mode": self.permission_mode,
+                "hook_on_failure_supported": True,
+                "fast_mode_state": "off",
+                "session_state": "idle",
+                "capabilities": [],
+            }
+        elif subtype == "interrupt":
+            with self.lock:
+                if self.current is not None:
+                    self.current.abort.set()
+            response = {"still_queued": []}
+        elif subtype == "set_model":
+            self.model = request.get("model") or DEFAULT_MODEL
+            response = {"model": self.model}
+        elif subtype == "set_permission_mode":
+            self.permission_mode = request.get("mode") or "default"
+            response = {"mode": self.permission_mode}
+        emit(
+            {
+                "type": "control_response",
+                "response": {"subtype": "success", "request_id": request_id, "response": response},
+            }
+        )
+
+    # -- turns ---------------------------------------------------------------------
+    def state(self, state):
+        if not self.state_events:
+            return
+        frame = {"type": "system", "subtype": "session_state_changed", "state": state}
+        if self.state_host_only:
+            frame["sdk_host_only"] = True
+        frame["uuid"] = str(uuid.uuid4())
+        frame["session_id"] = self.session_id
+        emit(frame)
+
+    def run(self):
+        threading.Thread(target=self.reader, name="stdin", daemon=True).start()
+        while True:
+            turn = self.turns.get()
+            if turn is None:
+                break
+            with self.lock:
+                self.current = turn
+            try:
+                self.run_turn(turn)
+            finally:
+                with self.lock:
+                    self.current = None
+            if self.exit_after_turn:
+                break
+        return 0
+
+    def run_turn(self, turn):
+        started = time.monotonic()
+        self.state("running")
+        emit(
+            {
+                "type": "system",
+                "subtype": "init",
+                "cwd": self.cwd,
+                "session_id": self.session_id,
+                "tools": [],
+                "mcp_servers": [],
+                "model": self.model,
+                "permissionMode": self.permission_mode,
+                "slash_commands": [],
+                "apiKeySource": "ANTHROPIC_API_KEY",
+                "claude_code_version": VERSION,
+                "output_style": "default",
+                "agents": [],
+                "skills": [],
+                "plugins": [],
+                "capabilities": [],
+                "uuid": str(uuid.uuid4()),
+                "fast_mode_state": "off",
+            }
+        )
+        text = user_text(turn.line)
+        reply = self.reply_for(text, turn)
+        if reply is None:  # interrupted
+            self.finish_aborted(turn, started)
+            return
+        emit(
+            {
+                "type": "assistant",
+                "message": {
+                    "id": "msg_fake_%s" % uuid.uuid4().hex[:12],
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": reply}],
+                    "model": self.model,
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": INPUT_TOKENS, "output_tokens": 1},
+                },
+                "parent_tool_use_id": None,
+                "session_id": self.session_id,
+                "uuid": str(uuid.uuid4()),
+            }
+        )
+        self.completed += 1
+        self.cost = round(self.cost + COST_PER_TURN, 6)
+        elapsed = int((time.monotonic() - started) * 1000)
+        result = {
+            "type": "result",
+            "subtype": "success",
+            "is_error": False,
+            "num_turns": 1,
+            "result": reply,
+            "stop_reason": "end_turn",
+            "session_id": self.session_id,
+            "duration_ms": elapsed,
+            "duration_api_ms": elapsed,
+            "total_cost_usd": self.cost,
+            "usage": {"input_tokens": INPUT_TOKENS, "output_tokens": OUTPUT_TOKENS},
+            "modelUsage": self.model_usage(),
+            "permission_denials": [],
+            "terminal_reason": "completed",
+            "api_error_status": None,
+            "uuid": str(uuid.uuid4()),
+        }
+        self.add_user_uuid(result, turn)
+        emit(result)
+        self.state("idle")
+
+    def finish_aborted(self, turn, started):
+        emit(
+            {
+                "type": "user",
+                "message": {
+                    "role": "user",
+                    "content": [{"type": "text", "text": "[Request interrupted by user]"}],
+                },
+                "parent_tool_use_id": None,
+                "session_id": self.session_id,
+                "uuid": str(uuid.uuid4()),
+            }
+        )
+        elapsed = int((time.monotonic() - started) * 1000)
+        result = {
+            "type": "result",
+            "subtype": "error_during_execution",
+            "is_error": True,
+            "num_turns": 1,
+            "stop_reason": None,
+            "session_id": self.session_id,
+            "duration_ms": elapsed,
+            "duration_api_ms": 0,
+            "total_cost_usd": self.cost,
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+            "modelUsage": self.model_usage(),
+            "permission_denials": [],
+            "terminal_reason": "aborted_streaming",
+            "errors": ["[ede_diagnostic] result_type=user last_content_type=n/a stop_reason=null"],
+            "uuid": str(uuid.uuid4()),
+        }
+        self.add_user_uuid(result, turn)
+        emit(result)
+        self.state("idle")
+
+    @staticmethod
+    def add_user_uuid(result, turn):
+        if turn.line.get("uuid"):
+            result["user_message_uuid"] = turn.line["uuid"]
+            result["user_message_uuids"] = [turn.line["uuid"]]
+
+    def model_usage(self):
+        if not self.completed:
+            return {}
+        return {
+            self.model: {
+                "inputTokens": INPUT_TOKENS * self.completed,
+                "outputTokens": OUTPUT_TOKENS * self.completed,
+                "costUSD": self.cost,
+            }
+        }
+
+    def reply_for(self, text, turn):
+        """The reply text, or None if the turn was interrupted."""
+        directive = text.strip()
+        while True:
+            m = _SLEEP_RE.match(directive)
+            if not m:
+                break
+            if turn.abort.wait(float(m.group(1))):
+                return None
+            rest = (m.group(2) or "").strip()
+            if not rest:
+                return "SLEPT %s" % m.group(1)
+            directive = rest
+        if turn.abort.is_set():
+            return None
+        if directive == "CRASH":
+            sys.stderr.write("fake crash: boom\n")
+            sys.stderr.flush()
+            sys.stdout.flush()
+            os._exit(3)
+        if directive == "BG":
+            child = subprocess.Popen(
+                ["sh", "-c", "sleep 1000"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
+            self.children.append(child)
+            return "BG STARTED %d" % child.pid
+        m = _STDERR_RE.match(directive)
+        if m:
+            sys.stderr.write(m.group(1) + "\n")
+            sys.stderr.flush()
+        return "ECHO: %s" % directive
+
+
+def main(argv):
+    opts = parse_args(argv)
+    if opts["version"]:
+        sys.stdout.write("%s (Claude Code)\n" % VERSION)
+        sys.stdout.flush()
+        return 0
+    fake = FakeClaude(opts)
+
+    # SIGTERM: exit 143 with no result, like the real CLI.
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(143))
+
+    # SIGINT: abort the running turn (error_during_execution), then exit 0.
+    def on_sigint(*_):
+        fake.exit_after_turn = True
+        with fake.lock:
+            if fake.current is not None:
+                fake.current.abort.set()
+            else:
+                os._exit(0)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    return fake.run()
+
+
+if __name__ == "__main__":
+    code = main(sys.argv[1:])
+    try:
+        sys.stdout.flush()
+    finally:
+        os._exit(code)
