@@ -1,0 +1,121 @@
+"""Shared fixtures: a mock Anthropic API, settings on a short data dir, a running Switchboard."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bot.app import Switchboard
+from commands.base import Caller, Reply, Role
+from supervisor.config import Settings
+from tests.fakes.mock_anthropic import MockAnthropic
+
+FAKE_CLAUDE = Path(__file__).resolve().parent / "fakes" / "fake_claude.py"
+MODEL = "claude-sonnet-4-5"
+ADMIN = Caller("test:admin", "tester", Role.ADMIN, "test")
+
+
+@pytest.fixture
+def short_home() -> Iterator[Path]:
+    """A short data dir: the CLI's unix socket path under TMPDIR must stay under ~107 bytes."""
+    d = Path(tempfile.mkdtemp(prefix="sbh", dir="/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def mock_api() -> Iterator[MockAnthropic]:
+    with MockAnthropic() as m:
+        yield m
+
+
+def make_settings(home: Path, mock: MockAnthropic | None = None, *, fake: bool = False,
+                  **kw: object) -> Settings:
+    agent_env: dict[str, str] = {}
+    if mock is not None:
+        agent_env = mock.cli_env(home / "claude", tmpdir=home / "t")
+    return Settings(
+        home=home / "sb",
+        claude_cli=FAKE_CLAUDE if fake else None,
+        default_model=MODEL,
+        agent_env=agent_env,
+        kill_grace_s=3.0,
+        stop_grace_s=5.0,
+        shutdown_grace_s=5.0,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def real_settings(short_home: Path, mock_api: MockAnthropic) -> Settings:
+    (short_home / "t").mkdir(exist_ok=True)
+    return make_settings(short_home, mock_api)
+
+
+@pytest.fixture
+def fake_settings(short_home: Path) -> Settings:
+    return make_settings(short_home, fake=True)
+
+
+@pytest.fixture
+async def real_app(real_settings: Settings) -> AsyncIterator[Switchboard]:
+    async with Switchboard(real_settings) as app:
+        yield app
+
+
+@pytest.fixture
+async def fake_app(fake_settings: Settings) -> AsyncIterator[Switchboard]:
+    async with Switchboard(fake_settings) as app:
+        yield app
+
+
+async def run(app: Switchboard, line: str) -> Reply:
+    return await app.run_command(ADMIN, line)
+
+
+async def wait_for(predicate: Callable[[], object], timeout: float = 60.0,
+                   what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = predicate()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def processes_with_tag(tag: str) -> list[psutil.Process]:
+    """The process-table check: every non-zombie process whose environment carries the tag."""
+    needle = f"SWITCHBOARD_AGENT_TAG={tag}".encode()
+    found = []
+    for pid in psutil.pids():
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                if needle not in fh.read():
+                    continue
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (OSError, psutil.Error):
+            continue
+    return found
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
