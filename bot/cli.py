@@ -101,9 +101,9 @@ async def serve(settings: Settings, *, console: bool) -> int:
             print(f"switchboard running headless (home {settings.home}); "
                   "SIGTERM or SIGINT to stop", file=sys.stderr, flush=True)
         await stop.wait()
-        if console_task is not None:
-            console_task.cancel()
-            await asyncio.gather(console_task, return_exceptions=True)
+        busy = sum(1 for r in app.pool.runners() if r.busy)
+        print(f"shutting down: waiting up to {settings.shutdown_grace_s:g}s for {busy} running "
+              "turn(s); interrupt again to force", file=sys.stderr, flush=True)
         drain = asyncio.create_task(app.pool.drain(settings.shutdown_grace_s), name="drain")
         forced = asyncio.create_task(force.wait(), name="force")
         await asyncio.wait({drain, forced}, return_when=asyncio.FIRST_COMPLETED)
@@ -111,6 +111,9 @@ async def serve(settings: Settings, *, console: bool) -> int:
             task.cancel()
         if force.is_set() or not drain.result():
             logger.warning("grace period over or forced: killing remaining turns")
+        if console_task is not None:
+            console_task.cancel()
+            await asyncio.gather(console_task, return_exceptions=True)
     return 0
 
 

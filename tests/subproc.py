@@ -1,0 +1,72 @@
+"""A real `switchboard run` subprocess for tests: console lines in, output lines out."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from tests.conftest import FAKE_CLAUDE, MODEL
+
+
+class Supervisor:
+    """`switchboard run --console` in a subprocess; lines in on stdin, lines out collected."""
+
+    def __init__(self, home: Path, console: bool = True) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+        env["SWITCHBOARD_HOME"] = str(home)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "run", "--console" if console else "--headless"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            env=env, text=True, cwd=Path(__file__).resolve().parents[2],
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def expect(self, needle: str, timeout: float = 90) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    break
+                continue
+            self.seen.append(line)
+            if needle in line:
+                return line
+        raise AssertionError(f"never saw {needle!r}; output so far:\n" + "\n".join(self.seen))
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+
+def write_config(home: Path, mock=None, *, fake: bool = False, **extra: object) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    lines = [f'model = "{MODEL}"', "kill_grace_s = 2"]
+    if fake:
+        lines.append(f'claude_cli = "{FAKE_CLAUDE}"')
+    lines += [f"{k} = {json.dumps(v)}" for k, v in extra.items()]
+    lines.append("[agent_env]")
+    if mock is not None:
+        env = mock.cli_env(home.parent / "claude", tmpdir=home.parent / "t")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in env.items()]
+    (home / "switchboard.toml").write_text("\n".join(lines) + "\n")
