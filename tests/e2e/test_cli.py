@@ -1,0 +1,85 @@
+"""The `switchboard` command itself: --help, status, doctor, headless run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from commands.dispatcher import REGISTRY
+from tests.conftest import FAKE_CLAUDE
+from tests.subproc import Supervisor, write_config
+
+pytestmark = pytest.mark.timeout(120)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def sb(args: list[str], home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("SWITCHBOARD_", "ANTHROPIC_"))}
+    base.update({"SWITCHBOARD_HOME": str(home), **env})
+    return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True,
+                          text=True, env=base, cwd=ROOT, timeout=90)
+
+
+def test_help_describes_every_command(tmp_path):
+    out = sb(["--help"], tmp_path)
+    assert out.returncode == 0
+    for sub in ("run", "status", "doctor"):
+        assert sub in out.stdout
+    for cmd in REGISTRY:
+        assert f"/{cmd.name}" in out.stdout, cmd.name
+
+
+def test_status_on_a_fresh_data_dir(tmp_path):
+    out = sb(["status"], tmp_path / "fresh")
+    assert out.returncode == 0
+    assert "not running" in out.stdout and "no agents yet" in out.stdout
+
+
+def test_doctor_reports_missing_credentials_in_plain_words(tmp_path):
+    out = sb(["doctor"], tmp_path / "d", SWITCHBOARD_CLAUDE_CLI=str(FAKE_CLAUDE),
+             CLAUDE_CONFIG_DIR=str(tmp_path / "nocreds"))
+    assert out.returncode == 1
+    assert "PROBLEM" in out.stdout and "ANTHROPIC_API_KEY" in out.stdout
+    assert "claude CLI" in out.stdout and "2.1.332" in out.stdout
+
+
+def test_doctor_with_an_api_key_and_the_bundled_cli(tmp_path):
+    out = sb(["doctor"], tmp_path / "d", ANTHROPIC_API_KEY="sk-test-not-real")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "ANTHROPIC_API_KEY is set" in out.stdout
+    assert "(Claude Code)" in out.stdout
+    assert "sk-test-not-real" not in out.stdout + out.stderr
+
+
+def test_bad_config_is_a_clear_error(tmp_path):
+    home = tmp_path / "bad"
+    home.mkdir()
+    (home / "switchboard.toml").write_text("kill_grace_s = 'soon'\n")
+    out = sb(["status"], home)
+    assert out.returncode == 2
+    assert "kill_grace_s" in out.stderr and "number" in out.stderr
+
+
+def test_headless_run_and_status_while_running(short_home):
+    home = short_home / "sb"
+    write_config(home, fake=True)
+    sup = Supervisor(home, console=False)
+    try:
+        sup.expect("running headless")
+        out = sb(["status"], home)
+        assert "running, pid" in out.stdout
+        second = sb(["run", "--headless"], home)
+        assert second.returncode == 2 and "already running" in second.stderr
+        sup.proc.send_signal(signal.SIGTERM)
+        assert sup.proc.wait(30) == 0
+    finally:
+        sup.close()
+    time.sleep(0.1)
+    assert "not running" in sb(["status"], home).stdout
