@@ -110,7 +110,11 @@ class Rest:
 
 Param = Arg | Opt | Rest
 
-_TOKEN = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'[^']*'|\S+)""")
+# A token: a quoted string, an --option=value whose value is quoted (so it may hold spaces),
+# or a run of non-space characters.
+_TOKEN = re.compile(
+    r"""\s*("(?:[^"\\]|\\.)*"|'[^']*'|--[^\s="']+=(?:"(?:[^"\\]|\\.)*"|'[^']*')|\S+)"""
+)
 
 
 def _unquote(token: str) -> str:
@@ -135,12 +139,14 @@ def parse_args(params: Sequence[Param], text: str) -> dict[str, Any]:
             break
         token = match.group(1)
         if token.startswith("--") and len(token) > 2:
-            flag, _, inline = token.partition("=")
+            flag, equals, inline = token.partition("=")
             if flag not in opts:
                 known = ", ".join(opts) or "none"
                 raise UsageError(f"unknown option {flag} (options: {known})")
             opt = opts[flag]
-            if inline:
+            if equals and not inline:
+                raise UsageError(f"{flag} needs a value: {flag} {opt.metavar}")
+            if equals:
                 values[opt.name] = _unquote(inline)
                 pos = match.end()
             else:

@@ -104,11 +104,9 @@ def _error_reply(exc: BaseException, cmd: Command | None) -> Reply:
 
 
 def split_command(text: str) -> tuple[str, str]:
-    text = text.strip()
-    head, _, rest = text.partition(" ")
-    if "\n" in head:
-        head, _, more = head.partition("\n")
-        rest = more + (" " + rest if rest else "")
+    # Split at the first whitespace of any kind (space, newline, tab); the rest is kept as is.
+    head, *tail = text.strip().split(maxsplit=1) or [""]
+    rest = tail[0] if tail else ""
     name = head.lstrip("/").split("@", 1)[0].lower()  # Telegram appends @botname in groups
     return name, rest
 

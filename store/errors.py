@@ -1,7 +1,7 @@
 """Errors raised by the store.
 
     StoreError                 root of everything this package raises
-    ├── StoreUnavailable       the database could not be opened or written (disk full, read-only, locked)
+    ├── StoreUnavailable       the database cannot be opened or written (disk full, read-only)
     └── MigrationError         a migration failed or the file is newer than this code
 """
 

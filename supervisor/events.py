@@ -1,4 +1,4 @@
-"""Typed in-process events and the hub front ends subscribe to (the supervisor never imports bot)."""
+"""Typed in-process events and the hub that front ends subscribe to (never importing bot)."""
 
 from __future__ import annotations
 

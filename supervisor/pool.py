@@ -192,7 +192,7 @@ class AgentPool:
             parent_id = parent_runner.id
         agent_id = new_agent_id()
         if cwd:
-            workdir = Path(cwd).expanduser()
+            workdir = Path(cwd).expanduser()  # noqa: ASYNC240 - one stat, not I/O-heavy
             if not workdir.is_dir():
                 raise InvalidRequest(f"--cwd {cwd} is not an existing directory")
         else:

@@ -213,7 +213,7 @@ class AgentProcess:
                 if self.launcher_pid and grace_s > 0:
                     _signal_all([self.launcher_pid], signal.SIGTERM)
                     deadline = time.monotonic() + grace_s
-                    while time.monotonic() < deadline and self.members():
+                    while time.monotonic() < deadline and self.members():  # noqa: ASYNC110 - polls /proc
                         await asyncio.sleep(0.05)
             forced = self.kill_now()
         finally:

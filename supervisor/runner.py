@@ -316,7 +316,7 @@ class AgentRunner:
                 if isinstance(msg, ResultMessage):
                     result = msg
             if result is None:
-                raise AgentFailed(None, proc.stderr_text(), "the CLI ended the turn without a result")
+                raise AgentFailed(None, proc.stderr_text(), "the turn ended without a result")
             await self._finish_turn(turn_id, result)
         except (ClaudeSDKError, AgentFailed, OSError) as exc:
             if self._stopping:
