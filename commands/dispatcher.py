@@ -145,8 +145,6 @@ class Dispatcher:
         return reply
 
     async def _audit(self, ctx: Context, name: str, rest: str, reply: Reply) -> None:
-        if name in ("help",):
-            return
         try:
             await ctx.pool.store.audit.record(
                 platform=ctx.caller.platform, user_id=ctx.caller.id, user_name=ctx.caller.name,

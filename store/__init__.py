@@ -8,6 +8,7 @@ from pathlib import Path
 from store.agents import AgentRepo
 from store.audit import AuditRepo
 from store.db import Database
+from store.escalations import EscalationRepo
 from store.events import EventRepo
 from store.turns import TurnRepo
 
@@ -19,10 +20,12 @@ class Store:
     events: EventRepo
     turns: TurnRepo
     audit: AuditRepo
+    escalations: EscalationRepo
 
     @classmethod
     def on(cls, db: Database) -> Store:
-        return cls(db, AgentRepo(db), EventRepo(db), TurnRepo(db), AuditRepo(db))
+        return cls(db, AgentRepo(db), EventRepo(db), TurnRepo(db), AuditRepo(db),
+                   EscalationRepo(db))
 
 
 async def open_store(path: Path, *, read_only: bool = False) -> Store:

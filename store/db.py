@@ -12,7 +12,7 @@ from typing import Any
 
 import aiosqlite
 
-from store.errors import MigrationError, StoreUnavailable
+from store.errors import Conflict, MigrationError, StoreUnavailable
 from store.migrations import MIGRATIONS
 
 logger = logging.getLogger(__name__)
@@ -57,6 +57,9 @@ class Database:
         except sqlite3.Error as exc:
             await self.close()
             raise StoreUnavailable(str(self.path), str(exc)) from exc
+        except BaseException:  # MigrationError, cancellation: never leave a connection open
+            await self.close()
+            raise
 
     async def close(self) -> None:
         for conn in (self._reader, self._writer):
@@ -119,6 +122,9 @@ class Database:
                 await conn.execute("BEGIN IMMEDIATE")
                 yield conn
                 await conn.execute("COMMIT")
+            except sqlite3.IntegrityError as exc:
+                await _rollback(conn)
+                raise Conflict(str(exc)) from exc
             except sqlite3.Error as exc:
                 await _rollback(conn)
                 raise StoreUnavailable(str(self.path), str(exc)) from exc

@@ -2,6 +2,7 @@
 
     StoreError                 root of everything this package raises
     ├── StoreUnavailable       the database cannot be opened or written (disk full, read-only)
+    ├── Conflict               a write broke a uniqueness rule (e.g. a live agent name)
     └── MigrationError         a migration failed or the file is newer than this code
 """
 
@@ -16,6 +17,12 @@ class StoreUnavailable(StoreError):
     def __init__(self, path: str, reason: str) -> None:
         super().__init__(f"the database at {path} cannot be used: {reason}")
         self.path = path
+        self.reason = reason
+
+
+class Conflict(StoreError):
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"conflicting write: {reason}")
         self.reason = reason
 
 

@@ -88,4 +88,45 @@ MIGRATIONS: tuple[str, ...] = (
         result    TEXT NOT NULL DEFAULT ''
     );
     """,
+    # 2: escalations (the outbox front ends read), per-front-end deliveries, session allowances.
+    """
+    CREATE TABLE escalations (
+        seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+        id           TEXT NOT NULL UNIQUE,
+        agent_id     TEXT REFERENCES agents(id),
+        kind         TEXT NOT NULL,
+        title        TEXT NOT NULL,
+        body         TEXT NOT NULL DEFAULT '',
+        tool_name    TEXT,
+        tool_input   TEXT,
+        options      TEXT NOT NULL DEFAULT '[]',
+        free_text    INTEGER NOT NULL DEFAULT 0,
+        ref_id       TEXT,
+        status       TEXT NOT NULL,
+        answer       TEXT,
+        answered_by  TEXT,
+        answered_via TEXT,
+        answered_at  REAL,
+        created_at   REAL NOT NULL
+    );
+    CREATE INDEX escalations_open ON escalations(status, seq);
+    CREATE INDEX escalations_agent ON escalations(agent_id, status);
+
+    CREATE TABLE deliveries (
+        escalation_id TEXT NOT NULL REFERENCES escalations(id),
+        frontend      TEXT NOT NULL,
+        delivered_at  REAL NOT NULL,
+        PRIMARY KEY (escalation_id, frontend)
+    );
+
+    CREATE TABLE session_allowances (
+        agent_id   TEXT NOT NULL REFERENCES agents(id),
+        session_id TEXT,
+        key        TEXT NOT NULL,
+        tool_name  TEXT NOT NULL,
+        granted_by TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (agent_id, key)
+    );
+    """,
 )

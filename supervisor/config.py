@@ -29,7 +29,17 @@ AGENT_ENV_DEFAULTS = {
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     "DISABLE_TELEMETRY": "1",
     "DISABLE_ERROR_REPORTING": "1",
+    # Our in-process MCP tools are few: list them up front rather than behind ToolSearch.
+    "ENABLE_TOOL_SEARCH": "false",
+    # ask_operator waits for a human: the CLI must not give up on the tool call first.
+    "MCP_TOOL_TIMEOUT": "86400000",
 }
+ON_TIMEOUT = ("deny", "pause")
+# Names that may never be passed through to an agent, whatever the configuration says.
+WITHHELD_PREFIXES = (
+    "TELEGRAM_", "SLACK_", "SWITCHBOARD_", "GOOGLE_", "GCLOUD_", "CLOUDSDK_", "AWS_", "AZURE_",
+    "STORAGE_EMULATOR_HOST",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +64,8 @@ class Settings:
     anthropic_auth_token: Secret | None = None
     anthropic_base_url: str | None = None
     claude_config_dir: Path | None = None
-    agent_env: Mapping[str, str] = field(default_factory=dict)  # extra values given to agents
+    # Extra values given to agents; may hold a Claude key, so never shown in a repr.
+    agent_env: Mapping[str, str] = field(default_factory=dict, repr=False)
     agent_env_passthrough: tuple[str, ...] = ()  # extra names copied from our environment
     kill_grace_s: float = 5.0
     stop_grace_s: float = 10.0
@@ -67,6 +78,10 @@ class Settings:
     console: bool | None = None  # None: on when stdin is a terminal
     log_level: str = "INFO"
     config_file: Path | None = None
+    policy_file: Path | None = None
+    approval_reminder_s: float = 300.0
+    approval_timeout_s: float = 900.0
+    approval_on_timeout: str = "deny"
 
     @property
     def db_path(self) -> Path:
@@ -147,6 +162,16 @@ class Settings:
         passthrough = pick("agent_env_passthrough", "SWITCHBOARD_AGENT_ENV_PASSTHROUGH", ())
         if isinstance(passthrough, str):
             passthrough = tuple(p for p in passthrough.split(",") if p)
+        leaked = [p for p in passthrough if p.upper().startswith(WITHHELD_PREFIXES)]
+        if leaked:
+            raise ConfigError(
+                f"agent_env_passthrough may not name {', '.join(leaked)}: chat tokens, cloud "
+                "credentials and Switchboard's own settings never reach an agent"
+            )
+        on_timeout = str(pick("approval_on_timeout", "SWITCHBOARD_APPROVAL_ON_TIMEOUT", "deny"))
+        if on_timeout not in ON_TIMEOUT:
+            raise ConfigError("approval_on_timeout must be 'deny' or 'pause'")
+        policy = pick("policy_file", "SWITCHBOARD_POLICY")
         cli = pick("claude_cli", "SWITCHBOARD_CLAUDE_CLI")
         config_dir = pick("claude_config_dir", "CLAUDE_CONFIG_DIR")
         return cls(
@@ -170,6 +195,11 @@ class Settings:
             console=console,
             log_level=str(pick("log_level", "SWITCHBOARD_LOG_LEVEL", "INFO")).upper(),
             config_file=cfg_path if cfg_path.exists() else None,
+            policy_file=Path(policy).expanduser() if policy else None,
+            approval_reminder_s=number("approval_reminder_s", "SWITCHBOARD_APPROVAL_REMINDER_S",
+                                       300.0),
+            approval_timeout_s=number("approval_timeout_s", "SWITCHBOARD_APPROVAL_TIMEOUT_S", 900.0),
+            approval_on_timeout=on_timeout,
         )
 
     def agent_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from store import Store
 from store.agents import LIVE_STATES
+from store.errors import Conflict
 from supervisor.config import PERMISSION_MODES, Settings
 from supervisor.errors import AgentExists, ConfigError, InvalidRequest, ShuttingDown, UnknownAgent
 from supervisor.events import AgentState, EventHub
@@ -192,16 +193,19 @@ class AgentPool:
             parent_id = parent_runner.id
         agent_id = new_agent_id()
         if cwd:
-            workdir = Path(cwd).expanduser()  # noqa: ASYNC240 - one stat, not I/O-heavy
+            workdir = Path(cwd).expanduser().resolve()  # noqa: ASYNC240 - one stat
             if not workdir.is_dir():
                 raise InvalidRequest(f"--cwd {cwd} is not an existing directory")
         else:
-            workdir = self.settings.workspaces / f"{name}-{agent_id}"
-            workdir.mkdir(parents=True, exist_ok=True)
-        row = await self.store.agents.create(
-            id=agent_id, name=name, parent_id=parent_id, model=model, cwd=str(workdir.resolve()),
-            prompt=prompt, permission_mode=mode, state=AgentState.STARTING,
-        )
+            workdir = (self.settings.workspaces / f"{name}-{agent_id}").resolve()
+        try:
+            row = await self.store.agents.create(
+                id=agent_id, name=name, parent_id=parent_id, model=model, cwd=str(workdir),
+                prompt=prompt, permission_mode=mode, state=AgentState.STARTING,
+            )
+        except Conflict:
+            raise AgentExists(name) from None  # a concurrent spawn took the name first
+        workdir.mkdir(parents=True, exist_ok=True)
         runner = AgentRunner(row, deps)
         self._adopt(runner)
         runner.submit(prompt)

@@ -1,0 +1,239 @@
+"""Spawn-to-first-event latency: Switchboard vs a bare ClaudeSDKClient, same CLI, same env.
+
+Run from the repository root:  .venv/bin/python bench/spawn_latency.py  (or `make bench`)
+
+For each CLI (the REAL bundled `claude` against the mock Anthropic API, then the fake claude):
+
+* supervisor: time from `pool.spawn(...)` to `runner.first_event_at` (the first SDK message the
+  agent records) and to the first AgentOutput on `app.hub.stream()` (the first assistant text).
+  That path includes the store writes, the launcher (python -S -E, session leader, subreaper) and
+  the CLI start-up.
+* baseline: a bare `ClaudeSDKClient` with the same CLI, environment, model and system prompt:
+  connect() + query() to the first message, and to the first assistant text. No supervisor.
+
+N spawns are run sequentially, supervisor and baseline alternating, after one discarded warm-up
+of each. Prints median and p90 (linear interpolation) in ms and the ratio supervisor/baseline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from claude_agent_sdk import (  # noqa: E402
+    AssistantMessage,
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    PermissionResultAllow,
+    ResultMessage,
+    TextBlock,
+)
+
+from bot.app import Switchboard  # noqa: E402
+from supervisor.config import Settings  # noqa: E402
+from supervisor.events import AgentOutput  # noqa: E402
+from supervisor.pool import resolve_cli  # noqa: E402
+from tests.conftest import make_settings  # noqa: E402
+from tests.fakes.mock_anthropic import MockAnthropic  # noqa: E402
+
+N = 5
+TURN_TIMEOUT_S = 60.0
+PROMPT = "TEXT: pong"  # the mock answers exactly "pong"; the fake claude answers "ECHO: TEXT: pong"
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolation percentile (the 'inclusive' method), q in [0, 100]."""
+    s = sorted(values)
+    if len(s) == 1:
+        return s[0]
+    pos = (len(s) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+async def wait_until(pred: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.005)
+
+
+# -- supervisor ----------------------------------------------------------------------------------
+
+
+class FirstOutput:
+    """Records the time of the first AgentOutput per agent, from the hub's event stream."""
+
+    def __init__(self, app: Switchboard) -> None:
+        self.app = app
+        self.first: dict[str, float] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> FirstOutput:
+        self._task = asyncio.create_task(self._consume())
+        await asyncio.sleep(0)  # let the subscription register before the first spawn
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _consume(self) -> None:
+        async for event in self.app.hub.stream():
+            if isinstance(event, AgentOutput):
+                self.first.setdefault(event.agent_id, event.at)
+
+
+async def supervisor_once(app: Switchboard, outputs: FirstOutput, name: str) -> tuple[float, float]:
+    """One spawn; returns (ms to first recorded event, ms to first AgentOutput)."""
+    assert app.pool is not None
+    t0 = time.time()
+    runner = await app.pool.spawn(name, PROMPT)
+    await wait_until(lambda: runner.first_event_at is not None or runner.state == "failed",
+                     TURN_TIMEOUT_S, f"{name}'s first event")
+    await wait_until(lambda: runner.id in outputs.first or runner.state == "failed",
+                     TURN_TIMEOUT_S, f"{name}'s first output")
+    if runner.state == "failed":
+        raise RuntimeError(f"agent {name} failed: {runner.last_error}")
+    assert runner.first_event_at is not None
+    first_event = (runner.first_event_at - t0) * 1000
+    first_output = (outputs.first[runner.id] - t0) * 1000
+    await wait_until(lambda: runner.state == "idle", TURN_TIMEOUT_S, f"{name}'s first turn")
+    await app.pool.kill(runner.id, "benchmark done")  # keep the host quiet for the next sample
+    return first_event, first_output
+
+
+# -- baseline ------------------------------------------------------------------------------------
+
+
+async def _allow_all(tool_name: str, tool_input: dict[str, Any], ctx: Any) -> PermissionResultAllow:
+    return PermissionResultAllow(updated_input=tool_input)
+
+
+def baseline_options(settings: Settings, cwd: Path) -> ClaudeAgentOptions:
+    """What the runner builds, minus the launcher: the same CLI, env, model and prompt preset."""
+    return ClaudeAgentOptions(
+        cwd=str(cwd),
+        model=settings.default_model,
+        cli_path=str(resolve_cli(settings)),
+        env=settings.agent_environment(),
+        can_use_tool=_allow_all,
+        permission_mode=settings.permission_mode,  # type: ignore[arg-type]
+        system_prompt={"type": "preset", "preset": "claude_code"},
+        max_buffer_size=settings.max_line_bytes,
+    )
+
+
+async def baseline_once(settings: Settings, cwd: Path) -> tuple[float, float]:
+    """Bare SDK: connect + query to the first message and to the first assistant text."""
+    stderr: list[str] = []
+    options = baseline_options(settings, cwd)
+    options.stderr = stderr.append
+    client = ClaudeSDKClient(options)
+    t0 = time.time()
+    first_msg: float | None = None
+    first_text: float | None = None
+    try:
+        await asyncio.wait_for(client.connect(), TURN_TIMEOUT_S)
+        await client.query(PROMPT)
+
+        async def drain() -> None:
+            nonlocal first_msg, first_text
+            async for msg in client.receive_response():
+                now = time.time()
+                if first_msg is None:
+                    first_msg = now
+                if first_text is None and isinstance(msg, AssistantMessage) and any(
+                    isinstance(b, TextBlock) and b.text.strip() for b in msg.content
+                ):
+                    first_text = now
+                if isinstance(msg, ResultMessage):
+                    return
+
+        await asyncio.wait_for(drain(), TURN_TIMEOUT_S)
+    finally:
+        await client.disconnect()
+    if first_msg is None or first_text is None:
+        raise RuntimeError("baseline: no message / no assistant text; stderr: "
+                           + "\n".join(stderr[-10:]))
+    return (first_msg - t0) * 1000, (first_text - t0) * 1000
+
+
+# -- driver --------------------------------------------------------------------------------------
+
+
+def summary(label: str, values: list[float]) -> str:
+    return (f"  {label:<34} median {percentile(values, 50):8.1f} ms   "
+            f"p90 {percentile(values, 90):8.1f} ms   "
+            f"[{', '.join(f'{v:.0f}' for v in values)}]")
+
+
+async def bench(kind: str, settings: Settings) -> None:
+    print(f"\n== {kind} (N={N} sequential spawns, after 1 warm-up each) ==", flush=True)
+    cli = resolve_cli(settings)
+    print(f"  cli: {cli.name}", flush=True)
+    base_cwd = settings.home.parent / "baseline"
+    base_cwd.mkdir(parents=True, exist_ok=True)
+    sup_event: list[float] = []
+    sup_output: list[float] = []
+    base_msg: list[float] = []
+    base_text: list[float] = []
+    async with Switchboard(settings) as app, FirstOutput(app) as outputs:
+        await supervisor_once(app, outputs, "warmup")
+        await baseline_once(settings, base_cwd)
+        for i in range(N):
+            e, o = await supervisor_once(app, outputs, f"bench{i}")
+            sup_event.append(e)
+            sup_output.append(o)
+            m, t = await baseline_once(settings, base_cwd)
+            base_msg.append(m)
+            base_text.append(t)
+    print(summary("supervisor: spawn -> first event", sup_event))
+    print(summary("baseline:   connect -> first msg", base_msg))
+    print(summary("supervisor: spawn -> first output", sup_output))
+    print(summary("baseline:   connect -> first text", base_text))
+    for label, sup, base in (("first event", sup_event, base_msg),
+                             ("first output", sup_output, base_text)):
+        print(f"  ratio supervisor/baseline, {label:<12}: "
+              f"median {percentile(sup, 50) / percentile(base, 50):.2f}x   "
+              f"p90 {percentile(sup, 90) / percentile(base, 90):.2f}x", flush=True)
+
+
+async def main() -> int:
+    logging.basicConfig(level=logging.ERROR)
+    # Killing an agent ends its CLI with SIGTERM (exit 143); the SDK's reader logs that as an
+    # error. Expected here, so keep it out of the report.
+    logging.getLogger("claude_agent_sdk").setLevel(logging.CRITICAL)
+    started = time.monotonic()
+    print(f"spawn-to-first-event latency, python {sys.version.split()[0]}, "
+          f"{os.cpu_count()} cpus", flush=True)
+    # Short TMPDIR: the CLI puts a unix socket under it (~107-byte path limit).
+    home = Path(tempfile.mkdtemp(prefix="sbb", dir="/tmp"))
+    try:
+        with MockAnthropic() as mock:
+            await bench("real claude CLI + mock Anthropic API", make_settings(home / "r", mock))
+            print(f"  mock API requests served: {len(mock.requests)}")
+        await bench("fake claude CLI", make_settings(home / "f", fake=True))
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    print(f"\ndone in {time.monotonic() - started:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

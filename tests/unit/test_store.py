@@ -1,0 +1,437 @@
+"""The store: WAL, migrations, read-only opens, reads beside writes, rollback, full disk, repos."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from store import Store, open_store
+from store.db import Database
+from store.errors import Conflict, MigrationError, StoreError, StoreUnavailable
+from store.migrations import MIGRATIONS
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "data" / "switchboard.db"
+
+
+@pytest.fixture
+async def store(db_path: Path) -> AsyncIterator[Store]:
+    s = await open_store(db_path)
+    try:
+        yield s
+    finally:
+        await s.db.close()
+
+
+async def make_agent(store: Store, agent_id: str = "a1", name: str = "alpha",
+                     state: str = "starting", parent_id: str | None = None) -> None:
+    await store.agents.create(id=agent_id, name=name, parent_id=parent_id, model=None,
+                              cwd="/w", prompt="p", permission_mode="default", state=state)
+
+
+def sqlite_pragma(path: Path, pragma: str) -> object:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(f"PRAGMA {pragma}").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def _worker_threads() -> int:
+    return sum(1 for t in threading.enumerate() if "_connection_worker_thread" in t.name)
+
+
+async def aiosqlite_threads(expect: int | None = None) -> int:
+    """How many aiosqlite worker threads run, once closing ones are done (waits for `expect`)."""
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if expect is None or _worker_threads() <= expect:
+            break
+    return _worker_threads()
+
+
+async def settle_failed_connect(baseline: int) -> None:
+    """aiosqlite stops the worker of a connection that failed to open without awaiting it; that
+    thread must post its result while this test's loop is alive, or it raises in a later test."""
+    await aiosqlite_threads(expect=baseline)
+
+
+# -- opening, WAL and migrations ----------------------------------------------------------------
+
+
+async def test_wal_mode_is_on(store, db_path):
+    row = await store.db.fetchone("PRAGMA journal_mode")
+    assert row[0] == "wal"
+    assert sqlite_pragma(db_path, "journal_mode") == "wal"  # persistent in the file
+
+
+async def test_fresh_database_is_migrated_to_the_latest_version(store, db_path):
+    assert store.db.schema_version == len(MIGRATIONS)
+    assert sqlite_pragma(db_path, "user_version") == len(MIGRATIONS)
+    tables = {r[0] for r in await store.db.fetchall(
+        "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"agents", "agent_transitions", "agent_events", "turns", "costs", "audit"} <= tables
+
+
+async def test_migrations_are_idempotent(db_path):
+    s = await open_store(db_path)
+    await make_agent(s)
+    await s.db.close()
+    for _ in range(2):
+        s = await open_store(db_path)
+        try:
+            assert [a.id for a in await s.agents.list()] == ["a1"]
+        finally:
+            await s.db.close()
+    assert sqlite_pragma(db_path, "user_version") == len(MIGRATIONS)
+
+
+async def test_two_handles_on_one_file(db_path):
+    """A second opener (e.g. `switchboard status` beside the supervisor) finds nothing to do."""
+    first = await open_store(db_path)
+    second = await open_store(db_path)
+    try:
+        await make_agent(first)
+        assert (await second.agents.get("a1")).name == "alpha"
+    finally:
+        await second.db.close()
+        await first.db.close()
+
+
+async def test_open_is_idempotent_and_close_twice_is_harmless(db_path):
+    db = Database(db_path)
+    await db.open()
+    await db.open()
+    await db.close()
+    await db.close()
+
+
+async def test_database_is_an_async_context_manager(db_path):
+    async with Database(db_path) as db:
+        assert (await db.fetchone("SELECT 1"))[0] == 1
+    with pytest.raises(StoreUnavailable, match="closed"):
+        await db.fetchall("SELECT 1")
+
+
+async def test_newer_schema_than_the_code_is_refused(db_path):
+    db_path.parent.mkdir(parents=True)
+    conn = sqlite3.connect(db_path)
+    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 5}")
+    conn.close()
+    threads = await aiosqlite_threads()
+    db = Database(db_path)
+    with pytest.raises(MigrationError) as info:
+        await db.open()
+    assert isinstance(info.value, StoreError)
+    text = str(info.value)
+    assert f"schema version {len(MIGRATIONS) + 5}" in text
+    assert "newer than this Switchboard" in text and "upgrade" in text
+    # Regression: the writer connection (and its thread) used to be left open on this path.
+    assert await aiosqlite_threads(expect=threads) == threads
+    assert sqlite_pragma(db_path, "user_version") == len(MIGRATIONS) + 5  # untouched
+
+
+async def test_a_failing_migration_rolls_back_and_is_reported(db_path, monkeypatch):
+    import store.db as db_module
+
+    monkeypatch.setattr(db_module, "MIGRATIONS",
+                        (*MIGRATIONS, "CREATE TABLE extra (x INTEGER); THIS IS NOT SQL;"))
+    db = Database(db_path)
+    with pytest.raises(MigrationError, match=f"migration {len(MIGRATIONS) + 1} failed"):
+        await db.open()
+    assert sqlite_pragma(db_path, "user_version") == len(MIGRATIONS)
+    conn = sqlite3.connect(db_path)
+    try:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    finally:
+        conn.close()
+    assert "extra" not in names  # the half-applied migration was rolled back
+
+
+async def test_unopenable_path_is_store_unavailable(tmp_path):
+    target = tmp_path / "is-a-dir"
+    target.mkdir()
+    threads = await aiosqlite_threads()
+    with pytest.raises(StoreUnavailable) as info:
+        await open_store(target)
+    await settle_failed_connect(threads)
+    assert str(target) in str(info.value)
+    assert info.value.path == str(target)
+
+
+async def test_a_file_that_is_not_a_database(tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreUnavailable, match="not a database"):
+        await open_store(junk)
+
+
+# -- read-only and concurrency ---------------------------------------------------------------
+
+
+async def test_read_only_open_while_a_writer_holds_the_database(store, db_path):
+    await make_agent(store, "a1", "alpha")
+    async with store.db.transaction() as conn:  # the writer holds the write lock...
+        await conn.execute(
+            "INSERT INTO audit (at, platform, user_id, action, ok) VALUES (1, 'p', 'u', 'x', 1)")
+        ro = await asyncio.wait_for(open_store(db_path, read_only=True), 5)
+        try:
+            # ...and a read-only handle opens and reads the committed state, not the pending one.
+            assert [a.name for a in await asyncio.wait_for(ro.agents.list(), 5)] == ["alpha"]
+            assert await ro.audit.recent() == []
+        finally:
+            await ro.db.close()
+
+
+async def test_read_only_handle_refuses_writes_and_never_migrates(store, db_path):
+    ro = await open_store(db_path, read_only=True)
+    try:
+        with pytest.raises(StoreUnavailable, match="read-only"):
+            await make_agent(ro)
+        with pytest.raises(StoreUnavailable, match="read-only"):
+            await ro.audit.record(platform="p", user_id="u", user_name="", action="a", args="",
+                                  ok=True, result="")
+    finally:
+        await ro.db.close()
+
+
+async def test_read_only_open_of_a_missing_file(tmp_path):
+    threads = await aiosqlite_threads()
+    with pytest.raises(StoreUnavailable):
+        await open_store(tmp_path / "absent.db", read_only=True)
+    await settle_failed_connect(threads)
+    assert not (tmp_path / "absent.db").exists()
+
+
+async def test_reads_run_while_a_write_transaction_is_open(store):
+    await make_agent(store, "a1", "alpha")
+    async with store.db.transaction() as conn:
+        await conn.execute("UPDATE agents SET state = 'idle' WHERE id = 'a1'")
+        # Same Database, other connection: not blocked, and it sees the last committed state.
+        row = await asyncio.wait_for(store.agents.get("a1"), 2)
+        assert row.state == "starting"
+        assert len(await asyncio.wait_for(store.agents.list(), 2)) == 1
+    assert (await store.agents.get("a1")).state == "idle"
+
+
+async def test_writes_are_serialised(store):
+    """Many concurrent writers through one Database: none fails with 'database is locked'."""
+    await make_agent(store)
+    await asyncio.gather(*(store.events.append("a1", None, "text", f"e{i}", {"i": i})
+                           for i in range(50)))
+    assert await store.events.count("a1") == 50
+
+
+async def test_a_second_writer_waits_for_the_first(store, db_path):
+    other = await open_store(db_path)
+    try:
+        async with store.db.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO audit (at, platform, user_id, action, ok) VALUES (1,'p','u','a',1)")
+            pending = asyncio.create_task(other.audit.record(
+                platform="p", user_id="u", user_name="", action="b", args="", ok=True, result=""))
+            await asyncio.sleep(0.2)
+            assert not pending.done()  # waiting on busy_timeout, not failing
+        await asyncio.wait_for(pending, 5)
+        assert [r.action for r in await store.audit.recent()] == ["b", "a"]
+    finally:
+        await other.db.close()
+
+
+# -- transactions ------------------------------------------------------------------------------
+
+
+async def test_an_exception_in_a_transaction_rolls_back(store):
+    with pytest.raises(ValueError, match="boom"):
+        async with store.db.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO audit (at, platform, user_id, action, ok) VALUES (1,'p','u','a',1)")
+            raise ValueError("boom")
+    assert await store.audit.recent() == []
+    # and the connection is usable afterwards
+    await store.audit.record(platform="p", user_id="u", user_name="", action="ok", args="",
+                             ok=True, result="")
+    assert [r.action for r in await store.audit.recent()] == ["ok"]
+
+
+async def test_an_sql_error_in_a_transaction_rolls_back_and_is_store_unavailable(store, db_path):
+    with pytest.raises(StoreUnavailable) as info:
+        async with store.db.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO audit (at, platform, user_id, action, ok) VALUES (1,'p','u','a',1)")
+            await conn.execute("INSERT INTO no_such_table VALUES (1)")
+    assert "no such table" in info.value.reason
+    assert str(db_path) in str(info.value)
+    assert await store.audit.recent() == []
+
+
+async def test_cancellation_inside_a_transaction_rolls_back(store):
+    entered = asyncio.Event()
+
+    async def writer() -> None:
+        async with store.db.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO audit (at, platform, user_id, action, ok) VALUES (1,'p','u','a',1)")
+            entered.set()
+            await asyncio.sleep(30)
+
+    task = asyncio.create_task(writer())
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await store.audit.recent() == []
+    await store.audit.record(platform="p", user_id="u", user_name="", action="next", args="",
+                             ok=True, result="")  # the write lock was released
+
+
+async def test_agent_create_is_atomic(store):
+    """The agent row and its first transition go in together or not at all."""
+    await make_agent(store, "a1", "alpha")
+    with pytest.raises(Conflict, match="UNIQUE"):
+        await make_agent(store, "a1", "beta")
+    assert [t.reason for t in await store.agents.transitions("a1")] == ["spawned"]
+    assert (await store.agents.get("a1")).name == "alpha"
+
+
+# -- a full disk ----------------------------------------------------------------------------------
+
+
+async def _fill_to_the_brim(db: Database) -> None:
+    """Cap the file at its current size, as a full disk would: any write needing a page fails."""
+    async with db.transaction() as conn:
+        async with conn.execute("PRAGMA page_count") as cur:
+            pages = (await cur.fetchone())[0]
+        await conn.execute(f"PRAGMA max_page_count = {pages}")
+
+
+async def test_full_disk_write_fails_clearly_and_keeps_earlier_data(store, db_path):
+    await make_agent(store, "a1", "alpha")
+    await store.events.append("a1", None, "text", "before", {"n": 1})
+    await _fill_to_the_brim(store.db)
+
+    with pytest.raises(StoreUnavailable) as info:
+        await store.events.append("a1", None, "text", "after", {"blob": "x" * 200_000})
+    assert "full" in info.value.reason
+    assert str(info.value) == f"the database at {db_path} cannot be used: {info.value.reason}"
+
+    with pytest.raises(StoreUnavailable, match="full"):
+        await store.turns.finish(await store.turns.start("a1", "p"), status="ok",
+                                 result_text="r" * 200_000)
+
+    # Earlier data intact, reads still work, nothing half-written.
+    assert [e.summary for e in await store.events.tail("a1", 10)] == ["before"]
+    assert (await store.agents.get("a1")).name == "alpha"
+    assert sqlite_pragma(db_path, "integrity_check") == "ok"
+
+    # Room again (the pragma is per connection): writes work with no reopen.
+    async with store.db.transaction() as conn:
+        await conn.execute("PRAGMA max_page_count = 1073741823")
+    await store.events.append("a1", None, "text", "after", {"blob": "x" * 200_000})
+    assert [e.summary for e in await store.events.tail("a1", 10)] == ["before", "after"]
+
+
+# -- repositories ----------------------------------------------------------------------------------
+
+
+async def test_agents_repo_roundtrip(store):
+    await make_agent(store, "a1", "alpha")
+    await make_agent(store, "c1", "child", parent_id="a1")
+    row = await store.agents.get("a1")
+    assert (row.name, row.state, row.cost_baseline, row.session_id) == (
+        "alpha", "starting", {}, None)
+    assert row.created_at > 0 and row.updated_at >= row.created_at
+    await store.agents.update("a1", session_id="s-1", cost_baseline={"__total__": 0.25})
+    row = await store.agents.get("a1")
+    assert (row.session_id, row.cost_baseline) == ("s-1", {"__total__": 0.25})
+    assert await store.agents.get("nope") is None
+    assert [c.id for c in await store.agents.children("a1")] == ["c1"]
+
+
+async def test_agent_state_transitions_are_recorded(store):
+    await make_agent(store, "a1", "alpha")
+    await store.agents.set_state("a1", "starting", "idle", "turn finished")
+    await store.agents.set_state("a1", "idle", "killed", "killed by operator")
+    assert [(t.from_state, t.to_state, t.reason) for t in await store.agents.transitions("a1")] \
+        == [(None, "starting", "spawned"), ("starting", "idle", "turn finished"),
+            ("idle", "killed", "killed by operator")]
+    assert (await store.agents.get("a1")).state == "killed"
+
+
+async def test_live_names_are_unique_and_find_prefers_the_live_agent(store):
+    await make_agent(store, "old1", "alpha", state="starting")
+    assert await store.agents.live_name_taken("alpha")
+    with pytest.raises(Conflict):  # the unique index backs the pool's check
+        await make_agent(store, "new1", "alpha", state="starting")
+    await store.agents.set_state("old1", "starting", "killed", "")
+    assert not await store.agents.live_name_taken("alpha")
+    await make_agent(store, "new1", "alpha", state="starting")
+    assert (await store.agents.find("alpha")).id == "new1"
+    assert (await store.agents.find("old1")).id == "old1"  # by id, even a dead one
+    assert await store.agents.find("ghost") is None
+    assert [a.id for a in await store.agents.list(live_only=True)] == ["new1"]
+    assert {a.id for a in await store.agents.list()} == {"old1", "new1"}
+
+
+async def test_events_tail_is_the_last_n_in_order(store):
+    await make_agent(store)
+    for i in range(10):
+        await store.events.append("a1", None, "text", f"e{i}", {"i": i, "path": Path("/x")})
+    tail = await store.events.tail("a1", 3)
+    assert [e.summary for e in tail] == ["e7", "e8", "e9"]
+    assert tail[-1].data == {"i": 9, "path": "/x"}  # non-JSON values stored as text
+    assert await store.events.count("a1") == 10
+    assert await store.events.tail("nobody", 5) == []
+
+
+async def test_turns_costs_and_totals(store):
+    await make_agent(store, "a1", "alpha")
+    await make_agent(store, "b1", "beta")
+    t1 = await store.turns.start("a1", "one")
+    await store.turns.finish(t1, status="ok", result_text="r1", session_id="s", cost_usd=0.001,
+                             input_tokens=10, output_tokens=12,
+                             model_costs={"sonnet": (0.001, 10, 12)})
+    t2 = await store.turns.start("a1", "two")
+    await store.turns.finish(t2, status="ok", cost_usd=0.006, input_tokens=5, output_tokens=6,
+                             model_costs={"sonnet": (0.001, 2, 3), "haiku": (0.005, 3, 3)})
+    t3 = await store.turns.start("b1", "three")
+    recent = await store.turns.recent("a1")
+    assert [(t.id, t.status, t.cost_usd) for t in recent] == [(t2, "ok", 0.006), (t1, "ok", 0.001)]
+    assert recent[1].ended_at >= recent[1].started_at
+
+    by_agent = {c.key: c for c in await store.turns.totals_by_agent()}
+    assert by_agent["a1"].cost_usd == pytest.approx(0.007)
+    assert (by_agent["a1"].input_tokens, by_agent["a1"].output_tokens, by_agent["a1"].turns) == (
+        15, 18, 2)
+    assert by_agent["b1"].cost_usd == 0.0 and by_agent["b1"].turns == 1
+    by_model = await store.turns.totals_by_model("a1")
+    assert [(c.key, c.turns) for c in by_model] == [("haiku", 1), ("sonnet", 2)]  # by cost
+    assert by_model[1].cost_usd == pytest.approx(0.002)
+    assert await store.turns.totals_by_model("b1") == []
+
+    assert await store.turns.close_running("a1", "nope") == 0
+    assert await store.turns.close_running(None, "the supervisor restarted") == 1
+    [interrupted] = await store.turns.recent("b1")
+    assert (interrupted.id, interrupted.status, interrupted.error) == (
+        t3, "interrupted", "the supervisor restarted")
+
+
+async def test_audit_truncates_and_lists_newest_first(store):
+    for i in range(3):
+        await store.audit.record(platform="telegram", user_id="42", user_name="ann",
+                                 action=f"a{i}", args="x" * 5000, ok=i % 2 == 0,
+                                 result="y" * 5000)
+    rows = await store.audit.recent(2)
+    assert [r.action for r in rows] == ["a2", "a1"]
+    assert (rows[0].ok, rows[1].ok) == (1, 0)
+    assert len(rows[0].args) == 2000 and len(rows[0].result) == 2000
+    assert (rows[0].platform, rows[0].user_id, rows[0].user_name) == ("telegram", "42", "ann")
