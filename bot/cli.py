@@ -165,7 +165,8 @@ def cmd_doctor(settings: Settings) -> int:
         creds = config_dir / ".credentials.json"
         report(creds.exists(), f"credentials: the CLI's own login in {config_dir} "
                + ("(found)" if creds.exists() else
-                  "— none found: set ANTHROPIC_API_KEY, or run `claude login` as this user"))
+                  "— none found: set ANTHROPIC_API_KEY, or log in once with the CLI's `auth login`"
+                  " command as this user (the CLI `switchboard doctor` names below)"))
     else:
         report(True, f"credentials: {source} is set and will be handed to agents")
     if settings.anthropic_base_url:

@@ -20,10 +20,6 @@ BASE_AGENT_ENV = (
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TERM",
     "TZ", "TMPDIR", "NO_COLOR",
 )
-CLAUDE_CREDENTIAL_ENV = (
-    "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN",
-    "CLAUDE_CONFIG_DIR",
-)
 AGENT_ENV_DEFAULTS = {
     "DISABLE_AUTOUPDATER": "1",
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -63,6 +59,7 @@ class Settings:
     anthropic_api_key: Secret | None = None
     anthropic_auth_token: Secret | None = None
     anthropic_base_url: str | None = None
+    claude_oauth_token: Secret | None = None
     claude_config_dir: Path | None = None
     # Extra values given to agents; may hold a Claude key, so never shown in a repr.
     agent_env: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -110,6 +107,8 @@ class Settings:
             return "ANTHROPIC_API_KEY"
         if self.anthropic_auth_token:
             return "ANTHROPIC_AUTH_TOKEN"
+        if self.claude_oauth_token:
+            return "CLAUDE_CODE_OAUTH_TOKEN"
         if self.agent_env.get("ANTHROPIC_API_KEY") or self.agent_env.get("ANTHROPIC_AUTH_TOKEN"):
             return "agent_env"
         return "claude login"
@@ -176,12 +175,13 @@ class Settings:
         config_dir = pick("claude_config_dir", "CLAUDE_CONFIG_DIR")
         return cls(
             home=home,
-            claude_cli=Path(cli).expanduser() if cli else None,
+            claude_cli=Path(cli).expanduser().absolute() if cli else None,
             default_model=pick("model", "SWITCHBOARD_MODEL"),
             permission_mode=mode,
             anthropic_api_key=secret("anthropic_api_key", "ANTHROPIC_API_KEY"),
             anthropic_auth_token=secret("anthropic_auth_token", "ANTHROPIC_AUTH_TOKEN"),
             anthropic_base_url=pick("anthropic_base_url", "ANTHROPIC_BASE_URL"),
+            claude_oauth_token=secret("claude_oauth_token", "CLAUDE_CODE_OAUTH_TOKEN"),
             claude_config_dir=Path(config_dir).expanduser() if config_dir else None,
             agent_env={str(k): str(v) for k, v in agent_env.items()},
             agent_env_passthrough=tuple(passthrough),
@@ -211,6 +211,8 @@ class Settings:
             env["ANTHROPIC_API_KEY"] = self.anthropic_api_key.value
         if self.anthropic_auth_token:
             env["ANTHROPIC_AUTH_TOKEN"] = self.anthropic_auth_token.value
+        if self.claude_oauth_token:
+            env["CLAUDE_CODE_OAUTH_TOKEN"] = self.claude_oauth_token.value
         if self.anthropic_base_url:
             env["ANTHROPIC_BASE_URL"] = self.anthropic_base_url
         if self.claude_config_dir:

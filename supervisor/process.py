@@ -177,10 +177,11 @@ class AgentProcess:
         return _alive(pids)
 
     def alive(self) -> bool:
-        if self.launcher_pid is None:
+        pid = self.launcher_pid or self.cli_pid
+        if pid is None:
             return not self._closed
         try:
-            return psutil.Process(self.launcher_pid).status() != psutil.STATUS_ZOMBIE
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
         except psutil.NoSuchProcess:
             return False
 

@@ -126,3 +126,27 @@ async def test_stop_then_ask_restarts_on_the_same_session(real_app, mock_api):
     assert runner.session_id == session
     turns = await real_app.store.turns.recent(runner.id)
     assert turns[0].result_text == "HISTORY: TEXT: one | RECALL"
+
+
+async def test_agent_environment_is_an_allowlist(real_settings, mock_api, monkeypatch):
+    secrets = {
+        "TELEGRAM_BOT_TOKEN": "tg-secret-123",
+        "SLACK_BOT_TOKEN": "xoxb-secret-456",
+        "GOOGLE_APPLICATION_CREDENTIALS": "/secret/gcp.json",
+        "AWS_SECRET_ACCESS_KEY": "aws-secret-789",
+        "SWITCHBOARD_ADMIN_TOKEN": "sb-secret-000",
+    }
+    for k, v in secrets.items():
+        monkeypatch.setenv(k, v)
+    async with Switchboard(real_settings) as app:
+        runner = await _spawn_idle(app, "envy", "BASH: env; cat /proc/$PPID/environ | tr '\\0' '\\n'")
+        turns = await app.store.turns.recent(runner.id)
+        printed = turns[0].result_text
+        assert "PATH=" in printed and "ANTHROPIC_API_KEY=" in printed  # it did print its env
+        for value in secrets.values():
+            assert value not in printed
+        for proc in processes_with_tag(runner.tag):
+            with open(f"/proc/{proc.pid}/environ", "rb") as fh:
+                raw = fh.read().decode(errors="replace")
+            for value in secrets.values():
+                assert value not in raw, (proc.name(), value)

@@ -32,7 +32,7 @@ def test_sigkill_of_supervisor_then_next_start_cleans_up(short_home, mock_api,
         assert any(p.name() == "sleep" for p in procs)
         victims = [sup.proc.pid]
         if also_kill_launchers:
-            victims += [p.pid for p in procs if p.name() == "claude-launcher"]
+            victims += [p.ppid() for p in procs if p.name() == "claude"]
         for pid in victims:
             os.kill(pid, signal.SIGKILL)
         sup.proc.wait(10)
