@@ -1,4 +1,4 @@
-"""Repository for escalations (the outbox), their per-front-end deliveries and session allowances."""
+"""Repository for escalations (the outbox), their deliveries and session allowances."""
 
 from __future__ import annotations
 

@@ -198,7 +198,8 @@ class Settings:
             policy_file=Path(policy).expanduser() if policy else None,
             approval_reminder_s=number("approval_reminder_s", "SWITCHBOARD_APPROVAL_REMINDER_S",
                                        300.0),
-            approval_timeout_s=number("approval_timeout_s", "SWITCHBOARD_APPROVAL_TIMEOUT_S", 900.0),
+            approval_timeout_s=number("approval_timeout_s", "SWITCHBOARD_APPROVAL_TIMEOUT_S",
+                                      900.0),
             approval_on_timeout=on_timeout,
         )
 

@@ -2,11 +2,11 @@
 
 Runs with `python -S -E` and imports only the standard library: one runs per agent, so it is kept
 small. It (0) re-executes itself with only the allowlisted environment, so that not even its own
-/proc/<pid>/environ shows what the supervisor's environment holds, (1) becomes a session leader, (2) marks itself a child subreaper so that every process
-the agent starts, including background commands that leave the CLI's session, is reparented to it,
-(3) strips its environment to the allowlist the supervisor chose, keeping the agent tag, (4) runs
-the real CLI as its child, forwarding SIGTERM/SIGINT/SIGHUP to it, and (5) when the CLI exits,
-kills and reaps everything left, then exits with the CLI's status.
+/proc/<pid>/environ shows what the supervisor's environment holds; (1) becomes a session leader;
+(2) marks itself a child subreaper, so that every process the agent starts, including background
+commands that leave the CLI's session, is reparented to it; (3) runs the real CLI as its child,
+forwarding SIGTERM/SIGINT/SIGHUP to it; and (4) when the CLI exits, kills and reaps everything
+left, then exits with the CLI's status.
 """
 
 import ctypes
