@@ -1,0 +1,135 @@
+"""The escalation outbox: at-least-once delivery per front end, idempotent by id, first answer
+wins, reminders and timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from store import open_store
+from supervisor.escalations import (
+    AlreadyAnswered,
+    Answer,
+    Decision,
+    Escalations,
+    Kind,
+    Timeouts,
+    UnknownEscalation,
+)
+from supervisor.events import EventHub
+
+
+@pytest.fixture
+async def esc(tmp_path):
+    store = await open_store(tmp_path / "db.sqlite")
+    yield Escalations(store, EventHub(), Timeouts(reminder_s=0.2, timeout_s=0.5))
+    await store.db.close()
+
+
+async def test_a_front_end_that_was_down_gets_each_missed_row_once(esc):
+    rows = [await esc.notify(None, f"notice {i}") for i in range(3)]
+    q = await esc.open(agent_id=None, kind=Kind.QUESTION, title="q", body="?", free_text=True)
+    await esc.ack(rows[0].id, "telegram")
+    await esc.ack(rows[0].id, "telegram")  # a redelivery is harmless
+    missed = [r.id for r in await esc.store.escalations.undelivered("telegram")]
+    assert missed == [rows[1].id, rows[2].id, q.id]
+    for row_id in missed:
+        await esc.ack(row_id, "telegram")
+    assert await esc.store.escalations.undelivered("telegram") == []
+    # Another front end has its own cursor.
+    assert len(await esc.store.escalations.undelivered("slack")) == 4
+
+
+async def test_follow_yields_backlog_then_new_rows(esc):
+    first = await esc.notify(None, "before")
+    seen: list[str] = []
+
+    async def consume():
+        async for row in esc.follow("console"):
+            seen.append(row.id)
+            await esc.ack(row.id, "console")
+
+    task = asyncio.create_task(consume())
+    try:
+        for _ in range(50):
+            if seen:
+                break
+            await asyncio.sleep(0.01)
+        second = await esc.notify(None, "after")
+        for _ in range(100):
+            if len(seen) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert seen == [first.id, second.id]
+    finally:
+        task.cancel()
+
+
+async def test_first_answer_wins(esc):
+    row = await esc.open(agent_id=None, kind=Kind.PERMISSION, title="t", body="b")
+    waiter = asyncio.create_task(esc.wait(row))
+    await esc.answer(row.id, Answer(Decision.ALLOW, "", "alice", "telegram"))
+    with pytest.raises(AlreadyAnswered, match="alice via telegram"):
+        await esc.answer(row.id, Answer(Decision.DENY, "", "bob", "slack"))
+    assert (await waiter).by == "alice"
+
+
+async def test_unknown_id_and_notice_answers_are_refused(esc):
+    with pytest.raises(UnknownEscalation):
+        await esc.answer("zzzz", Answer(Decision.ALLOW))
+    note = await esc.notify(None, "fyi")
+    with pytest.raises(Exception, match="notice"):
+        await esc.answer(note.id, Answer(Decision.ALLOW))
+
+
+async def test_timeout_reminds_then_denies(esc):
+    row = await esc.open(agent_id=None, kind=Kind.PERMISSION, title="slow", body="b")
+    answer = await esc.wait(row)
+    assert answer.decision == Decision.DENY and answer.by == "timeout"
+    titles = [r.title for r in await esc.store.escalations.undelivered("x")]
+    assert "Reminder: slow" in titles and any("denied" in t for t in titles)
+    assert (await esc.get(row.id)).status == "expired"
+
+
+async def test_timeout_can_pause_and_keep_the_question_open(tmp_path):
+    store = await open_store(tmp_path / "db.sqlite")
+    esc = Escalations(store, EventHub(), Timeouts(0.1, 0.2, on_timeout="pause"))
+    calls = []
+
+    async def on_pause():
+        calls.append("pause")
+
+    async def on_resume():
+        calls.append("resume")
+
+    try:
+        row = await esc.open(agent_id=None, kind=Kind.QUESTION, title="q", body="?")
+        waiter = asyncio.create_task(esc.wait(row, on_pause=on_pause, on_resume=on_resume))
+        for _ in range(100):
+            if calls:
+                break
+            await asyncio.sleep(0.01)
+        assert calls == ["pause"] and (await esc.get(row.id)).status == "open"
+        await esc.answer(row.id, Answer(Decision.ANSWER, "late but fine", "alice", "console"))
+        assert (await waiter).text == "late but fine"
+        assert calls == ["pause", "resume"]
+    finally:
+        await store.db.close()
+
+
+async def test_restart_expires_orphans_and_says_so(tmp_path):
+    store = await open_store(tmp_path / "db.sqlite")
+    esc = Escalations(store, EventHub(), Timeouts())
+    row = await esc.open(agent_id=None, kind=Kind.PERMISSION, title="lost", body="b")
+    await store.db.close()
+    store = await open_store(tmp_path / "db.sqlite")  # a new supervisor: no waiters
+    try:
+        esc2 = Escalations(store, EventHub(), Timeouts())
+        expired = await esc2.expire_orphans("the supervisor restarted")
+        assert [r.id for r in expired] == [row.id]
+        assert (await esc2.get(row.id)).status == "expired"
+        assert any(r.title == "Expired: lost" for r in await store.escalations.undelivered("x"))
+        assert await esc2.expire_orphans("again") == []
+    finally:
+        await store.db.close()
