@@ -11,12 +11,19 @@ from collections.abc import Callable
 from typing import TextIO
 
 from bot.app import Switchboard
+from commands.approvals import escalation_text
 from commands.base import Caller, Reply, Role
+from store.escalations import EscalationRow
 from supervisor.events import AgentOutput, Event, StateChanged, TurnFinished
 
 logger = logging.getLogger(__name__)
 
-PROMPT = "switchboard> "
+FRONTEND = "console"
+
+
+def render_escalation(row: EscalationRow) -> str:
+    mark = "ℹ" if row.kind == "notice" else "❓"
+    return f"{mark} " + escalation_text(row).replace("\n", "\n   ")
 
 
 def render_reply(reply: Reply) -> str:
@@ -71,10 +78,12 @@ class Console:
         self.write("Switchboard console. Type /help for commands, /quit to shut down.")
         async with asyncio.TaskGroup() as tg:
             events = tg.create_task(self._print_events(), name="console-events")
+            outbox = tg.create_task(self._print_escalations(), name="console-outbox")
             try:
                 await self._read_commands()
             finally:
                 events.cancel()
+                outbox.cancel()
         if self.on_exit:
             self.on_exit()
 
@@ -83,6 +92,15 @@ class Console:
             line = render_event(event)
             if line:
                 self.write(line)
+
+    async def _print_escalations(self) -> None:
+        """Deliver the outbox: everything not yet shown here, then each new row, once by id."""
+        escalations = self.app.pool.escalations if self.app.pool else None
+        if escalations is None:
+            return
+        async for row in escalations.follow(FRONTEND):
+            self.write(render_escalation(row))
+            await escalations.ack(row.id, FRONTEND)
 
     async def _lines(self) -> asyncio.StreamReader | None:
         loop = asyncio.get_running_loop()

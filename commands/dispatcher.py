@@ -7,6 +7,7 @@ import secrets
 from typing import Any, ClassVar
 
 from commands.agents import Agents, Ask, Cost, Kill, Logs, Pause, Resume, Spawn, Status, Stop
+from commands.approvals import AnswerCmd, Approve, Deny, Pending
 from commands.base import (
     Arg,
     Command,
@@ -20,6 +21,7 @@ from commands.base import (
     usage_line,
 )
 from store.errors import StoreError
+from supervisor.escalations import AlreadyAnswered, UnknownEscalation
 from supervisor.errors import (
     AgentExists,
     AgentNotRunning,
@@ -67,7 +69,8 @@ def describe(cmd: Command) -> str:
 
 
 REGISTRY: tuple[Command, ...] = (
-    Spawn(), Agents(), Status(), Ask(), Pause(), Resume(), Stop(), Kill(), Logs(), Cost(), Help(),
+    Spawn(), Agents(), Status(), Ask(), Pause(), Resume(), Stop(), Kill(), Logs(), Cost(),
+    Pending(), Approve(), Deny(), AnswerCmd(), Help(),
 )
 COMMANDS: dict[str, Command] = {c.name: c for c in REGISTRY}
 
@@ -87,6 +90,11 @@ def _error_reply(exc: BaseException, cmd: Command | None) -> Reply:
                            "Send /status " + exc.name + " to see what it is doing.")
     if isinstance(exc, InvalidRequest):
         return Reply.error(f"/{cmd.name if cmd else '?'}: {exc}.", usage)
+    if isinstance(exc, UnknownEscalation):
+        return Reply.error(f"There is no request or question {exc.esc_id!r}.",
+                           "Send /pending to see what is waiting, with ids.")
+    if isinstance(exc, AlreadyAnswered):
+        return Reply.error(f"Too late: {exc}.", "Nothing was changed.")
     if isinstance(exc, ShuttingDown):
         return Reply.error("Switchboard is shutting down and takes no new work.",
                            "Wait for it to restart, then try again.")

@@ -13,10 +13,12 @@ from pathlib import Path
 
 from store import Store
 from store.agents import LIVE_STATES
-from store.errors import Conflict
+from store.errors import Conflict, StoreError
 from supervisor.config import PERMISSION_MODES, Settings
 from supervisor.errors import AgentExists, ConfigError, InvalidRequest, ShuttingDown, UnknownAgent
+from supervisor.escalations import Escalations, Timeouts
 from supervisor.events import AgentState, EventHub
+from supervisor.policy import Policy, PolicyError
 from supervisor.process import bundled_cli, install_launcher, sweep
 from supervisor.runner import AgentRunner, RunnerDeps
 
@@ -69,6 +71,14 @@ class AgentPool:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._deps: RunnerDeps | None = None
         self.recovery: RecoveryReport | None = None
+        try:
+            self.policy = Policy.load(settings.policy_file)
+        except PolicyError as exc:
+            raise ConfigError(str(exc)) from exc
+        self.escalations = Escalations(store, hub, Timeouts(
+            reminder_s=settings.approval_reminder_s, timeout_s=settings.approval_timeout_s,
+            on_timeout=settings.approval_on_timeout,
+        ))
 
     async def __aenter__(self) -> AgentPool:
         try:
@@ -90,6 +100,8 @@ class AgentPool:
             hub=self.hub,
             launcher=install_launcher(self.settings.run_dir),
             real_cli=resolve_cli(self.settings),
+            policy=self.policy,
+            escalations=self.escalations,
         )
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
         # Anything tagged with this data directory is left over from a previous run.
@@ -109,6 +121,15 @@ class AgentPool:
             await self.store.agents.update(row.id, launcher_pid=None, cli_pid=None)
             self._adopt(runner)
         self.state = PoolState.RUNNING
+        # Questions whose asker died with the previous supervisor: close them, tell the
+        # operator, and give the agent a note so it knows its request went unanswered.
+        for row in await self.escalations.expire_orphans("the supervisor restarted"):
+            runner = self._runners.get(row.agent_id or "")
+            if runner is not None and runner.state.live:
+                runner.submit(
+                    f"[Switchboard] Your earlier request was not answered because the supervisor "
+                    f"restarted: {row.title}. If you still need it, ask again."
+                )
         self.recovery = RecoveryReport(tuple(swept), tuple(resumed), interrupted)
         return self.recovery
 
@@ -173,7 +194,7 @@ class AgentPool:
             )
         if await self.store.agents.live_name_taken(name):
             raise AgentExists(name)
-        mode = permission_mode or self.settings.permission_mode
+        mode = permission_mode or self.policy.permission_mode(name, self.settings.permission_mode)
         if mode not in PERMISSION_MODES:
             raise InvalidRequest(f"unknown permission mode {mode!r}; use one of "
                                  + ", ".join(PERMISSION_MODES))
@@ -215,6 +236,14 @@ class AgentPool:
     async def ask(self, ref: str, text: str) -> tuple[AgentRunner, int]:
         self._require_running()
         runner = await self.get(ref)
+        if not runner.state.live:
+            twin = next((r for r in self._runners.values()
+                         if r.name == runner.name and r.state.live and r is not runner), None)
+            if twin is not None:
+                raise InvalidRequest(
+                    f"{runner.name} ({runner.id}) is {runner.state} and its name now belongs to "
+                    f"agent {twin.id}; send to {twin.id}, or /kill {twin.id} first"
+                )
         return runner, runner.submit(text)
 
     async def kill(self, ref: str, reason: str = "killed by operator") -> list[AgentRunner]:
@@ -255,13 +284,18 @@ class AgentPool:
         for task in self._tasks.values():
             task.cancel()
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
-        for r in runners:
-            if r.state in (AgentState.WORKING, AgentState.STARTING, AgentState.WAITING):
-                await self.store.agents.set_state(r.id, r.state, AgentState.IDLE,
-                                                  "supervisor shut down mid-turn")
-        await self.store.turns.close_running(None, "the supervisor shut down")
-        if self._deps is not None:
-            await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
+        try:
+            for r in runners:
+                if r.state in (AgentState.WORKING, AgentState.STARTING, AgentState.WAITING):
+                    await self.store.agents.set_state(r.id, r.state, AgentState.IDLE,
+                                                      "supervisor shut down mid-turn")
+            await self.store.turns.close_running(None, "the supervisor shut down")
+        except StoreError:
+            # The next start repairs these rows; the sweep below must happen regardless.
+            logger.exception("could not record the shutdown in the store")
+        finally:
+            if self._deps is not None:
+                await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
 
     def kill_all_now(self) -> int:
         """Emergency: SIGKILL every agent's tree at once, synchronously."""

@@ -16,7 +16,6 @@ from claude_agent_sdk import (
     AssistantMessage,
     ClaudeAgentOptions,
     ClaudeSDKError,
-    PermissionResultAllow,
     ResultMessage,
     SystemMessage,
     TextBlock,
@@ -24,14 +23,17 @@ from claude_agent_sdk import (
     ToolUseBlock,
     UserMessage,
 )
-from claude_agent_sdk.types import PermissionResult, ToolPermissionContext
 
 from store import Store
+from store.errors import StoreError
 from store.agents import AgentRow
 from supervisor import launcher as launcher_module
 from supervisor.config import Settings
 from supervisor.errors import AgentFailed, AgentNotRunning, InvalidRequest
+from supervisor.escalations import Escalations
 from supervisor.events import AgentOutput, AgentState, EventHub, StateChanged, TurnFinished
+from supervisor.gate import GateDeps, ToolGate
+from supervisor.policy import Policy
 from supervisor.process import AgentProcess
 
 logger = logging.getLogger(__name__)
@@ -47,6 +49,8 @@ class RunnerDeps:
     hub: EventHub
     launcher: Path
     real_cli: Path
+    policy: Policy
+    escalations: Escalations
 
 
 def summarize_tool(name: str, tool_input: dict[str, Any]) -> str:
@@ -91,6 +95,9 @@ class AgentRunner:
         self.current_tool: str | None = None
         self.turn_started_at: float | None = None
         self.first_event_at: float | None = None
+        self._open_escalations = 0
+        self._paused_by_timeout = False
+        self.gate = ToolGate(self, GateDeps(deps.store, deps.policy, deps.escalations))
 
     # -- public API used by the pool ---------------------------------------------------------
 
@@ -140,7 +147,10 @@ class AgentRunner:
             if self.state == AgentState.KILLED:
                 break
             assert isinstance(item, str)
-            await self._turn(item)
+            try:
+                await self._turn(item)
+            except Exception:  # noqa: BLE001 - the loop must outlive any one turn's failure
+                logger.exception("turn crashed agent=%s name=%s", self.id, self.name)
 
     async def pause(self) -> list[int]:
         async with self._lifecycle:
@@ -158,6 +168,7 @@ class AgentRunner:
                 raise AgentNotRunning(self.name, self.state, "resume")
             if self._proc:
                 self._proc.resume()
+            self._paused_by_timeout = False
             back = self._state_before_pause if self.busy else AgentState.IDLE
             if back == AgentState.PAUSED:
                 back = AgentState.IDLE
@@ -170,6 +181,7 @@ class AgentRunner:
             if not self.state.live:
                 raise AgentNotRunning(self.name, self.state, "stop")
             self._stopping = True
+            await self._deps.escalations.cancel_for_agent(self.id, "the agent was stopped")
             try:
                 proc = self._proc
                 if proc is not None:
@@ -195,6 +207,7 @@ class AgentRunner:
             if self.state == AgentState.KILLED:
                 return []
             self._stopping = True
+            await self._deps.escalations.cancel_for_agent(self.id, "the agent was killed")
             forced: list[int] = []
             proc, self._proc = self._proc, None
             if proc is not None:
@@ -203,6 +216,33 @@ class AgentRunner:
             self._not_paused.set()
             self._inbox.put_nowait(_STOP)
             return forced
+
+    # -- called by the gate while an escalation is open ------------------------------------------
+
+    async def escalation_started(self) -> None:
+        self._open_escalations += 1
+        if self.state == AgentState.WORKING:
+            await self._set_state(AgentState.WAITING, "waiting for the operator")
+        elif self.state == AgentState.PAUSED and self._state_before_pause == AgentState.WORKING:
+            self._state_before_pause = AgentState.WAITING
+
+    async def escalation_finished(self) -> None:
+        self._open_escalations = max(0, self._open_escalations - 1)
+        if self._open_escalations:
+            return
+        if self.state == AgentState.WAITING:
+            await self._set_state(AgentState.WORKING, "answered")
+        elif self.state == AgentState.PAUSED and self._state_before_pause == AgentState.WAITING:
+            self._state_before_pause = AgentState.WORKING
+
+    async def pause_for_timeout(self) -> None:
+        if self.state.live and self.state != AgentState.PAUSED:
+            await self.pause()
+            self._paused_by_timeout = True
+
+    async def resume_after_answer(self) -> None:
+        if self._paused_by_timeout and self.state == AgentState.PAUSED:
+            await self.resume()
 
     async def recover(self) -> None:
         """After a supervisor restart: no process yet; the session resumes on the next message."""
@@ -251,23 +291,14 @@ class AgentRunner:
             model=self.model or settings.default_model,
             cli_path=str(self._deps.launcher),
             env=env,
-            can_use_tool=self._can_use_tool,
+            can_use_tool=self.gate.can_use_tool,
+            hooks=self.gate.hooks(),  # type: ignore[arg-type]
+            mcp_servers=self.gate.mcp_servers(),
             permission_mode=self.permission_mode,  # type: ignore[arg-type]
             system_prompt={"type": "preset", "preset": "claude_code"},
             resume=self.session_id,
             max_buffer_size=settings.max_line_bytes,
         )
-
-    async def _can_use_tool(
-        self, tool_name: str, tool_input: dict[str, Any], ctx: ToolPermissionContext
-    ) -> PermissionResult:
-        # Tool-time policy (allow/deny/ask with escalation) lands with the approvals issue;
-        # until then the operator's spawn is the permission, and every request is recorded.
-        await self._deps.store.events.append(
-            self.id, None, "permission", summarize_tool(tool_name, tool_input),
-            {"tool_name": tool_name, "input": tool_input, "decision": "allow"},
-        )
-        return PermissionResultAllow(updated_input=tool_input)
 
     async def _start_process(self) -> AgentProcess:
         await self._set_state(
@@ -318,7 +349,7 @@ class AgentRunner:
             if result is None:
                 raise AgentFailed(None, proc.stderr_text(), "the turn ended without a result")
             await self._finish_turn(turn_id, result)
-        except (ClaudeSDKError, AgentFailed, OSError) as exc:
+        except (ClaudeSDKError, AgentFailed, OSError, StoreError) as exc:
             if self._stopping:
                 if turn_id is not None:
                     await self._deps.store.turns.finish(turn_id, status="interrupted",
@@ -356,6 +387,7 @@ class AgentRunner:
             await self._deps.store.turns.finish(turn_id, status="failed", error=message)
         await self._deps.store.agents.update(self.id, last_error=message)
         await self._set_state(AgentState.FAILED, message)
+        await self._deps.escalations.notify(self.id, f"{self.name} failed", message)
 
     async def _record(self, msg: Any, turn_id: int) -> None:
         kind = type(msg).__name__.removesuffix("Message").lower() or "message"
@@ -441,5 +473,7 @@ class AgentRunner:
             self.id, cost_baseline=self._baseline, session_id=self.session_id
         )
         self._deps.hub.publish(TurnFinished(self.id, self.name, turn_id, ok, text, cost))
+        await self._deps.escalations.notify(
+            self.id, f"{self.name} {'finished' if ok else 'ended with an error'}", text[:3500])
         if self.state == AgentState.WORKING:
             await self._set_state(AgentState.IDLE, "turn finished" if ok else f"turn ended: {text}")

@@ -19,6 +19,7 @@ from supervisor.config import Settings
 from tests.fakes.mock_anthropic import MockAnthropic
 
 FAKE_CLAUDE = Path(__file__).resolve().parent / "fakes" / "fake_claude.py"
+PERMISSIVE_POLICY = Path(__file__).resolve().parent / "fakes" / "permissive_policy.toml"
 MODEL = "claude-sonnet-4-5"
 ADMIN = Caller("test:admin", "tester", Role.ADMIN, "test")
 
@@ -63,6 +64,13 @@ def real_settings(short_home: Path, mock_api: MockAnthropic) -> Settings:
 @pytest.fixture
 def fake_settings(short_home: Path) -> Settings:
     return make_settings(short_home, fake=True)
+
+
+@pytest.fixture
+def permissive_settings(short_home: Path, mock_api: MockAnthropic) -> Settings:
+    """Real CLI, every tool allowed: for tests of the core rather than of policy."""
+    (short_home / "t").mkdir(exist_ok=True)
+    return make_settings(short_home, mock_api, policy_file=PERMISSIVE_POLICY)
 
 
 @pytest.fixture

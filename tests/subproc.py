@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.conftest import FAKE_CLAUDE, MODEL
+from tests.conftest import FAKE_CLAUDE, MODEL, PERMISSIVE_POLICY
 
 
 class Supervisor:
@@ -59,9 +59,12 @@ class Supervisor:
         self.proc.wait(10)
 
 
-def write_config(home: Path, mock=None, *, fake: bool = False, **extra: object) -> None:
+def write_config(home: Path, mock=None, *, fake: bool = False, permissive: bool = False,
+                 **extra: object) -> None:
     home.mkdir(parents=True, exist_ok=True)
     lines = [f'model = "{MODEL}"', "kill_grace_s = 2"]
+    if permissive:
+        lines.append(f'policy_file = "{PERMISSIVE_POLICY}"')
     if fake:
         lines.append(f'claude_cli = "{FAKE_CLAUDE}"')
     lines += [f"{k} = {json.dumps(v)}" for k, v in extra.items()]

@@ -6,6 +6,13 @@ import pytest
 
 from tests.conftest import run, wait_for
 
+
+
+@pytest.fixture
+def real_settings(permissive_settings):
+    return permissive_settings
+
+
 pytestmark = [pytest.mark.real_cli, pytest.mark.timeout(120)]
 
 

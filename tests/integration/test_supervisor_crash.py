@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.real_cli, pytest.mark.timeout(240)]
 def test_sigkill_of_supervisor_then_next_start_cleans_up(short_home, mock_api,
                                                          also_kill_launchers):
     home = short_home / "sb"
-    write_config(home, mock_api)
+    write_config(home, mock_api, permissive=True)
     prefix = Settings(home=home).instance_id + "/"
     sup = Supervisor(home)
     try:

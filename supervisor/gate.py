@@ -1,0 +1,217 @@
+"""The tool-time gate of one agent: PreToolUse hook and can_use_tool, backed by the policy and
+escalations, plus the agent's in-process MCP tools (bound to its identity, no tokens to leak).
+
+The hook sees every tool call (the CLI skips can_use_tool for calls it deems safe, like `echo`),
+so it denies what policy denies and turns "ask" into a prompt; can_use_tool decides again
+(belt and braces) and escalates to the operator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from claude_agent_sdk import (
+    HookMatcher,
+    PermissionResultAllow,
+    PermissionResultDeny,
+    create_sdk_mcp_server,
+    tool,
+)
+from claude_agent_sdk.types import PermissionResult, ToolPermissionContext
+
+from store import Store
+from supervisor.escalations import Answer, Decision, Escalations, Kind
+from supervisor.policy import Action, Policy, describe_call
+
+logger = logging.getLogger(__name__)
+
+MCP_SERVER = "switchboard"
+OPERATOR_TOOLS = (f"mcp__{MCP_SERVER}__ask_operator",)
+PERMISSION_OPTIONS = ("Allow", "Allow for session", "Deny")
+
+
+class AgentSide(Protocol):
+    """What the gate needs from its runner."""
+
+    id: str
+    name: str
+    cwd: str
+    session_id: str | None
+
+    async def escalation_started(self) -> None: ...
+    async def escalation_finished(self) -> None: ...
+    async def pause_for_timeout(self) -> None: ...
+    async def resume_after_answer(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GateDeps:
+    store: Store
+    policy: Policy
+    escalations: Escalations
+
+
+def _hook_output(decision: str, reason: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {"hookEventName": "PreToolUse", "permissionDecision": decision}
+    if reason:
+        out["permissionDecisionReason"] = reason
+    return {"hookSpecificOutput": out}
+
+
+class ToolGate:
+    def __init__(self, agent: AgentSide, deps: GateDeps) -> None:
+        self.agent = agent
+        self.deps = deps
+
+    # -- SDK wiring ------------------------------------------------------------------------------
+
+    def hooks(self) -> dict[str, list[HookMatcher]]:
+        return {"PreToolUse": [HookMatcher(matcher=None, hooks=[self.pre_tool_use], timeout=120)]}
+
+    def mcp_servers(self) -> dict[str, Any]:
+        @tool(
+            "ask_operator",
+            "Ask the human operator a question and wait for the answer. Use it when you need "
+            "a decision or information only a human has. Optional `options` become buttons; "
+            "the operator may also answer in free text.",
+            {
+                "type": "object",
+                "properties": {
+                    "question": {"type": "string", "description": "the question, self-contained"},
+                    "options": {"type": "array", "items": {"type": "string"},
+                                "description": "suggested answers (optional)"},
+                },
+                "required": ["question"],
+            },
+        )
+        async def ask_operator(args: dict[str, Any]) -> dict[str, Any]:
+            question = str(args.get("question") or "").strip()
+            if not question:
+                return {"content": [{"type": "text", "text": "error: question is empty"}],
+                        "is_error": True}
+            options = tuple(str(o) for o in (args.get("options") or [])[:10])
+            answer = await self._escalate(
+                Kind.QUESTION, f"{self.agent.name} asks", question, None, None, options, True
+            )
+            if answer.decision == Decision.DENY:
+                text = f"The operator did not answer: {answer.text or 'no reason given'}"
+            else:
+                text = f"The operator answered: {answer.text}"
+            return {"content": [{"type": "text", "text": text}]}
+
+        return {MCP_SERVER: create_sdk_mcp_server(MCP_SERVER, tools=[ask_operator])}
+
+    # -- callbacks -------------------------------------------------------------------------------
+
+    async def pre_tool_use(self, hook_input: Any, tool_use_id: str | None,
+                           context: Any) -> dict[str, Any]:
+        name = str(hook_input.get("tool_name", ""))
+        tool_input = hook_input.get("tool_input") or {}
+        decision = self.deps.policy.decide(self.agent.name, name, tool_input, self.agent.cwd)
+        if decision.action == Action.DENY:
+            await self._blocked(name, tool_input, decision.reason, decision.rule)
+            return _hook_output("deny", f"Blocked by Switchboard policy: {decision.reason}")
+        if decision.action == Action.ALLOW:
+            return _hook_output("allow")
+        if name in ("AskUserQuestion", "ExitPlanMode"):
+            return _hook_output("ask", "needs the operator")
+        if await self._session_allowed(name, tool_input):
+            return _hook_output("allow")
+        return _hook_output("ask", decision.reason)
+
+    async def can_use_tool(self, name: str, tool_input: dict[str, Any],
+                           ctx: ToolPermissionContext) -> PermissionResult:
+        decision = self.deps.policy.decide(self.agent.name, name, tool_input, self.agent.cwd)
+        if decision.action == Action.DENY:
+            await self._blocked(name, tool_input, decision.reason, decision.rule)
+            return PermissionResultDeny(message=f"Blocked by Switchboard policy: "
+                                                f"{decision.reason}")
+        if name == "AskUserQuestion":
+            return await self._ask_user_question(tool_input)
+        if name == "ExitPlanMode":
+            return await self._exit_plan_mode(tool_input)
+        if decision.action == Action.ALLOW or await self._session_allowed(name, tool_input):
+            return PermissionResultAllow(updated_input=tool_input)
+        answer = await self._escalate(
+            Kind.PERMISSION, f"{self.agent.name} wants to use {name}",
+            describe_call(name, tool_input) + f"\n\nWhy asked: {decision.reason}",
+            name, tool_input, PERMISSION_OPTIONS, False,
+        )
+        if answer.decision in (Decision.ALLOW, Decision.ALLOW_SESSION):
+            if answer.decision == Decision.ALLOW_SESSION:
+                await self.deps.store.escalations.allow_for_session(
+                    self.agent.id, self.agent.session_id,
+                    self.deps.policy.session_key(name, tool_input), name, answer.by,
+                )
+            return PermissionResultAllow(updated_input=tool_input)
+        reason = answer.text or "no reason given"
+        return PermissionResultDeny(message=f"The operator denied this: {reason}")
+
+    # -- escalation kinds ------------------------------------------------------------------------
+
+    async def _ask_user_question(self, tool_input: dict[str, Any]) -> PermissionResult:
+        answers: dict[str, str] = {}
+        for q in tool_input.get("questions") or []:
+            if not isinstance(q, dict):
+                continue
+            text = str(q.get("question") or "")
+            labels = tuple(str(o.get("label", o)) if isinstance(o, dict) else str(o)
+                           for o in q.get("options") or [])
+            answer = await self._escalate(Kind.QUESTION, f"{self.agent.name} asks", text,
+                                          "AskUserQuestion", tool_input, labels, True)
+            if answer.decision == Decision.DENY:
+                return PermissionResultDeny(
+                    message=f"The operator did not answer: {answer.text or 'declined'}")
+            answers[text] = answer.text
+        return PermissionResultAllow(updated_input={**tool_input, "answers": answers})
+
+    async def _exit_plan_mode(self, tool_input: dict[str, Any]) -> PermissionResult:
+        plan = str(tool_input.get("plan") or "")
+        answer = await self._escalate(
+            Kind.PLAN, f"{self.agent.name} has a plan", plan[:3000], "ExitPlanMode", tool_input,
+            ("Approve plan", "Keep planning"), True,
+        )
+        if answer.decision in (Decision.ALLOW, Decision.ALLOW_SESSION) or (
+            answer.decision == Decision.ANSWER and answer.text == "Approve plan"
+        ):
+            return PermissionResultAllow(updated_input=tool_input)
+        return PermissionResultDeny(message=f"The operator wants more planning: "
+                                            f"{answer.text or 'keep planning'}")
+
+    async def _escalate(self, kind: Kind, title: str, body: str, tool_name: str | None,
+                        tool_input: dict[str, Any] | None, options: tuple[str, ...],
+                        free_text: bool) -> Answer:
+        esc = self.deps.escalations
+        row = await esc.open(agent_id=self.agent.id, kind=kind, title=title, body=body,
+                             tool_name=tool_name, tool_input=tool_input, options=options,
+                             free_text=free_text)
+        await self.agent.escalation_started()
+        try:
+            return await esc.wait(row, on_pause=self.agent.pause_for_timeout,
+                                  on_resume=self.agent.resume_after_answer)
+        except asyncio.CancelledError:
+            # The turn was interrupted while waiting: the question is moot.
+            await asyncio.shield(esc.cancel_one(row.id, "the agent's turn was interrupted"))
+            raise
+        finally:
+            await self.agent.escalation_finished()
+
+    async def _session_allowed(self, name: str, tool_input: dict[str, Any]) -> bool:
+        key = self.deps.policy.session_key(name, tool_input)
+        return await self.deps.store.escalations.session_allowed(
+            self.agent.id, self.agent.session_id, key)
+
+    async def _blocked(self, name: str, tool_input: dict[str, Any], reason: str,
+                       rule: str) -> None:
+        what = describe_call(name, tool_input)
+        await self.deps.store.events.append(
+            self.agent.id, None, "policy_denied", f"{name} blocked: {reason}",
+            {"tool_name": name, "input": tool_input, "rule": rule, "reason": reason},
+        )
+        await self.deps.escalations.notify(
+            self.agent.id, f"{self.agent.name}: blocked by policy", f"{what}\n\n{reason}")
+
+

@@ -1,0 +1,449 @@
+"""Tool-time policy: whether an agent's tool call runs, waits for the operator, or is refused."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os.path
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any, NoReturn
+
+from supervisor.config import PERMISSION_MODES
+from supervisor.errors import ConfigError
+from supervisor.shellparse import (
+    Kind,
+    Segment,
+    ShellParseError,
+    Stage,
+    analyse,
+    arg_forms,
+    canonical,
+    downstream,
+    match_anywhere,
+    match_prefix,
+    normpath,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_POLICY = Path(__file__).with_name("default_policy.toml")
+EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
+PATH_TOOLS = EDIT_TOOLS | {"Read", "NotebookRead"}
+_PATH_KEYS = ("file_path", "notebook_path", "path")
+_PIPE = re.compile(r"\s+\|\s+")
+_VAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")  # $HOME in a pattern means the word ${HOME}
+_RULE_KEYS = ("tool", "command", "path", "action", "reason", "match")
+
+
+class Action(StrEnum):
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+
+
+_RANK = {Action.ALLOW: 0, Action.ASK: 1, Action.DENY: 2}
+_REASONS = {Action.ALLOW: "allowed by policy", Action.ASK: "needs approval",
+            Action.DENY: "refused by policy"}
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    action: Action
+    reason: str
+    rule: str  # the rule that decided, for people: "rules[3]: git push --force", "default"...
+
+
+class PolicyError(ConfigError):
+    """A policy that cannot be used: the message names the file, the key and what is wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    key: str  # where it is written: "rules[3]", "agents.x.rules[0]"
+    tools: tuple[str, ...]
+    commands: tuple[tuple[str, tuple[Stage, ...]], ...]  # text, and one stage or a pipeline
+    paths: tuple[str, ...]
+    action: Action
+    reason: str
+    prefix: bool  # command words must match in order from the program on
+
+    def applies_to(self, tool: str) -> bool:
+        return any(fnmatchcase(tool, t) for t in self.tools)
+
+    def match_call(self, candidates: tuple[str, ...]) -> str | None:
+        """For calls other than Bash: what matched (for the rule's name), or None."""
+        if self.commands:
+            return None
+        if not self.paths:
+            return "|".join(self.tools)
+        return next((p for p in self.paths for c in candidates
+                     if fnmatchcase(c, p) or (p.endswith("/**") and c == p[:-3])), None)
+
+    def match_segment(self, seg: Segment, forms: tuple[str, ...]) -> str | None:
+        """For one command of a Bash call: the pattern that matched, or None."""
+        if self.paths:
+            return None
+        if not self.commands:
+            return "|".join(self.tools)
+        for text, stages in self.commands:
+            if len(stages) == 1 and (match_prefix(stages[0], seg) if self.prefix
+                                     else match_anywhere(stages[0], seg, forms)):
+                return text
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Section:
+    """The shared settings, or one [agents.NAME] table."""
+
+    prefix: str  # "" or "agents.NAME."
+    default: Action | None
+    tools: tuple[tuple[str, Action], ...]
+    rules: tuple[Rule, ...]
+    permission_mode: str | None
+
+
+def _strongest(found: list[Decision]) -> Decision:
+    return max(found, key=lambda d: _RANK[d.action])  # max keeps the first of equals
+
+
+# -- loading ---------------------------------------------------------------------------------
+
+
+class _Loader:
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, key: str, problem: str) -> NoReturn:
+        raise PolicyError(f"{self.source}: {key}: {problem}")
+
+    def action(self, value: Any, key: str) -> Action:
+        if value not in tuple(Action):
+            self.fail(key, f"must be one of allow, ask, deny (got {value!r})")
+        return Action(value)
+
+    def strings(self, value: Any, key: str) -> tuple[str, ...]:
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not items:
+            self.fail(key, "must be a string or a non-empty list of strings")
+        if not all(isinstance(v, str) and v.strip() for v in items):
+            self.fail(key, "must hold non-empty strings")
+        return tuple(v.strip() for v in items)
+
+    def section(self, data: Any, key: str, top: bool) -> _Section:
+        where = f"{key}." if key else ""
+        if not isinstance(data, dict):
+            self.fail(key or "<top>", "must be a table")
+        allowed = {"default", "tools", "rules", "agents"} if top else {
+            "default", "tools", "rules", "permission_mode"}
+        for k in data:
+            if k not in allowed:
+                self.fail(f"{where}{k}", f"unknown key (expected {', '.join(sorted(allowed))})")
+        mode = data.get("permission_mode")
+        if mode is not None and mode not in PERMISSION_MODES:
+            self.fail(f"{where}permission_mode", f"must be one of {', '.join(PERMISSION_MODES)}")
+        default = data.get("default", "ask" if top else None)
+        tools = data.get("tools", {})
+        if not isinstance(tools, dict):
+            self.fail(f"{where}tools", "must be a table of tool = action")
+        rules = data.get("rules", [])
+        if not isinstance(rules, list):
+            self.fail(f"{where}rules", "must be an array of tables ([[rules]])")
+        return _Section(
+            where,
+            None if default is None else self.action(default, f"{where}default"),
+            tuple((k, self.action(v, f"{where}tools.{k}")) for k, v in tools.items()),
+            tuple(self.rule(r, f"{where}rules[{i}]") for i, r in enumerate(rules)),
+            mode,
+        )
+
+    def rule(self, raw: Any, key: str) -> Rule:
+        if not isinstance(raw, dict):
+            self.fail(key, "must be a table")
+        for k in raw:
+            if k not in _RULE_KEYS:
+                self.fail(f"{key}.{k}", f"unknown key (expected {', '.join(_RULE_KEYS)})")
+        for k in ("tool", "action"):
+            if k not in raw:
+                self.fail(f"{key}.{k}", "missing")
+        tools = tuple(alt for t in self.strings(raw["tool"], f"{key}.tool") for alt in t.split("|"))
+        if "" in tools:
+            self.fail(f"{key}.tool", "has an empty alternative")
+        action = self.action(raw["action"], f"{key}.action")
+        texts = self.strings(raw["command"], f"{key}.command") if "command" in raw else ()
+        paths = self.strings(raw["path"], f"{key}.path") if "path" in raw else ()
+        if texts and paths:
+            self.fail(key, "give command or path, not both")
+        if texts and not any(fnmatchcase("Bash", t) for t in tools):
+            self.fail(f"{key}.command", "only Bash calls have commands; tool does not match Bash")
+        match = raw.get("match", "prefix" if action is Action.ALLOW else "anywhere")
+        if match not in ("prefix", "anywhere"):
+            self.fail(f"{key}.match", f"must be prefix or anywhere (got {match!r})")
+        commands = tuple(self.command(t, f"{key}.command") for t in texts)
+        if any(len(c) > 1 for c in commands) and (action is Action.ALLOW or match == "prefix"):
+            self.fail(f"{key}.command", "a pipeline pattern (a | b) can only deny or ask, anywhere")
+        reason = raw.get("reason", _REASONS[action])
+        if not isinstance(reason, str):
+            self.fail(f"{key}.reason", "must be a string")
+        patterns = tuple(self.path(p, f"{key}.path") for p in paths)
+        return Rule(key, tools, tuple(zip(texts, commands, strict=True)), patterns, action, reason,
+                    match == "prefix")
+
+    def command(self, text: str, key: str) -> tuple[Stage, ...]:
+        stages = []
+        for stage in _PIPE.split(text):
+            words = []
+            for word in stage.split():
+                alts = tuple(_VAR.sub(r"${\1}", a) for a in word.split("|"))
+                if "" in alts:
+                    self.fail(key, f"empty alternative in {word!r} (write pipelines as 'a | b')")
+                words.append(alts)
+            if not words:
+                self.fail(key, f"empty pattern in {text!r}")
+            stages.append(tuple(words))
+        return tuple(stages)
+
+    def path(self, pattern: str, key: str) -> str:
+        pattern = os.path.expanduser(pattern) if pattern.startswith("~") else pattern
+        if not pattern.startswith(("/", "*")):
+            self.fail(key, f"must be an absolute path glob, or start with ~ or * (got {pattern!r})")
+        return pattern
+
+
+# -- deciding ----------------------------------------------------------------------------------
+
+
+def _input_path(inp: Mapping[str, Any]) -> str | None:
+    for key in _PATH_KEYS:
+        value = inp.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _path_candidates(path: str, cwd: str) -> tuple[str, ...]:
+    """The path as written (normalised) and, when a symlink leads elsewhere, where it leads."""
+    lexical = normpath(path, cwd)
+    try:
+        real = os.path.realpath(lexical)
+    except (OSError, ValueError):
+        return (lexical,)
+    return (lexical,) if real == lexical else (lexical, real)
+
+
+class Policy:
+    """Decides tool calls from the call alone (tool, input, cwd), never from prompts."""
+
+    __slots__ = ("source", "_base", "_agents")
+
+    def __init__(self, base: _Section, agents: tuple[tuple[str, _Section], ...],
+                 source: str) -> None:
+        self.source = source
+        self._base = base
+        self._agents = agents
+
+    @classmethod
+    def load(cls, path: Path | None) -> Policy:
+        """Reads a policy file; None reads the built-in default."""
+        path = DEFAULT_POLICY if path is None else Path(path)
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise PolicyError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise PolicyError(f"{path}: not valid TOML: {exc}") from exc
+        return cls.from_dict(data, str(path))
+
+    @classmethod
+    def from_dict(cls, data: dict, source: str = "<dict>") -> Policy:
+        loader = _Loader(source)
+        base = loader.section(data, "", top=True)
+        agents = data.get("agents", {})
+        if not isinstance(agents, dict):
+            loader.fail("agents", "must be a table of [agents.NAME] tables")
+        return cls(base, tuple((name, loader.section(a, f"agents.{name}", top=False))
+                               for name, a in agents.items()), source)
+
+    def _sections(self, agent: str) -> list[_Section]:
+        """The agent's own table first, then tables whose name is a glob matching it, then ours."""
+        exact = [s for name, s in self._agents if name == agent]
+        globbed = [s for name, s in self._agents if name != agent and fnmatchcase(agent, name)]
+        return [*exact, *globbed, self._base]
+
+    def permission_mode(self, agent: str, default: str) -> str:
+        for section in self._sections(agent):
+            if section.permission_mode is not None:
+                return section.permission_mode
+        return default
+
+    def decide(self, agent: str, tool_name: str, tool_input: dict, cwd: str) -> Decision:
+        """Never raises: anything unexpected asks the operator."""
+        try:
+            sections = self._sections(agent if isinstance(agent, str) else "")
+            tool = tool_name if isinstance(tool_name, str) else ""
+            inp = tool_input if isinstance(tool_input, Mapping) else {}
+            cwd = cwd if isinstance(cwd, str) else ""
+            if tool == "Bash":
+                decision = self._bash(sections, inp.get("command"), cwd)
+            else:
+                path = _input_path(inp)
+                decision = self._call(sections, tool, _path_candidates(path, cwd) if path else ())
+        except Exception:
+            logger.exception("policy failed on a %r call; asking", tool_name)
+            return Decision(Action.ASK, "the policy could not decide (internal error)",
+                            "internal error")
+        logger.debug("policy: %s %s -> %s (%s)", agent, tool_name, decision.action, decision.rule)
+        return decision
+
+    def _hit(self, sections: list[_Section], tool: str,
+             test: Callable[[Rule], str | None]) -> Decision | None:
+        """The strongest matching rule of the first section that has any: agents override us."""
+        for section in sections:
+            hits = [(r, what) for r in section.rules if r.applies_to(tool) and (what := test(r))]
+            if hits:
+                rule, what = max(hits, key=lambda h: _RANK[h[0].action])
+                return Decision(rule.action, rule.reason, f"{rule.key}: {what}")
+        return None
+
+    def _fallback(self, sections: list[_Section], tool: str) -> Decision:
+        for section in sections:
+            for exact in (True, False):
+                for key, action in section.tools:
+                    if (key == tool) if exact else fnmatchcase(tool, key):
+                        return Decision(action, f"{tool}: {action} for this tool",
+                                        f"{section.prefix}tools.{key}")
+        for section in sections:
+            if section.default is not None:
+                return Decision(section.default, f"{tool or 'this tool'}: no rule decides it",
+                                f"{section.prefix}default")
+        return Decision(Action.ASK, "no rule decides it", "default")
+
+    def _call(self, sections: list[_Section], tool: str, paths: tuple[str, ...]) -> Decision:
+        hit = self._hit(sections, tool, lambda r: r.match_call(paths))
+        return hit or self._fallback(sections, tool)
+
+    def _bash(self, sections: list[_Section], command: Any, cwd: str) -> Decision:
+        if not isinstance(command, str):
+            return Decision(Action.ASK, "the command is not text", "unparseable command")
+        analysis = analyse(command, cwd)
+        found = []
+        if analysis.error:
+            reason = f"unparseable command: {analysis.error}"
+            found.append(Decision(Action.ASK, reason, "unparseable command"))
+        for seg in analysis.segments:
+            found.extend(self._segment(sections, seg, cwd))
+        found.extend(self._pipelines(sections, analysis.segments))
+        if not found:
+            return Decision(Action.ASK, "the command runs nothing we can check", "empty command")
+        return _strongest(found)
+
+    def _segment(self, sections: list[_Section], seg: Segment, cwd: str) -> list[Decision]:
+        if seg.kind is Kind.UNKNOWN:
+            return [Decision(Action.ASK, seg.problems[0], "cannot tell what runs")]
+        if seg.kind is Kind.WRITE:
+            found = [Decision(Action.ASK, p, "redirection") for p in seg.problems]
+            for path in seg.writes:
+                d = self._call(sections, "Write", _path_candidates(path, cwd))
+                found.append(Decision(d.action, f"writes {path}: {d.reason}", d.rule))
+            return found
+        forms = arg_forms(seg.args)
+        hit = self._hit(sections, "Bash", lambda r: r.match_segment(seg, forms))
+        if seg.kind is Kind.LAYER:  # wrappers only answer to rules that deny or ask
+            return [] if hit is None or hit.action is Action.ALLOW else [_about(hit, seg)]
+        decision = hit or self._fallback(sections, "Bash")
+        if decision.action is Action.ALLOW and seg.problems:
+            reason = f"{seg.problems[0]} (in: {seg.text})"
+            return [Decision(Action.ASK, reason, "checks before allowing")]
+        return [_about(decision, seg)]
+
+    def _pipelines(self, sections: list[_Section], segments: tuple[Segment, ...]) -> list[Decision]:
+        """Rules like 'curl | sh': output of a command matching the left reaches the right."""
+        rules = [r for s in sections for r in s.rules
+                 if r.applies_to("Bash") and any(len(c) > 1 for _, c in r.commands)]
+        if not rules:
+            return []
+        nodes = [s for s in segments if s.kind in (Kind.RUN, Kind.LAYER)]
+        forms = [arg_forms(s.args) for s in nodes]
+        reach = downstream(nodes)
+        found = []
+        for rule in rules:
+            for text, stages in ((t, c) for t, c in rule.commands if len(c) > 1):
+                current = {n for n, node in enumerate(nodes)
+                           if match_anywhere(stages[0], node, forms[n])}
+                for stage in stages[1:]:
+                    current = {m for n in current for m in reach(n)
+                               if match_anywhere(stage, nodes[m], forms[m])}
+                if current:
+                    decision = Decision(rule.action, rule.reason, f"{rule.key}: {text}")
+                    found.append(_about(decision, nodes[min(current)]))
+        return found
+
+    def session_key(self, tool_name: str, tool_input: dict) -> str:
+        """Equal keys for calls that do the same: same normalised command, same file."""
+        inp = tool_input if isinstance(tool_input, Mapping) else {}
+        command = inp.get("command")
+        if tool_name == "Bash" and isinstance(command, str):
+            try:
+                return "Bash:" + canonical(command)
+            except ShellParseError:
+                return "Bash:" + command
+        path = _input_path(inp)
+        if tool_name in PATH_TOOLS and path:
+            return f"{'edit' if tool_name in EDIT_TOOLS else tool_name}:{normpath(path)}"
+        return f"{tool_name}:{_json(inp)}"
+
+
+def _about(decision: Decision, seg: Segment) -> Decision:
+    return Decision(decision.action, f"{decision.reason} (in: {seg.text})", decision.rule)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _clip(text: str, limit: int = 1500) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _preview(text: str, mark: str, lines: int = 6, width: int = 120) -> list[str]:
+    rows = text.splitlines() or [""]
+    out = [f"{mark} {_clip(r, width)}" for r in rows[:lines]]
+    return out + ([f"{mark} … ({len(rows) - lines} more lines)"] if len(rows) > lines else [])
+
+
+def _edit(old: Any, new: Any) -> list[str]:
+    return [*_preview(str(old or ""), "-"), *_preview(str(new or ""), "+")]
+
+
+def describe_call(tool_name: str, tool_input: dict) -> str:
+    """What the call will do, in a few lines for the operator."""
+    inp = tool_input if isinstance(tool_input, Mapping) else {}
+    path = _input_path(inp) or "?"
+    if tool_name == "Bash" and isinstance(inp.get("command"), str):
+        text = inp["command"] + ("\n(in the background)" if inp.get("run_in_background") else "")
+        return _clip(text)
+    if tool_name == "Write":
+        content = str(inp.get("content", ""))
+        size = len(content.encode("utf-8", "replace"))
+        return f"Write {path} ({size} bytes, {len(content.splitlines())} lines)"
+    if tool_name == "Edit":
+        every = " (every occurrence)" if inp.get("replace_all") else ""
+        diff = _edit(inp.get("old_string"), inp.get("new_string"))
+        return _clip("\n".join([f"Edit {path}{every}", *diff]))
+    if tool_name == "MultiEdit" and isinstance(inp.get("edits"), list):
+        edits = [e for e in inp["edits"] if isinstance(e, Mapping)]
+        lines = [f"MultiEdit {path} ({len(inp['edits'])} edits)"]
+        for e in edits[:3]:
+            lines += _edit(e.get("old_string"), e.get("new_string"))
+        return _clip("\n".join(lines))
+    if tool_name == "NotebookEdit":
+        mode = inp.get("edit_mode", "replace")
+        head = f"NotebookEdit {path} cell {inp.get('cell_id', '?')} ({mode})"
+        return _clip("\n".join([head, *_preview(str(inp.get("new_source", "")), "+")]))
+    return _clip(f"{tool_name} {_json(inp)}")
