@@ -39,7 +39,7 @@ class Spawn:
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
         r = await ctx.pool.spawn(
             args["name"], args["prompt"], model=args["model"], cwd=args["cwd"],
-            parent=args["parent"], permission_mode=args["mode"],
+            parent=args["parent"], permission_mode=args["mode"], by=ctx.caller.id,
         )
         return Reply(
             blocks=(Text(f"Spawned {r.name} ({r.id}) in {r.cwd}"),),

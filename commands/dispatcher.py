@@ -20,8 +20,8 @@ from commands.base import (
     parse_args,
     usage_line,
 )
+from commands.killswitch import KillAll, KillSwitchCmd
 from store.errors import StoreError
-from supervisor.escalations import AlreadyAnswered, UnknownEscalation
 from supervisor.errors import (
     AgentExists,
     AgentNotRunning,
@@ -31,6 +31,9 @@ from supervisor.errors import (
     SupervisorError,
     UnknownAgent,
 )
+from supervisor.escalations import AlreadyAnswered, UnknownEscalation
+from supervisor.guardrails import LimitExceeded
+from supervisor.killswitch import Halted
 
 logger = logging.getLogger(__name__)
 
@@ -70,8 +73,11 @@ def describe(cmd: Command) -> str:
 
 REGISTRY: tuple[Command, ...] = (
     Spawn(), Agents(), Status(), Ask(), Pause(), Resume(), Stop(), Kill(), Logs(), Cost(),
-    Pending(), Approve(), Deny(), AnswerCmd(), Help(),
+    Pending(), Approve(), Deny(), AnswerCmd(), KillAll(), KillSwitchCmd(), Help(),
 )
+# What still works while the kill switch is on: looking, denying, and the switch itself.
+HALT_SAFE = frozenset({"agents", "status", "logs", "cost", "pending", "deny", "help", "killall",
+                       "killswitch"})
 COMMANDS: dict[str, Command] = {c.name: c for c in REGISTRY}
 
 
@@ -90,6 +96,11 @@ def _error_reply(exc: BaseException, cmd: Command | None) -> Reply:
                            "Send /status " + exc.name + " to see what it is doing.")
     if isinstance(exc, InvalidRequest):
         return Reply.error(f"/{cmd.name if cmd else '?'}: {exc}.", usage)
+    if isinstance(exc, Halted):
+        return Reply.error(f"Refused: {exc}.",
+                           "An admin can send /killswitch off confirm once it is safe.")
+    if isinstance(exc, LimitExceeded):
+        return Reply.error(f"Refused by a guardrail: {exc.what}", exc.fix)
     if isinstance(exc, UnknownEscalation):
         return Reply.error(f"There is no request or question {exc.esc_id!r}.",
                            "Send /pending to see what is waiting, with ids.")
@@ -145,6 +156,11 @@ class Dispatcher:
             await self._audit(ctx, name, rest, reply)
             return reply
         try:
+            if name not in HALT_SAFE:
+                ctx.pool.killswitch.check()
+            if name != "killall":  # the kill switch is never rate limited
+                ctx.pool.rates.hit(f"cmd:{ctx.caller.id}", ctx.settings.commands_per_minute,
+                                   "commands")
             args = parse_args(cmd.params, rest)
             reply = await cmd.execute(ctx, args)
         except Exception as exc:  # noqa: BLE001 - every error becomes a reply, in one place

@@ -10,6 +10,7 @@ from store.audit import AuditRepo
 from store.db import Database
 from store.escalations import EscalationRepo
 from store.events import EventRepo
+from store.kv import KvRepo
 from store.turns import TurnRepo
 
 
@@ -21,11 +22,12 @@ class Store:
     turns: TurnRepo
     audit: AuditRepo
     escalations: EscalationRepo
+    kv: KvRepo
 
     @classmethod
     def on(cls, db: Database) -> Store:
         return cls(db, AgentRepo(db), EventRepo(db), TurnRepo(db), AuditRepo(db),
-                   EscalationRepo(db))
+                   EscalationRepo(db), KvRepo(db))
 
 
 async def open_store(path: Path, *, read_only: bool = False) -> Store:

@@ -129,4 +129,12 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (agent_id, key)
     );
     """,
+    # 3: small persistent settings: the kill-switch halt flag, raised budgets, trigger cursors.
+    """
+    CREATE TABLE kv (
+        key        TEXT PRIMARY KEY,
+        value      TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    """,
 )

@@ -84,6 +84,12 @@ class TurnRepo:
             )
             return cur.rowcount
 
+    async def spent_since(self, since: float, agent_id: str | None) -> float:
+        where, params = ("AND agent_id = ?", (since, agent_id)) if agent_id else ("", (since,))
+        row = await self.db.fetchone(
+            f"SELECT SUM(cost_usd) AS c FROM turns WHERE started_at >= ? {where}", params)
+        return float(row["c"] or 0.0) if row else 0.0
+
     async def recent(self, agent_id: str, n: int = 5) -> list[TurnRow]:
         rows = await self.db.fetchall(
             "SELECT * FROM turns WHERE agent_id=? ORDER BY id DESC LIMIT ?", (agent_id, n)

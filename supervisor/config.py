@@ -79,6 +79,27 @@ class Settings:
     approval_reminder_s: float = 300.0
     approval_timeout_s: float = 900.0
     approval_on_timeout: str = "deny"
+    gcs_bucket: str | None = None
+    gcs_project: str | None = None
+    storage_emulator_host: str | None = None
+    kill_poll_s: float = 10.0
+    max_agents: int = 100
+    max_depth: int = 3
+    max_children: int = 20
+    session_ttl_s: float = 4 * 3600.0
+    ttl_warn_s: float = 600.0
+    agent_budget_usd: float | None = None
+    global_budget_usd: float | None = None
+    spawns_per_minute: int = 30
+    commands_per_minute: int = 120
+    messages_per_minute: int = 60
+    memory_refuse_pct: float = 85.0
+    memory_warn_pct: float = 75.0
+    stall_s: float = 900.0
+    crash_loop_max: int = 3
+    crash_loop_window_s: float = 600.0
+    cgroup_dir: Path | None = None  # where memory.current/memory.max live (auto-detected)
+    watchdog_interval_s: float = 5.0
 
     @property
     def db_path(self) -> Path:
@@ -113,6 +134,14 @@ class Settings:
             return "agent_env"
         return "claude login"
 
+    def gcs_client_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"project": self.gcs_project or "switchboard"}
+        if self.storage_emulator_host:
+            from google.auth.credentials import AnonymousCredentials
+
+            kwargs["credentials"] = AnonymousCredentials()
+        return kwargs
+
     def with_(self, **changes: Any) -> Settings:
         return replace(self, **changes)
 
@@ -140,6 +169,10 @@ class Settings:
             value = pick(key, env_key)
             return Secret(str(value)) if value else None
 
+        def optional(key: str, env_key: str) -> float | None:
+            raw = pick(key, env_key)
+            return None if raw in (None, "", "none") else number(key, env_key, 0.0)
+
         def number(key: str, env_key: str, default: float) -> float:
             raw = pick(key, env_key, default)
             try:
@@ -158,15 +191,8 @@ class Settings:
         agent_env = file.get("agent_env", {})
         if not isinstance(agent_env, dict):
             raise ConfigError("[agent_env] in the config file must be a table of strings")
-        passthrough = pick("agent_env_passthrough", "SWITCHBOARD_AGENT_ENV_PASSTHROUGH", ())
-        if isinstance(passthrough, str):
-            passthrough = tuple(p for p in passthrough.split(",") if p)
-        leaked = [p for p in passthrough if p.upper().startswith(WITHHELD_PREFIXES)]
-        if leaked:
-            raise ConfigError(
-                f"agent_env_passthrough may not name {', '.join(leaked)}: chat tokens, cloud "
-                "credentials and Switchboard's own settings never reach an agent"
-            )
+        passthrough = _passthrough(
+            pick("agent_env_passthrough", "SWITCHBOARD_AGENT_ENV_PASSTHROUGH", ()))
         on_timeout = str(pick("approval_on_timeout", "SWITCHBOARD_APPROVAL_ON_TIMEOUT", "deny"))
         if on_timeout not in ON_TIMEOUT:
             raise ConfigError("approval_on_timeout must be 'deny' or 'pause'")
@@ -201,6 +227,11 @@ class Settings:
             approval_timeout_s=number("approval_timeout_s", "SWITCHBOARD_APPROVAL_TIMEOUT_S",
                                       900.0),
             approval_on_timeout=on_timeout,
+            gcs_bucket=pick("gcs_bucket", "SWITCHBOARD_GCS_BUCKET"),
+            gcs_project=pick("gcs_project", "GOOGLE_CLOUD_PROJECT"),
+            storage_emulator_host=env.get("STORAGE_EMULATOR_HOST"),
+            kill_poll_s=number("kill_poll_s", "SWITCHBOARD_KILL_POLL_S", 10.0),
+            **_limits(number, optional),
         )
 
     def agent_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -220,3 +251,43 @@ class Settings:
             env["CLAUDE_CONFIG_DIR"] = str(self.claude_config_dir)
         env.update(self.agent_env)
         return env
+
+
+# Guardrail settings: (field, TOML key = field, environment variable, default; None = optional).
+LIMIT_FIELDS: tuple[tuple[str, str, float | None, type], ...] = (
+    ("max_agents", "SWITCHBOARD_MAX_AGENTS", 100, int),
+    ("max_depth", "SWITCHBOARD_MAX_DEPTH", 3, int),
+    ("max_children", "SWITCHBOARD_MAX_CHILDREN", 20, int),
+    ("session_ttl_s", "SWITCHBOARD_SESSION_TTL_S", 4 * 3600.0, float),
+    ("ttl_warn_s", "SWITCHBOARD_TTL_WARN_S", 600.0, float),
+    ("agent_budget_usd", "SWITCHBOARD_AGENT_BUDGET_USD", None, float),
+    ("global_budget_usd", "SWITCHBOARD_GLOBAL_BUDGET_USD", None, float),
+    ("spawns_per_minute", "SWITCHBOARD_SPAWNS_PER_MINUTE", 30, int),
+    ("commands_per_minute", "SWITCHBOARD_COMMANDS_PER_MINUTE", 120, int),
+    ("messages_per_minute", "SWITCHBOARD_MESSAGES_PER_MINUTE", 60, int),
+    ("memory_refuse_pct", "SWITCHBOARD_MEMORY_REFUSE_PCT", 85.0, float),
+    ("memory_warn_pct", "SWITCHBOARD_MEMORY_WARN_PCT", 75.0, float),
+    ("stall_s", "SWITCHBOARD_STALL_S", 900.0, float),
+    ("crash_loop_max", "SWITCHBOARD_CRASH_LOOP_MAX", 3, int),
+    ("crash_loop_window_s", "SWITCHBOARD_CRASH_LOOP_WINDOW_S", 600.0, float),
+    ("watchdog_interval_s", "SWITCHBOARD_WATCHDOG_INTERVAL_S", 5.0, float),
+)
+
+
+def _limits(number: Any, optional: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, env_key, default, kind in LIMIT_FIELDS:
+        value = optional(name, env_key) if default is None else number(name, env_key, default)
+        out[name] = value if value is None else kind(value)
+    return out
+
+
+def _passthrough(raw: Any) -> tuple[str, ...]:
+    names = tuple(p for p in raw.split(",") if p) if isinstance(raw, str) else tuple(raw)
+    leaked = [p for p in names if p.upper().startswith(WITHHELD_PREFIXES)]
+    if leaked:
+        raise ConfigError(
+            f"agent_env_passthrough may not name {', '.join(leaked)}: chat tokens, cloud "
+            "credentials and Switchboard's own settings never reach an agent"
+        )
+    return names

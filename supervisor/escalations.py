@@ -121,12 +121,12 @@ class Escalations:
         return row
 
     async def wait(self, row: EscalationRow, *, on_pause: Any = None,
-                   on_resume: Any = None) -> Answer:
+                   on_resume: Any = None, timeouts: Timeouts | None = None) -> Answer:
         """Wait for the first answer; remind, then apply the timeout default."""
         fut = self._waiters.get(row.id)
         if fut is None:
             raise UnknownEscalation(row.id)
-        t = self.timeouts
+        t = timeouts or self.timeouts
         try:
             with contextlib.suppress(TimeoutError):
                 return await asyncio.wait_for(asyncio.shield(fut), t.reminder_s)
@@ -194,6 +194,10 @@ class Escalations:
         if closed:
             self.hub.publish(EscalationEvent("answered", closed))
         return True
+
+    async def cancel_all(self, reason: str) -> int:
+        rows = await self.store.escalations.open_rows()
+        return sum([await self.cancel_one(row.id, reason) for row in rows])
 
     async def cancel_for_agent(self, agent_id: str, reason: str) -> int:
         """Close an agent's open escalations (it was stopped or killed): deny what waits."""

@@ -18,6 +18,7 @@ class AgentState(StrEnum):
     WORKING = "working"
     IDLE = "idle"
     WAITING = "waiting"
+    STALLED = "stalled"
     PAUSED = "paused"
     STOPPED = "stopped"
     FAILED = "failed"

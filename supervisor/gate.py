@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -52,6 +53,10 @@ class GateDeps:
     store: Store
     policy: Policy
     escalations: Escalations
+    halted: Callable[[], bool]  # the kill switch: while on, every tool call is denied
+
+
+HALTED = "Switchboard's kill switch is on: no tool may run."
 
 
 def _hook_output(decision: str, reason: str = "") -> dict[str, Any]:
@@ -110,6 +115,8 @@ class ToolGate:
                            context: Any) -> dict[str, Any]:
         name = str(hook_input.get("tool_name", ""))
         tool_input = hook_input.get("tool_input") or {}
+        if self.deps.halted():
+            return _hook_output("deny", HALTED)
         decision = self.deps.policy.decide(self.agent.name, name, tool_input, self.agent.cwd)
         if decision.action == Action.DENY:
             await self._blocked(name, tool_input, decision.reason, decision.rule)
@@ -124,6 +131,8 @@ class ToolGate:
 
     async def can_use_tool(self, name: str, tool_input: dict[str, Any],
                            ctx: ToolPermissionContext) -> PermissionResult:
+        if self.deps.halted():
+            return PermissionResultDeny(message=HALTED, interrupt=True)
         decision = self.deps.policy.decide(self.agent.name, name, tool_input, self.agent.cwd)
         if decision.action == Action.DENY:
             await self._blocked(name, tool_input, decision.reason, decision.rule)

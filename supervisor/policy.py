@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 from supervisor.config import PERMISSION_MODES
 from supervisor.errors import ConfigError
-from supervisor.shellparse import (
+from supervisor.shell import (
     Kind,
     Segment,
     ShellParseError,

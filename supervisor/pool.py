@@ -18,9 +18,12 @@ from supervisor.config import PERMISSION_MODES, Settings
 from supervisor.errors import AgentExists, ConfigError, InvalidRequest, ShuttingDown, UnknownAgent
 from supervisor.escalations import Escalations, Timeouts
 from supervisor.events import AgentState, EventHub
+from supervisor.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
+from supervisor.killswitch import KillSwitch
 from supervisor.policy import Policy, PolicyError
 from supervisor.process import bundled_cli, install_launcher, sweep
 from supervisor.runner import AgentRunner, RunnerDeps
+from supervisor.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +82,12 @@ class AgentPool:
             reminder_s=settings.approval_reminder_s, timeout_s=settings.approval_timeout_s,
             on_timeout=settings.approval_on_timeout,
         ))
+        self.killswitch = KillSwitch(settings, store, self)
+        self.crashes = CrashTracker(settings.crash_loop_max, settings.crash_loop_window_s)
+        self.rates = RateLimiter()
+        self.memory = MemoryProbe(settings.cgroup_dir)
+        self.watchdog = Watchdog(self, self.memory)
+        self._watchdog_task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> AgentPool:
         try:
@@ -102,7 +111,11 @@ class AgentPool:
             real_cli=resolve_cli(self.settings),
             policy=self.policy,
             escalations=self.escalations,
+            killswitch=self.killswitch,
+            crashes=self.crashes,
+            over_budget=self.watchdog.over_budget,
         )
+        await self.killswitch.start()
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
         # Anything tagged with this data directory is left over from a previous run.
         swept = await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
@@ -125,12 +138,13 @@ class AgentPool:
         # operator, and give the agent a note so it knows its request went unanswered.
         for row in await self.escalations.expire_orphans("the supervisor restarted"):
             runner = self._runners.get(row.agent_id or "")
-            if runner is not None and runner.state.live:
+            if runner is not None and runner.state.live and not self.killswitch.halted:
                 runner.submit(
                     f"[Switchboard] Your earlier request was not answered because the supervisor "
                     f"restarted: {row.title}. If you still need it, ask again."
                 )
         self.recovery = RecoveryReport(tuple(swept), tuple(resumed), interrupted)
+        self._watchdog_task = asyncio.create_task(self.watchdog.run(), name="watchdog")
         return self.recovery
 
     def _adopt(self, runner: AgentRunner) -> None:
@@ -185,8 +199,10 @@ class AgentPool:
         cwd: str | None = None,
         parent: str | None = None,
         permission_mode: str | None = None,
+        by: str = "operator",
     ) -> AgentRunner:
         deps = self._require_running()
+        self.killswitch.check()
         if not NAME_RE.match(name):
             raise InvalidRequest(
                 f"{name!r} is not a valid agent name: start with a letter, then letters, digits,"
@@ -212,6 +228,7 @@ class AgentPool:
                 raise InvalidRequest(f"parent agent {parent_runner.name!r} is "
                                      f"{parent_runner.state}; spawn children of live agents")
             parent_id = parent_runner.id
+        await self._admit(parent_id, by)
         agent_id = new_agent_id()
         if cwd:
             workdir = Path(cwd).expanduser().resolve()  # noqa: ASYNC240 - one stat
@@ -233,9 +250,45 @@ class AgentPool:
         logger.info("agent spawned agent=%s name=%s parent=%s", agent_id, name, parent_id)
         return runner
 
+    async def _admit(self, parent_id: str | None, by: str) -> None:
+        """Spawn limits, taken from the parent's recorded identity and the fleet's real state."""
+        s = self.settings
+        live = [r for r in self._runners.values() if r.state.live]
+        if len(live) >= s.max_agents:
+            raise LimitExceeded(f"{len(live)} agents are live; the limit is {s.max_agents}.",
+                                "Stop or kill an agent first, or raise max_agents.")
+        if parent_id is not None:
+            depth = 1
+            cursor: str | None = parent_id
+            while cursor is not None:
+                depth += 1
+                row = await self.store.agents.get(cursor)
+                cursor = row.parent_id if row else None
+            if depth > s.max_depth:
+                raise LimitExceeded(
+                    f"a child here would be at depth {depth}; the limit is {s.max_depth}.",
+                    "Spawn it from an agent higher up, or raise max_depth.")
+            children = [r for r in live if r.parent_id == parent_id]
+            if len(children) >= s.max_children:
+                raise LimitExceeded(
+                    f"the parent already has {len(children)} live children; the limit is "
+                    f"{s.max_children}.", "Wait for some to finish, or raise max_children.")
+            self.rates.hit(f"spawn:agent:{parent_id}", s.spawns_per_minute, "spawns per agent")
+        self.rates.hit(f"spawn:op:{by}", s.spawns_per_minute, "spawns")
+        reading = await asyncio.to_thread(self.memory.read)
+        if reading.pct >= s.memory_refuse_pct:
+            raise LimitExceeded(
+                f"memory is at {reading.pct:.0f}% ({reading.used_bytes / 2**30:.1f} of "
+                f"{reading.limit_bytes / 2**30:.1f} GiB, {reading.source}); new agents are "
+                f"refused above {s.memory_refuse_pct:g}%.",
+                "Stop or kill idle agents to free memory, then try again.")
+
     async def ask(self, ref: str, text: str) -> tuple[AgentRunner, int]:
         self._require_running()
+        self.killswitch.check()
         runner = await self.get(ref)
+        self.rates.hit(f"msg:{runner.id}", self.settings.messages_per_minute,
+                       f"messages to {runner.name}")
         if not runner.state.live:
             twin = next((r for r in self._runners.values()
                          if r.name == runner.name and r.state.live and r is not runner), None)
@@ -279,6 +332,11 @@ class AgentPool:
         if self.state == PoolState.CLOSED:
             return
         self.state = PoolState.CLOSED
+        self.killswitch.close()
+        if self._watchdog_task is not None:
+            self._watchdog_task.cancel()
+            await asyncio.gather(self._watchdog_task, return_exceptions=True)
+        await self.watchdog.close()
         runners = list(self._runners.values())
         await asyncio.gather(*(r.close_for_shutdown() for r in runners), return_exceptions=True)
         for task in self._tasks.values():
@@ -296,14 +354,6 @@ class AgentPool:
         finally:
             if self._deps is not None:
                 await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
-
-    def kill_all_now(self) -> int:
-        """Emergency: SIGKILL every agent's tree at once, synchronously."""
-        count = 0
-        for r in self._runners.values():
-            count += len(r.kill_now())
-        count += len(sweep(f"{self.settings.instance_id}/"))
-        return count
 
 
 __all__ = ["AgentPool", "PoolState", "RecoveryReport", "LIVE_STATES"]

@@ -96,17 +96,30 @@ def kill_pids_now(pids: Iterable[int]) -> None:
     _signal_all(pids, signal.SIGKILL)
 
 
+def _with_descendants(pids: Iterable[int]) -> set[int]:
+    found = set(pids)
+    for pid in list(found):
+        with contextlib.suppress(psutil.Error):
+            found.update(c.pid for c in psutil.Process(pid).children(recursive=True))
+    found.discard(os.getpid())
+    return found
+
+
 def sweep(prefix: str, *, rounds: int = 50) -> list[int]:
-    """Kill every process tagged with `prefix`; returns what was found. Used after crashes."""
-    killed: list[int] = []
+    """SIGKILL every process tagged with `prefix` and everything under them, all at once: freeze
+    the lot, then kill the lot, until nothing is left. Used after crashes and by the kill switch.
+    Synchronous and thread-safe: it must work while the event loop is busy."""
+    killed: set[int] = set()
     for _ in range(rounds):
-        pids = _alive(tagged_pids(prefix))
+        pids = _alive(_with_descendants(tagged_pids(prefix)))
         if not pids:
             break
-        killed.extend(pids)
-        kill_pids_now(pids)
-        time.sleep(0.02)
-    return sorted(set(killed))
+        _signal_all(pids, signal.SIGSTOP)
+        pids = sorted(_with_descendants(pids))  # anything forked before the freeze landed
+        killed.update(pids)
+        _signal_all(pids, signal.SIGKILL)
+        time.sleep(0.01)
+    return sorted(killed)
 
 
 class AgentProcess:

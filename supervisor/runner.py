@@ -8,6 +8,7 @@ import dataclasses
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,14 +26,15 @@ from claude_agent_sdk import (
 )
 
 from store import Store
-from store.errors import StoreError
 from store.agents import AgentRow
+from store.errors import StoreError
 from supervisor import launcher as launcher_module
 from supervisor.config import Settings
 from supervisor.errors import AgentFailed, AgentNotRunning, InvalidRequest
 from supervisor.escalations import Escalations
 from supervisor.events import AgentOutput, AgentState, EventHub, StateChanged, TurnFinished
 from supervisor.gate import GateDeps, ToolGate
+from supervisor.guardrails import CrashTracker, LimitExceeded
 from supervisor.policy import Policy
 from supervisor.process import AgentProcess
 
@@ -51,6 +53,9 @@ class RunnerDeps:
     real_cli: Path
     policy: Policy
     escalations: Escalations
+    killswitch: Any  # supervisor.killswitch.KillSwitch: check() raises while halted
+    crashes: CrashTracker
+    over_budget: Callable[[AgentRunner], Awaitable[str | None]]
 
 
 def summarize_tool(name: str, tool_input: dict[str, Any]) -> str:
@@ -97,7 +102,12 @@ class AgentRunner:
         self.first_event_at: float | None = None
         self._open_escalations = 0
         self._paused_by_timeout = False
-        self.gate = ToolGate(self, GateDeps(deps.store, deps.policy, deps.escalations))
+        self.killed_by_switch = False
+        self.budget_blocked: str | None = None
+        self.last_activity_at = time.time()
+        self.ttl_warned = False
+        self.gate = ToolGate(self, GateDeps(deps.store, deps.policy, deps.escalations,
+                                            lambda: deps.killswitch.halted))
 
     # -- public API used by the pool ---------------------------------------------------------
 
@@ -121,6 +131,18 @@ class AgentRunner:
         """Queue a message; it becomes the next turn. Returns how many are ahead of it."""
         if self.state == AgentState.KILLED:
             raise AgentNotRunning(self.name, self.state, "message")
+        self._deps.killswitch.check()
+        if self.budget_blocked:
+            raise LimitExceeded(f"{self.name} is stopped: {self.budget_blocked}.",
+                                "Raise its budget (answer the budget question) to continue.")
+        wait_s = self._deps.crashes.in_loop(self.id)
+        if wait_s is not None and not (self._proc and self._proc.alive()):
+            raise LimitExceeded(
+                f"{self.name} crashed {self._deps.crashes.max_crashes} times in "
+                f"{self._deps.crashes.window_s / 60:.0f} minutes, so it is not restarted "
+                f"(last error: {(self.last_error or '?')[:300]}).",
+                f"Fix the cause and try again in {wait_s / 60:.0f} minutes, or /kill it.",
+            )
         limit = self._deps.settings.max_prompt_chars
         if len(text) > limit:
             raise InvalidRequest(
@@ -147,6 +169,9 @@ class AgentRunner:
             if self.state == AgentState.KILLED:
                 break
             assert isinstance(item, str)
+            if self._deps.killswitch.halted:
+                logger.warning("kill switch on: message not delivered agent=%s", self.id)
+                continue
             try:
                 await self._turn(item)
             except Exception:  # noqa: BLE001 - the loop must outlive any one turn's failure
@@ -221,7 +246,7 @@ class AgentRunner:
 
     async def escalation_started(self) -> None:
         self._open_escalations += 1
-        if self.state == AgentState.WORKING:
+        if self.state in (AgentState.WORKING, AgentState.STALLED):
             await self._set_state(AgentState.WAITING, "waiting for the operator")
         elif self.state == AgentState.PAUSED and self._state_before_pause == AgentState.WORKING:
             self._state_before_pause = AgentState.WAITING
@@ -234,6 +259,13 @@ class AgentRunner:
             await self._set_state(AgentState.WORKING, "answered")
         elif self.state == AgentState.PAUSED and self._state_before_pause == AgentState.WAITING:
             self._state_before_pause = AgentState.WORKING
+
+    async def mark_stalled(self, idle_s: float) -> bool:
+        """Watchdog: a turn with no output for too long. Returns True on the transition."""
+        if self.state != AgentState.WORKING:
+            return False
+        await self._set_state(AgentState.STALLED, f"no output for {idle_s:.0f}s")
+        return True
 
     async def pause_for_timeout(self) -> None:
         if self.state.live and self.state != AgentState.PAUSED:
@@ -255,6 +287,24 @@ class AgentRunner:
         """Emergency path: SIGKILL the tree with no grace and no await."""
         self._stopping = True
         return self._proc.kill_now() if self._proc else []
+
+    def halting(self) -> None:
+        """The kill switch is about to SIGKILL everything: a dying CLI is not a failure."""
+        self._stopping = True
+
+    async def mark_killed(self, reason: str) -> None:
+        """Bookkeeping after the kill switch SIGKILLed this agent's processes."""
+        if self.state == AgentState.KILLED:
+            return
+        self.killed_by_switch = True
+        self._stopping = True
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            await proc.close(kill=True, timeout_s=2)
+        await self._deps.escalations.cancel_for_agent(self.id, reason)
+        await self._set_state(AgentState.KILLED, reason)
+        self._not_paused.set()
+        self._inbox.put_nowait(_STOP)
 
     async def close_for_shutdown(self) -> None:
         """Supervisor shutdown: end the process, keep the agent resumable on the next start."""
@@ -338,7 +388,7 @@ class AgentRunner:
             turn_id = await self._deps.store.turns.start(self.id, prompt)
             await self._deps.store.events.append(self.id, turn_id, "prompt", prompt[:200],
                                                  {"prompt": prompt})
-            self.turn_started_at = time.time()
+            self.turn_started_at = self.last_activity_at = time.time()
             await self._set_state(AgentState.WORKING, "")
             await proc.query(prompt)
             result: ResultMessage | None = None
@@ -362,6 +412,9 @@ class AgentRunner:
             self._turn_done.set()
 
     async def _fail(self, turn_id: int | None, exc: BaseException) -> None:
+        if self.state == AgentState.KILLED or self._stopping:
+            return
+        self._deps.crashes.record(self.id)
         proc, self._proc = self._proc, None
         tail = ""
         code = getattr(exc, "exit_code", None)
@@ -387,15 +440,21 @@ class AgentRunner:
             await self._deps.store.turns.finish(turn_id, status="failed", error=message)
         await self._deps.store.agents.update(self.id, last_error=message)
         await self._set_state(AgentState.FAILED, message)
-        await self._deps.escalations.notify(self.id, f"{self.name} failed", message)
+        title = f"{self.name} failed"
+        if self._deps.crashes.in_loop(self.id) is not None:
+            title += " again: crash loop, it will not be restarted for now"
+        await self._deps.escalations.notify(self.id, title, message)
 
     async def _record(self, msg: Any, turn_id: int) -> None:
         kind = type(msg).__name__.removesuffix("Message").lower() or "message"
         data = dataclasses.asdict(msg) if dataclasses.is_dataclass(msg) else {"repr": repr(msg)}
         summary = ""
         hub = self._deps.hub
+        self.last_activity_at = time.time()
         if self.first_event_at is None:
-            self.first_event_at = time.time()
+            self.first_event_at = self.last_activity_at
+        if self.state == AgentState.STALLED:
+            await self._set_state(AgentState.WORKING, "output again")
         if isinstance(msg, SystemMessage) and msg.subtype == "init":
             sid = msg.data.get("session_id")
             if sid and sid != self.session_id:
@@ -475,5 +534,15 @@ class AgentRunner:
         self._deps.hub.publish(TurnFinished(self.id, self.name, turn_id, ok, text, cost))
         await self._deps.escalations.notify(
             self.id, f"{self.name} {'finished' if ok else 'ended with an error'}", text[:3500])
-        if self.state == AgentState.WORKING:
+        if self.state in (AgentState.WORKING, AgentState.STALLED):
             await self._set_state(AgentState.IDLE, "turn finished" if ok else f"turn ended: {text}")
+        reason = await self._deps.over_budget(self)
+        if reason is not None:
+            # Stop after the turn, before the next message can start one.
+            proc, self._proc = self._proc, None
+            if proc is not None:
+                await proc.close(kill=True, timeout_s=self._deps.settings.stop_grace_s)
+            self.budget_blocked = reason
+            while not self._inbox.empty():
+                self._inbox.get_nowait()  # queued messages would restart it past its budget
+            await self._set_state(AgentState.STOPPED, reason)

@@ -24,7 +24,14 @@ async def _idle(app, name):
     return runner
 
 
-async def test_killing_a_parent_kills_the_whole_subtree(fake_app):
+@pytest.fixture
+async def deep_app(fake_settings):
+    async with Switchboard(fake_settings.with_(max_depth=5)) as app:
+        yield app
+
+
+async def test_killing_a_parent_kills_the_whole_subtree(deep_app):
+    fake_app = deep_app
     assert (await run(fake_app, "/spawn root BG")).ok
     await _idle(fake_app, "root")
     parent = "root"

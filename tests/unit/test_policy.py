@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.policy import Action, Decision, Policy, PolicyError, describe_call
-from supervisor.shellparse import ShellParseError, analyse, canonical, parse
+from supervisor.shell import ShellParseError, analyse, canonical, parse
 
 CWD = "/work/repo"
 
