@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import getpass
 import logging
 import signal
 import subprocess
@@ -17,9 +18,12 @@ from commands.dispatcher import REGISTRY, describe
 from commands.render import money
 from store import open_store
 from store.errors import StoreError
+from store.kv import set_sync
 from supervisor.config import Settings
 from supervisor.errors import ConfigError
+from supervisor.killswitch import HALT_KEY, write_local_trigger
 from supervisor.pool import resolve_cli
+from supervisor.process import sweep
 
 logger = logging.getLogger("switchboard")
 
@@ -44,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", metavar="{run,status,doctor}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,status,doctor,kill}")
     run = sub.add_parser("run", help="start the supervisor (with the console on a terminal)")
     group = run.add_mutually_exclusive_group()
     group.add_argument("--console", dest="console", action="store_true", default=None,
@@ -53,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="no console; run until SIGTERM/SIGINT")
     sub.add_parser("status", help="show the agents recorded in the data directory")
     sub.add_parser("doctor", help="check credentials, the claude CLI and the data directory")
+    kill = sub.add_parser(
+        "kill", help="KILL SWITCH: halt Switchboard and SIGKILL every agent, even if the "
+        "supervisor is hung (turn it off from a front end: /killswitch off confirm)")
+    kill.add_argument("--reason", default="", help="recorded with the trigger")
     return parser
 
 
@@ -142,6 +150,23 @@ def cmd_status(settings: Settings) -> int:
     return 0
 
 
+def cmd_kill(settings: Settings, reason: str) -> int:
+    """Works without the supervisor's help: the trigger file (which a running supervisor acts
+    on), the halt flag written straight into the database, and a direct sweep by agent tag."""
+    by = f"{getpass.getuser()}@cli"
+    path = write_local_trigger(settings, by, reason)
+    if settings.db_path.exists():
+        try:
+            set_sync(settings.db_path, HALT_KEY,
+                     {"by": by, "via": "cli", "reason": reason, "at": time.time()})
+        except Exception as exc:  # noqa: BLE001 - report and go on killing
+            print(f"could not write the halt flag into the database: {exc}", file=sys.stderr)
+    killed = sweep(f"{settings.instance_id}/")
+    print(f"kill switch on: wrote {path}; SIGKILLed {len(killed)} agent process(es).")
+    print("Turn it off from the console or a chat front end: /killswitch off confirm")
+    return 0
+
+
 def cmd_doctor(settings: Settings) -> int:
     problems = 0
 
@@ -221,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_status(settings)
     if args.command == "doctor":
         return cmd_doctor(settings)
+    if args.command == "kill":
+        return cmd_kill(settings, args.reason)
     console = args.console
     if console is None:
         console = settings.console if settings.console is not None else sys.stdin.isatty()

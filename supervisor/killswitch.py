@@ -137,6 +137,10 @@ class KillSwitch:
             except Exception:  # noqa: BLE001 - every revoker runs, whatever one does
                 logger.exception("kill switch: a revoker failed")
         report = KillReport(tuple(r.name for r in live), tuple(pids), revoked, took)
+        if self.halt is not None:  # remembered across restarts, for the deactivation report
+            stopped = sorted({*self.halt.get("agents", []), *report.agents})
+            self.halt = {**self.halt, "agents": stopped}
+            await self.store.kv.set(HALT_KEY, self.halt)
         await self.store.audit.record(platform=via, user_id=by, user_name=by, action="killswitch",
                                       args="on", ok=True, result=report.text())
         await self.pool.escalations.notify(None, "🛑 Kill switch triggered",
@@ -163,8 +167,7 @@ class KillSwitch:
             self.local_file.unlink()
         await self.store.kv.delete(HALT_KEY)
         self.halt = None
-        killed = [r.name for r in self.pool.runners(include_dead=True)
-                  if r.state == "killed" and r.killed_by_switch]
+        killed = list(was.get("agents", []))
         text = (f"Kill switch off. It was triggered by {was.get('by')} via {was.get('via')}"
                 f"{': ' + was['reason'] if was.get('reason') else ''}; it stopped "
                 f"{len(killed)} agent(s){': ' + ', '.join(killed) if killed else ''}. "

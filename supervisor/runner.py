@@ -102,7 +102,6 @@ class AgentRunner:
         self.first_event_at: float | None = None
         self._open_escalations = 0
         self._paused_by_timeout = False
-        self.killed_by_switch = False
         self.budget_blocked: str | None = None
         self.last_activity_at = time.time()
         self.ttl_warned = False
@@ -296,7 +295,6 @@ class AgentRunner:
         """Bookkeeping after the kill switch SIGKILLed this agent's processes."""
         if self.state == AgentState.KILLED:
             return
-        self.killed_by_switch = True
         self._stopping = True
         proc, self._proc = self._proc, None
         if proc is not None:

@@ -53,6 +53,14 @@ class Supervisor:
                 return line
         raise AssertionError(f"never saw {needle!r}; output so far:\n" + "\n".join(self.seen))
 
+    def expect_all(self, needles: list[str], timeout: float = 90) -> None:
+        """Each needle once, in any order."""
+        left = list(needles)
+        deadline = time.monotonic() + timeout
+        while left:
+            line = self.expect("", max(0.1, deadline - time.monotonic()))
+            left = [n for n in left if n not in line]
+
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()

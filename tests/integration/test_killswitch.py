@@ -1,0 +1,185 @@
+"""The layered kill switch: 30 agents with escaped grandchildren killed at once, the halt flag
+refusing spawns and deliveries across a restart, deactivation without a restart, the local file
+trigger while the event loop is busy, the GCS trigger against the emulator, and the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bot.app import Switchboard
+from supervisor.killswitch import write_local_trigger
+from tests.conftest import processes_with_tag, run, wait_for
+from tests.subproc import Supervisor, write_config
+
+pytestmark = pytest.mark.timeout(180)
+KILL_BOUND_S = 10.0
+
+
+async def spawn_fleet(app, n, prefix="f"):
+    for i in range(n):
+        reply = await run(app, f"/spawn {prefix}{i} BG")
+        assert reply.ok, reply.plain()
+    runners = [await app.pool.get(f"{prefix}{i}") for i in range(n)]
+    await wait_for(lambda: all(r.state == "idle" for r in runners), 90, f"{n} idle agents")
+    tag = app.settings.instance_id + "/"
+    sleepers = [p for p in processes_with_tag(tag) if p.name() == "sleep"]
+    assert len(sleepers) == n  # each agent left a background grandchild in its own session
+    return runners
+
+
+async def test_thirty_agents_killed_halt_survives_restart_then_deactivation(fake_settings):
+    tag = fake_settings.instance_id + "/"
+    async with Switchboard(fake_settings) as app:
+        runners = await spawn_fleet(app, 30)
+        confirm = await run(app, "/killall")
+        assert confirm.ok and confirm.buttons and processes_with_tag(tag)  # asks first
+        started = time.monotonic()
+        reply = await run(app, "/killall confirm")
+        assert reply.ok, reply.plain()
+        while processes_with_tag(tag) and time.monotonic() - started < KILL_BOUND_S:
+            await asyncio.sleep(0.01)
+        elapsed = time.monotonic() - started
+        assert processes_with_tag(tag) == [], f"processes left after {elapsed:.1f}s"
+        assert "30 agent(s) killed" in reply.plain()
+        assert all(r.state == "killed" for r in runners)
+        refused = await run(app, "/spawn again hi")
+        assert not refused.ok and "kill switch is on" in refused.plain()
+        refused = await run(app, "/ask f0 hello")
+        assert not refused.ok and "kill switch is on" in refused.plain()
+        assert (await run(app, "/agents")).ok  # looking still works
+        audit = [a.action for a in await app.store.audit.recent(50)]
+        assert "killswitch" in audit
+    async with Switchboard(fake_settings) as app:  # a restart keeps the halt
+        assert app.pool.killswitch.halted
+        refused = await run(app, "/spawn again hi")
+        assert not refused.ok and "kill switch is on" in refused.plain()
+        assert "ON" in (await run(app, "/killswitch")).plain()
+        off = await run(app, "/killswitch off confirm")
+        assert off.ok and "30 agent(s)" in off.plain(), off.plain()
+        await spawn_ok_and_idle(app, "/spawn again hi", "again")
+
+
+async def spawn_ok_and_idle(app, line, name):
+    reply = await run(app, line)
+    assert reply.ok, reply.plain()
+    r = await app.pool.get(name)
+    await wait_for(lambda: r.state == "idle", 30)
+
+
+async def test_deactivation_restores_spawns_without_restart(fake_app):
+    await spawn_fleet(fake_app, 2)
+    assert (await run(fake_app, "/killall confirm")).ok
+    assert not (await run(fake_app, "/spawn x hi")).ok
+    warn = await run(fake_app, "/killswitch off")
+    assert warn.ok and "confirm" in warn.plain()
+    assert fake_app.pool.killswitch.halted  # not without the confirm
+    off = await run(fake_app, "/killswitch off confirm")
+    assert "2 agent(s)" in off.plain()
+    await spawn_ok_and_idle(fake_app, "/spawn x hi", "x")
+
+
+async def test_local_file_trigger_works_while_the_event_loop_is_busy(fake_app):
+    await spawn_fleet(fake_app, 5)
+    tag = fake_app.settings.instance_id + "/"
+    write_local_trigger(fake_app.settings, "tester", "loop is wedged")
+    # Block the event loop: nothing async can run; the watcher thread must act alone.
+    deadline = time.monotonic() + KILL_BOUND_S
+    while processes_with_tag(tag) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert processes_with_tag(tag) == []
+    assert fake_app.pool.killswitch.halted
+    await wait_for(lambda: all(r.state == "killed" for r in fake_app.pool.runners(
+        include_dead=True)), 10, "bookkeeping once the loop is free")
+    assert not (await run(fake_app, "/spawn late hi")).ok
+    await run(fake_app, "/killswitch off confirm")
+    assert not (fake_app.settings.home / "kill-switch.json").exists()
+    await spawn_ok_and_idle(fake_app, "/spawn late hi", "late")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def gcs_emulator(monkeypatch):
+    port = _free_port()
+    exe = Path(sys.executable).with_name("gcp-storage-emulator")
+    proc = subprocess.Popen([str(exe), "start", "--host", "127.0.0.1", "--port", str(port),
+                             "--in-memory"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    host = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.1)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", host)
+    yield host
+    proc.terminate()
+    proc.wait(10)
+
+
+async def test_gcs_object_triggers_the_switch_without_chat_front_ends(fake_settings,
+                                                                     gcs_emulator):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    client = storage.Client(project="test", credentials=AnonymousCredentials())
+    bucket = client.create_bucket("sb-kill")
+    settings = fake_settings.with_(gcs_bucket="sb-kill", storage_emulator_host=gcs_emulator,
+                                   kill_poll_s=0.2)
+    tag = settings.instance_id + "/"
+    async with Switchboard(settings) as app:
+        await spawn_fleet(app, 3)
+        await asyncio.to_thread(bucket.blob("kill-switch.json").upload_from_string,
+                                '{"by": "ops-console", "reason": "runaway spend"}')
+        await wait_for(lambda: app.pool.killswitch.halted and not processes_with_tag(tag), 20,
+                       "the GCS trigger")
+        assert app.pool.killswitch.halt["via"] == "gcs"
+        assert app.pool.killswitch.halt["by"] == "ops-console"
+        await wait_for(lambda: all(r.state == "killed" for r in app.pool.runners(
+            include_dead=True)), 10)
+        assert (await run(app, "/killswitch off confirm")).ok
+        await asyncio.sleep(1.0)  # the same object, already acted on, does not re-trigger
+        assert not app.pool.killswitch.halted
+        await spawn_ok_and_idle(app, "/spawn after hi", "after")
+
+
+def test_switchboard_kill_from_the_command_line(short_home):
+    home = short_home / "sb"
+    write_config(home, fake=True)
+    from supervisor.config import Settings
+
+    tag = Settings(home=home).instance_id + "/"
+    sup = Supervisor(home)
+    try:
+        sup.expect("Switchboard console")
+        for i in range(3):
+            sup.send(f"/spawn c{i} BG")
+        sup.expect_all([f"[c{i}] ✓ turn finished" for i in range(3)])
+        assert len(processes_with_tag(tag)) >= 9
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+        env["SWITCHBOARD_HOME"] = str(home)
+        out = subprocess.run([sys.executable, "-m", "bot.cli", "kill", "--reason", "test"],
+                             capture_output=True, text=True, env=env, timeout=60,
+                             cwd=Path(__file__).resolve().parents[2])
+        assert out.returncode == 0, out.stderr
+        assert "kill switch on" in out.stdout
+        assert processes_with_tag(tag) == []
+        sup.expect("Kill switch triggered", 30)
+        sup.send("/spawn late hi")
+        sup.expect("kill switch is on")
+        sup.send("/quit")
+        sup.proc.wait(30)
+    finally:
+        sup.close()
