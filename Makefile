@@ -23,6 +23,8 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/spawn_latency.py
 	$(PY) bench/fleet_rss.py
+	$(PY) bench/escalation_roundtrip.py
+	$(PY) bench/killswitch_latency.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

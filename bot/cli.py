@@ -100,6 +100,11 @@ async def serve(settings: Settings, *, console: bool) -> int:
             msg = (f"recovered {len(rec.resumed)} agent(s); ended {len(rec.swept_pids)} leftover"
                    " process(es)")
             print(msg, file=sys.stderr if not console else sys.stdout)
+        fronts = contextlib.AsyncExitStack()
+        if settings.telegram_token:
+            from bot.telegram import TelegramFrontend
+
+            await fronts.enter_async_context(TelegramFrontend(app))
         console_task: asyncio.Task[None] | None = None
         if console:
             from bot.console import Console
@@ -122,6 +127,7 @@ async def serve(settings: Settings, *, console: bool) -> int:
         if console_task is not None:
             console_task.cancel()
             await asyncio.gather(console_task, return_exceptions=True)
+        await fronts.aclose()
     return 0
 
 

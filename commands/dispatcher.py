@@ -21,6 +21,7 @@ from commands.base import (
     usage_line,
 )
 from commands.killswitch import KillAll, KillSwitchCmd
+from commands.operators import Invite, Operators
 from store.errors import StoreError
 from supervisor.errors import (
     AgentExists,
@@ -73,7 +74,8 @@ def describe(cmd: Command) -> str:
 
 REGISTRY: tuple[Command, ...] = (
     Spawn(), Agents(), Status(), Ask(), Pause(), Resume(), Stop(), Kill(), Logs(), Cost(),
-    Pending(), Approve(), Deny(), AnswerCmd(), KillAll(), KillSwitchCmd(), Help(),
+    Pending(), Approve(), Deny(), AnswerCmd(), KillAll(), KillSwitchCmd(), Invite(), Operators(),
+    Help(),
 )
 # What still works while the kill switch is on: looking, denying, and the switch itself.
 HALT_SAFE = frozenset({"agents", "status", "logs", "cost", "pending", "deny", "help", "killall",

@@ -11,6 +11,7 @@ from store.db import Database
 from store.escalations import EscalationRepo
 from store.events import EventRepo
 from store.kv import KvRepo
+from store.operators import OperatorRepo
 from store.turns import TurnRepo
 
 
@@ -23,11 +24,13 @@ class Store:
     audit: AuditRepo
     escalations: EscalationRepo
     kv: KvRepo
+    operators: OperatorRepo
 
     @classmethod
     def on(cls, db: Database) -> Store:
         return cls(db, AgentRepo(db), EventRepo(db), TurnRepo(db), AuditRepo(db),
-                   EscalationRepo(db), KvRepo(db))
+                   EscalationRepo(db), KvRepo(db),
+                   OperatorRepo(db))
 
 
 async def open_store(path: Path, *, read_only: bool = False) -> Store:

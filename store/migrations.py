@@ -137,4 +137,35 @@ MIGRATIONS: tuple[str, ...] = (
         updated_at REAL NOT NULL
     );
     """,
+    # 4: operators (per platform, with roles), one-time invite codes, and where each
+    # escalation was shown in chat (so every copy can be edited once it is answered).
+    """
+    CREATE TABLE operators (
+        platform   TEXT NOT NULL,
+        user_id    TEXT NOT NULL,
+        name       TEXT NOT NULL DEFAULT '',
+        role       TEXT NOT NULL,
+        added_by   TEXT NOT NULL,
+        added_at   REAL NOT NULL,
+        PRIMARY KEY (platform, user_id)
+    );
+    CREATE TABLE invites (
+        code       TEXT PRIMARY KEY,
+        role       TEXT NOT NULL,
+        created_by TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        used_by    TEXT,
+        used_at    REAL,
+        revoked    INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE chat_copies (
+        escalation_id TEXT NOT NULL,
+        platform      TEXT NOT NULL,
+        chat_id       TEXT NOT NULL,
+        message_id    TEXT NOT NULL,
+        PRIMARY KEY (escalation_id, platform, chat_id)
+    );
+    CREATE INDEX chat_copies_message ON chat_copies(platform, chat_id, message_id);
+    """,
 )

@@ -72,6 +72,10 @@ class Settings:
     telegram_token: Secret | None = None
     slack_bot_token: Secret | None = None
     slack_app_token: Secret | None = None
+    telegram_api_base_url: str | None = None  # a self-hosted Bot API server (or a test fake)
+    telegram_admin_ids: tuple[str, ...] = ()  # seeded as admins at start
+    invite_ttl_s: float = 3600.0
+    status_card_interval_s: float = 2.0
     console: bool | None = None  # None: on when stdin is a terminal
     log_level: str = "INFO"
     config_file: Path | None = None
@@ -216,6 +220,8 @@ class Settings:
             shutdown_grace_s=number("shutdown_grace_s", "SWITCHBOARD_SHUTDOWN_GRACE_S", 30.0),
             max_prompt_chars=int(number("max_prompt_chars", "SWITCHBOARD_MAX_PROMPT_CHARS", 1e5)),
             telegram_token=secret("telegram_bot_token", "TELEGRAM_BOT_TOKEN"),
+            telegram_api_base_url=pick("telegram_api_base_url", "TELEGRAM_API_BASE_URL"),
+            telegram_admin_ids=_id_list(pick("telegram_admin_ids", "TELEGRAM_ADMIN_IDS", ())),
             slack_bot_token=secret("slack_bot_token", "SLACK_BOT_TOKEN"),
             slack_app_token=secret("slack_app_token", "SLACK_APP_TOKEN"),
             console=console,
@@ -291,3 +297,12 @@ def _passthrough(raw: Any) -> tuple[str, ...]:
             "credentials and Switchboard's own settings never reach an agent"
         )
     return names
+
+
+def _id_list(raw: Any) -> tuple[str, ...]:
+    items = raw.split(",") if isinstance(raw, str) else list(raw)
+    ids = tuple(str(i).strip() for i in items if str(i).strip())
+    bad = [i for i in ids if not i.lstrip("-").isdigit()]
+    if bad:
+        raise ConfigError(f"telegram_admin_ids must be numeric Telegram user ids, got {bad}")
+    return ids

@@ -531,7 +531,7 @@ class AgentRunner:
         )
         self._deps.hub.publish(TurnFinished(self.id, self.name, turn_id, ok, text, cost))
         await self._deps.escalations.notify(
-            self.id, f"{self.name} {'finished' if ok else 'ended with an error'}", text[:3500])
+            self.id, f"{self.name} {'finished' if ok else 'ended with an error'}", text[:200_000])
         if self.state in (AgentState.WORKING, AgentState.STALLED):
             await self._set_state(AgentState.IDLE, "turn finished" if ok else f"turn ended: {text}")
         reason = await self._deps.over_budget(self)

@@ -1,0 +1,369 @@
+"""Kill-switch latency: how long until every agent process is gone, against plain SIGKILLs.
+
+Run from the repository root:  .venv/bin/python bench/killswitch_latency.py  (or `make bench`)
+
+For each fleet size N in (10, 50, 100), REPEATS times, a fresh Switchboard with fake claude agents
+(tests/fakes/fake_claude.py). Every agent is spawned with the prompt `BG`, so it leaves a
+background grandchild `sh -c 'sleep 1000'` in a session of its own (as the real Bash tool's
+background commands do): four processes per agent (launcher, CLI, sh, sleep) in two process
+groups (the launcher's session with the CLI, and the grandchild's).
+
+* kill switch: once all N agents are idle, every process tagged with the instance prefix
+  (the same /proc/<pid>/environ check as tests/conftest.py processes_with_tag) is recorded, then
+  `await app.pool.killswitch.trigger("bench", "bench", "")` is called. Latency = from that call to
+  the moment none of the recorded pids is alive (gone, or a zombie). Reported alongside: the
+  synchronous part `fire_now` (persist the halt flag + the sweep), the sweep alone, and when
+  `trigger()` returned (which also includes the bookkeeping: states, revocation, audit, notice).
+  The switch is then turned off (`killswitch.deactivate`), without a restart.
+* baseline (direct): the same fleet is spawned again in the same Switchboard; every process is
+  recorded with its process group and session, then SIGKILL is sent straight to every distinct
+  process group (os.killpg) and to every pid (os.kill), with no freezing and no /proc scan.
+  Latency = from the first signal to the moment none of the recorded pids is alive.
+
+Both are timed by the same watcher: a separate small Python process that gets the pid list before
+the clock starts and polls /proc/<pid>/stat every POLL_S (only the pids still alive), so that
+polling neither holds this process's GIL nor slows the sweep's thread. Its end time is taken on the
+same CLOCK_MONOTONIC as the start time here. Resolution: about POLL_S.
+
+Prints a table of medians over the repetitions (with the range of both latencies) and the ratio
+kill switch / direct, and checks after every round, after every shutdown, and once more at the
+very end, that no tagged process remains (exit 1 otherwise). About 100 s on 2 CPUs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import psutil  # noqa: E402
+
+import supervisor.killswitch as killswitch_module  # noqa: E402
+from bot.app import Switchboard  # noqa: E402
+from supervisor.process import tagged_pids  # noqa: E402
+from tests.conftest import make_settings, processes_with_tag  # noqa: E402
+
+SIZES = (10, 50, 100)
+REPEATS = 3
+POLL_S = 0.002
+READY_TIMEOUT_S = 150.0
+KILL_TIMEOUT_S = 60.0
+
+# The watcher: reads the pids, says "ready", waits for "go", then polls until every pid is gone or
+# a zombie and prints the CLOCK_MONOTONIC time of that scan's end and how many scans it took.
+WATCHER = r"""
+import sys, time
+poll, limit = float(sys.argv[1]), float(sys.argv[2])
+left = set(int(p) for p in sys.stdin.readline().split())
+print("ready", flush=True)
+sys.stdin.readline()
+start = time.monotonic()
+def dead(pid):
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return True
+    return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] in (b"Z", b"X", b"x")
+scans = 0
+while True:
+    scans += 1
+    left = set(p for p in left if not dead(p))
+    if not left:
+        print("%.9f %d" % (time.monotonic(), scans), flush=True)
+        break
+    if time.monotonic() - start > limit:
+        print("timeout %d %d" % (scans, len(left)), flush=True)
+        break
+    time.sleep(poll)
+"""
+
+
+class Watcher:
+    def __init__(self, pids: list[int]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-S", "-E", "-c", WATCHER, str(POLL_S), str(KILL_TIMEOUT_S)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(" ".join(map(str, pids)) + "\n")
+        self.proc.stdin.flush()
+        if self.proc.stdout.readline().strip() != "ready":
+            raise RuntimeError("the watcher did not start")
+
+    def go(self) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+
+    async def gone_at(self) -> tuple[float, int]:
+        """CLOCK_MONOTONIC time at which no recorded pid was alive, and the scans it took."""
+        assert self.proc.stdout
+        line = (await asyncio.to_thread(self.proc.stdout.readline)).split()
+        await asyncio.to_thread(self.proc.wait, 10)
+        if not line or line[0] == "timeout":
+            raise RuntimeError(f"processes still alive after {KILL_TIMEOUT_S:g}s: {line}")
+        return float(line[0]), int(line[1])
+
+
+@dataclass
+class Row:
+    n: int
+    procs: int = 0
+    groups: int = 0
+    sessions: int = 0
+    ks_ms: float = 0.0
+    fire_ms: float = 0.0
+    sweep_ms: float = 0.0
+    trigger_ms: float = 0.0
+    killed: int = 0
+    direct_ms: float = 0.0
+    direct_send_ms: float = 0.0
+    direct_procs: int = 0
+    ks_scans: int = 0
+    names: str = ""
+    direct_scans: int = 0
+
+
+def live_tagged(prefix: str) -> list[int]:
+    alive = []
+    for pid in tagged_pids(prefix):
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return alive
+
+
+async def wait_until(pred: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def spawn_fleet(app: Switchboard, n: int, prefix: str) -> list[int]:
+    """Spawn n agents with `BG`; once each is idle with its sleeper, return every agent pid."""
+    assert app.pool is not None
+    runners = [await app.pool.spawn(f"{prefix}{i:03d}", "BG") for i in range(n)]
+    await wait_until(lambda: all(r.state == "idle" for r in runners)
+                     or any(r.state == "failed" for r in runners), READY_TIMEOUT_S,
+                     f"{n} agents idle")
+    failed = [(r.name, r.last_error) for r in runners if r.state != "idle"]
+    if failed:
+        raise RuntimeError(f"agents failed: {failed[:3]}")
+    tag = f"{app.settings.instance_id}/"
+    procs = processes_with_tag(tag)
+    sleepers = [p for p in procs if p.name() == "sleep"]
+    if len(sleepers) != n:
+        raise RuntimeError(f"expected {n} background sleepers, found {len(sleepers)}")
+    pids = {p.pid for p in procs}
+    for r in runners:  # the tree too, in case something lost its tag
+        if r.process and r.process.launcher_pid:
+            root = psutil.Process(r.process.launcher_pid)
+            pids.update(p.pid for p in [root, *root.children(recursive=True)])
+    return sorted(pids)
+
+
+def process_names(pids: list[int]) -> str:
+    counts = Counter()
+    for pid in pids:
+        try:
+            counts[psutil.Process(pid).name()] += 1
+        except psutil.NoSuchProcess:
+            counts["(gone)"] += 1
+    return ", ".join(f"{count} {name}" for name, count in sorted(counts.items()))
+
+
+def instrument(ks: Any, timings: dict[str, float]) -> Callable[[], None]:
+    """Time KillSwitch.fire_now and the sweep it calls; returns an undo."""
+    real_fire, real_sweep = ks.fire_now, killswitch_module.sweep
+
+    def fire_now(*args: Any) -> list[int]:
+        t = time.monotonic()
+        try:
+            return real_fire(*args)
+        finally:
+            timings["fire"] = time.monotonic() - t
+
+    def sweep(*args: Any, **kw: Any) -> list[int]:
+        t = time.monotonic()
+        try:
+            return real_sweep(*args, **kw)
+        finally:
+            timings["sweep"] = time.monotonic() - t
+
+    ks.fire_now = fire_now
+    killswitch_module.sweep = sweep
+
+    def undo() -> None:
+        del ks.fire_now
+        killswitch_module.sweep = real_sweep
+
+    return undo
+
+
+async def kill_switch_round(app: Switchboard, row: Row) -> None:
+    assert app.pool is not None
+    ks = app.pool.killswitch
+    pids = await spawn_fleet(app, row.n, "k")
+    row.procs = len(pids)
+    row.names = process_names(pids)
+    timings: dict[str, float] = {}
+    undo = instrument(ks, timings)
+    watcher = Watcher(pids)
+    try:
+        t0 = time.monotonic()
+        watcher.go()
+        report = await ks.trigger("bench", "bench", "")
+        returned = time.monotonic()
+        gone, row.ks_scans = await watcher.gone_at()
+    finally:
+        undo()
+    row.ks_ms = (gone - t0) * 1000
+    row.trigger_ms = (returned - t0) * 1000
+    row.fire_ms = timings.get("fire", float("nan")) * 1000
+    row.sweep_ms = timings.get("sweep", float("nan")) * 1000
+    row.killed = len(report.pids)
+    if len(report.agents) != row.n:
+        raise RuntimeError(f"the kill switch reported {len(report.agents)} agents, not {row.n}")
+    left = live_tagged(f"{app.settings.instance_id}/")
+    if left:
+        raise RuntimeError(f"tagged processes left after the kill switch: {left}")
+    await ks.deactivate("bench", "bench")
+
+
+async def direct_round(app: Switchboard, row: Row) -> None:
+    pids = await spawn_fleet(app, row.n, "d")
+    row.direct_procs = len(pids)
+    me_pgid, me_sid = os.getpgrp(), os.getsid(0)
+    groups, sessions = set(), set()
+    for pid in pids:
+        groups.add(os.getpgid(pid))
+        sessions.add(os.getsid(pid))
+    if me_pgid in groups or me_sid in sessions:
+        raise RuntimeError("an agent process shares this process's group or session")
+    row.groups, row.sessions = len(groups), len(sessions)
+    watcher = Watcher(pids)
+    t0 = time.monotonic()
+    watcher.go()
+    for pgid in groups:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    sent = time.monotonic()
+    gone, row.direct_scans = await watcher.gone_at()
+    row.direct_ms = (gone - t0) * 1000
+    row.direct_send_ms = (sent - t0) * 1000
+    left = live_tagged(f"{app.settings.instance_id}/")
+    if left:
+        raise RuntimeError(f"tagged processes left after the direct kill: {left}")
+
+
+async def measure(n: int, rep: int, base: Path) -> Row:
+    home = base / f"n{n}r{rep}"
+    settings = make_settings(home, fake=True).with_(
+        max_agents=2 * max(SIZES), spawns_per_minute=10_000, messages_per_minute=10_000,
+        commands_per_minute=10_000, memory_refuse_pct=100.0, memory_warn_pct=100.0,
+        stall_s=3600.0, session_ttl_s=24 * 3600.0, crash_loop_max=10_000)
+    row = Row(n)
+    started = time.monotonic()
+    async with Switchboard(settings) as app:
+        await kill_switch_round(app, row)
+        await direct_round(app, row)
+    left = live_tagged(f"{settings.instance_id}/")
+    if left:
+        raise RuntimeError(f"tagged processes left after shutdown (N={n}): {left}")
+    print(f"  N={n:<3} run {rep + 1}/{REPEATS}  {time.monotonic() - started:5.1f}s: kill switch "
+          f"{row.ks_ms:7.1f} ms, direct {row.direct_ms:6.1f} ms"
+          + (f"   [{row.names}]" if rep == 0 else ""), flush=True)
+    return row
+
+
+def med(rows: list[Row], attr: str) -> float:
+    return statistics.median(getattr(r, attr) for r in rows)
+
+
+def span(rows: list[Row], attr: str) -> str:
+    values = [getattr(r, attr) for r in rows]
+    return f"{min(values):.0f}-{max(values):.0f}"
+
+
+def print_table(by_n: dict[int, list[Row]]) -> None:
+    print(f"\n== kill-switch latency: trigger() call -> no agent process alive "
+          f"(median of {REPEATS}; range) ==")
+    head = (f"{'N':>4} {'procs':>6} {'groups':>7} | {'kill switch':>11} {'range':>11} "
+            f"{'fire_now':>9} {'sweep':>9} {'trigger()':>10} | {'direct':>8} {'range':>9} "
+            f"{'signals':>8} | {'ratio':>6}")
+    print(head)
+    print("-" * len(head))
+    for n, rows in by_n.items():
+        ks, direct = med(rows, "ks_ms"), med(rows, "direct_ms")
+        ratio = statistics.median(r.ks_ms / r.direct_ms for r in rows)
+        print(f"{n:>4} {rows[0].procs:>6} {rows[0].groups:>7} | {ks:>8.1f} ms "
+              f"{span(rows, 'ks_ms'):>11} {med(rows, 'fire_ms'):>6.1f} ms "
+              f"{med(rows, 'sweep_ms'):>6.1f} ms {med(rows, 'trigger_ms'):>7.1f} ms | "
+              f"{direct:>5.1f} ms {span(rows, 'direct_ms'):>9} "
+              f"{med(rows, 'direct_send_ms'):>5.1f} ms | {ratio:>5.1f}x")
+    print("""
+  procs        agent processes recorded before the kill (launcher, fake CLI, sh, sleep)
+  groups       distinct process groups among them (the direct kill's os.killpg targets)
+  kill switch  trigger() called -> the watcher sees none of those pids alive
+  fire_now     the synchronous part (halt flag persisted + sweep), run in a worker thread
+  sweep        supervisor.process.sweep alone: freeze + SIGKILL by tag and descendants
+  trigger()    when trigger() returned: also agent states, revocation, audit and the notice
+  direct       first os.killpg -> none alive; signals: time to send every killpg + kill
+  ratio        kill switch / direct (median of the per-run ratios)""")
+
+
+async def main() -> int:
+    logging.basicConfig(level=logging.ERROR)
+    logging.getLogger("claude_agent_sdk").setLevel(logging.CRITICAL)
+    started = time.monotonic()
+    base = Path(tempfile.mkdtemp(prefix="sbk", dir="/tmp"))  # short: unix socket paths
+    print(f"kill-switch latency: fake claude agents, each with an escaped background `sleep`; "
+          f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; watcher polls every "
+          f"{POLL_S * 1000:g} ms")
+    by_n: dict[int, list[Row]] = {}
+    prefixes: list[str] = []
+    try:
+        for n in SIZES:
+            for rep in range(REPEATS):
+                prefixes.append(
+                    f"{make_settings(base / f'n{n}r{rep}', fake=True).instance_id}/")
+                by_n.setdefault(n, []).append(await measure(n, rep, base))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print_table(by_n)
+    left = [pid for prefix in prefixes for pid in live_tagged(prefix)]
+    print(f"\nfinal check: {len(left)} tagged agent process(es) alive"
+          + (f": {left}" if left else " (ok)"))
+    print(f"done in {time.monotonic() - started:.1f}s")
+    return 1 if left else 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,99 @@
+"""Repository for operators, one-time invite codes, and the chat copies of escalations."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from store.db import Database
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorRow:
+    platform: str
+    user_id: str
+    name: str
+    role: str
+    added_by: str
+    added_at: float
+
+
+class OperatorRepo:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def get(self, platform: str, user_id: str) -> OperatorRow | None:
+        row = await self.db.fetchone(
+            "SELECT * FROM operators WHERE platform=? AND user_id=?", (platform, user_id))
+        return OperatorRow(**dict(row)) if row else None
+
+    async def upsert(self, platform: str, user_id: str, name: str, role: str,
+                     added_by: str) -> None:
+        await self.db.execute(
+            "INSERT INTO operators (platform, user_id, name, role, added_by, added_at)"
+            " VALUES (?,?,?,?,?,?) ON CONFLICT(platform, user_id) DO UPDATE SET"
+            " role=excluded.role, name=excluded.name",
+            (platform, user_id, name, role, added_by, time.time()),
+        )
+
+    async def remove(self, platform: str, user_id: str) -> bool:
+        async with self.db.transaction() as conn:
+            cur = await conn.execute(
+                "DELETE FROM operators WHERE platform=? AND user_id=?", (platform, user_id))
+            return cur.rowcount == 1
+
+    async def list(self, platform: str | None = None) -> list[OperatorRow]:
+        where, params = ("WHERE platform=?", (platform,)) if platform else ("", ())
+        rows = await self.db.fetchall(
+            f"SELECT * FROM operators {where} ORDER BY platform, added_at", params)
+        return [OperatorRow(**dict(r)) for r in rows]
+
+    async def create_invite(self, code: str, role: str, created_by: str, ttl_s: float) -> float:
+        now = time.time()
+        await self.db.execute(
+            "INSERT INTO invites (code, role, created_by, created_at, expires_at)"
+            " VALUES (?,?,?,?,?)",
+            (code, role, created_by, now, now + ttl_s),
+        )
+        return now + ttl_s
+
+    async def redeem_invite(self, code: str, used_by: str) -> str | None:
+        """Atomically use a valid code; returns its role, or None if unknown/used/expired."""
+        now = time.time()
+        async with self.db.transaction() as conn:
+            cur = await conn.execute(
+                "UPDATE invites SET used_by=?, used_at=? WHERE code=? AND used_by IS NULL"
+                " AND revoked=0 AND expires_at > ?",
+                (used_by, now, code, now),
+            )
+            if cur.rowcount != 1:
+                return None
+            async with conn.execute("SELECT role FROM invites WHERE code=?", (code,)) as c2:
+                row = await c2.fetchone()
+        return str(row[0]) if row else None
+
+    async def revoke_invites(self) -> int:
+        async with self.db.transaction() as conn:
+            cur = await conn.execute(
+                "UPDATE invites SET revoked=1 WHERE used_by IS NULL AND revoked=0"
+                " AND expires_at > ?", (time.time(),))
+            return cur.rowcount
+
+    async def add_copy(self, escalation_id: str, platform: str, chat_id: str,
+                       message_id: str) -> None:
+        await self.db.execute(
+            "INSERT OR REPLACE INTO chat_copies (escalation_id, platform, chat_id, message_id)"
+            " VALUES (?,?,?,?)", (escalation_id, platform, chat_id, message_id))
+
+    async def copies(self, escalation_id: str, platform: str) -> list[tuple[str, str]]:
+        rows = await self.db.fetchall(
+            "SELECT chat_id, message_id FROM chat_copies WHERE escalation_id=? AND platform=?",
+            (escalation_id, platform))
+        return [(r["chat_id"], r["message_id"]) for r in rows]
+
+    async def escalation_for_message(self, platform: str, chat_id: str,
+                                     message_id: str) -> str | None:
+        row = await self.db.fetchone(
+            "SELECT escalation_id FROM chat_copies WHERE platform=? AND chat_id=?"
+            " AND message_id=?", (platform, chat_id, message_id))
+        return row["escalation_id"] if row else None

@@ -1,0 +1,286 @@
+"""The Telegram front end end to end: the real python-telegram-bot against a fake Bot API
+server, with real agents (the real CLI on the mock Anthropic API where tools run, the fake
+claude CLI elsewhere)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import pytest
+
+from bot.app import Switchboard
+from bot.telegram import KILL_TEXT, TelegramFrontend
+from supervisor.config import Secret
+from tests.conftest import make_settings, processes_with_tag, wait_for
+from tests.fakes.fake_telegram import FakeTelegram
+
+pytestmark = pytest.mark.timeout(180)
+
+ADMIN, OPERATOR, STRANGER = 100, 200, 999
+
+
+@pytest.fixture
+def fake_tg():
+    with FakeTelegram() as fake:
+        for uid, name in ((ADMIN, "alice"), (OPERATOR, "bob"), (STRANGER, "eve"), (300, "carol"),
+                          (301, "mallory")):
+            fake.add_chat(uid, first_name=name, username=name)
+        yield fake
+        # Acceptance: no message the bot sent broke a Telegram limit, in any test.
+        assert [e for e in fake.errors if not e.get("injected")] == []
+
+
+def tg_settings(base, fake):
+    return base.with_(telegram_token=Secret(fake.token), telegram_api_base_url=fake.url,
+                      telegram_admin_ids=(str(ADMIN),), status_card_interval_s=0.2)
+
+
+async def start(settings, fake, *, operators=()):
+    app = Switchboard(settings)
+    await app.__aenter__()
+    for uid in operators:
+        await app.store.operators.upsert("telegram", str(uid), "", "operator", "test")
+    front = TelegramFrontend(app, poll_timeout_s=1)
+    await front.start()
+    return app, front
+
+
+async def stop(app, front):
+    await front.stop()
+    await app.aclose()
+
+
+@pytest.fixture
+async def fake_tg_app(fake_settings, fake_tg):
+    app, front = await start(tg_settings(fake_settings, fake_tg), fake_tg, operators=(OPERATOR,))
+    yield app, fake_tg
+    await stop(app, front)
+
+
+@pytest.fixture
+async def real_tg_app(short_home, mock_api, fake_tg):
+    (short_home / "t").mkdir(exist_ok=True)
+    settings = tg_settings(make_settings(short_home, mock_api), fake_tg)
+    app, front = await start(settings, fake_tg, operators=(OPERATOR,))
+    yield app, fake_tg
+    await stop(app, front)
+
+
+def texts(fake, chat):
+    return [m.get("text") or m.get("caption") or "" for m in fake.sent(chat)]
+
+
+async def said(fake, chat, needle, timeout=30.0):
+    """The newest bot message in `chat` containing `needle`."""
+
+    def find():
+        hits = [m for m in fake.sent(chat) if needle in (m.get("text") or "")]
+        return hits[-1] if hits else None
+
+    return await fake.wait_for(find, timeout, what=f"{needle!r} in chat {chat}")
+
+
+def button(message, label_part):
+    for row in (message.get("reply_markup") or {}).get("inline_keyboard", []):
+        for b in row:
+            if label_part in b["text"]:
+                return b["callback_data"]
+    raise AssertionError(f"no button {label_part!r} in {message.get('reply_markup')}")
+
+
+async def tap(fake, user, message, label_part):
+    return fake.user_taps(user, message["message_id"], button(message, label_part))
+
+
+async def confirm(fake, user, label_part="Yes"):
+    prompt = await said(fake, user, "Are you sure?")
+    await tap(fake, user, prompt, label_part)
+
+
+# -- access ---------------------------------------------------------------------------------------
+
+
+async def test_a_stranger_is_refused_once_and_audited(fake_tg_app):
+    app, fake = fake_tg_app
+    fake.user_sends(STRANGER, "/agents")
+    await said(fake, STRANGER, "private Switchboard bot")
+    fake.user_sends(STRANGER, "/spawn evil rm everything")
+
+    async def audited():
+        rows = [a for a in await app.store.audit.recent(20) if a.action == "refused"]
+        return len(rows) >= 2
+
+    await wait_for(audited, 10, "two audit rows")
+    assert len(texts(fake, STRANGER)) == 1
+    assert app.pool.runners(include_dead=True) == []
+
+
+async def test_invite_code_works_once_and_only_once(fake_tg_app):
+    app, fake = fake_tg_app
+    fake.user_sends(ADMIN, "/invite")
+    reply = await said(fake, ADMIN, "Invite code")
+    code = re.search(r"/start (\w+)", reply["text"]).group(1)
+    fake.user_sends(300, f"/start {code}")
+    await said(fake, 300, "you are operator")
+    fake.user_sends(301, f"/start {code}")
+    await said(fake, 301, "not valid")
+    assert (await app.store.operators.get("telegram", "301")) is None
+    fake.user_sends(300, "/agents")
+    await said(fake, 300, "No agents running")
+
+
+async def test_commands_are_registered(fake_tg_app):
+    _, fake = fake_tg_app
+    names = {c["command"] for c in fake.commands}
+    assert {"spawn", "agents", "pending", "approve", "killall", "help"} <= names
+
+
+# -- the approval flow with the real CLI ----------------------------------------------------------
+
+
+async def test_spawn_card_approval_buttons_and_the_card_shows_it(real_tg_app, tmp_path):
+    app, fake = real_tg_app
+    fake.user_sends(ADMIN, f"/spawn toucher --cwd {tmp_path} BASH: touch from-phone.txt")
+    card = await said(fake, ADMIN, "turns:")
+    escalation = await said(fake, ADMIN, "toucher wants to use Bash")
+    assert "touch from-phone.txt" in escalation["text"]
+    labels = [b["text"] for row in escalation["reply_markup"]["inline_keyboard"] for b in row]
+    assert labels == ["✅ Allow", "❌ Deny", "🔁 Allow for session", "🔎 Details"]
+    await said(fake, OPERATOR, "toucher wants to use Bash")  # every operator gets it
+    await tap(fake, ADMIN, escalation, "Allow")
+    await wait_for(lambda: (tmp_path / "from-phone.txt").exists(), 60, "the command ran")
+
+    def card_done():
+        msg = fake.message(ADMIN, card["message_id"])
+        return msg and "idle" in msg["text"] and "turns: 1" in msg["text"]
+
+    await fake.wait_for(card_done, 30, what="the card shows the finished turn")
+    edited = fake.message(ADMIN, escalation["message_id"])
+    assert "Allowed" in edited["text"] and "alice" in edited["text"]
+    assert not edited.get("reply_markup")
+    other = (await said(fake, OPERATOR, "toucher wants to use Bash"))
+    assert "Allowed" in fake.message(OPERATOR, other["message_id"])["text"]
+
+
+async def test_questions_by_button_and_by_reply(real_tg_app, tmp_path, mock_api):
+    app, fake = real_tg_app
+    q = {"questions": [{"question": "Which colour?", "header": "Colour", "multiSelect": False,
+                        "options": [{"label": "Red", "description": "warm"},
+                                    {"label": "Blue", "description": "cool"}]}]}
+    fake.user_sends(ADMIN, f"/spawn asker --cwd {tmp_path} TOOL AskUserQuestion {json.dumps(q)}")
+    asked = await said(fake, ADMIN, "Which colour?")
+    await tap(fake, ADMIN, asked, "Blue")
+    r = await app.pool.get("asker")
+    await wait_for(lambda: r.state == "idle", 60)
+    args = json.dumps({"question": "Which port?"})
+    fake.user_sends(ADMIN, f"/ask asker TOOL mcp__switchboard__ask_operator {args}")
+    port_q = await said(fake, ADMIN, "Which port?")
+    assert "Reply to this message" in port_q["text"]
+    fake.user_sends(ADMIN, "use 8080", reply_to_message_id=port_q["message_id"])
+    await wait_for(lambda: r.state == "idle" and len(mock_api.requests) >= 4, 60)
+    sent_back = json.dumps(mock_api.requests[-1]["messages"])
+    assert "use 8080" in sent_back
+    assert "Blue" in json.dumps(mock_api.requests)
+
+
+async def test_pending_across_two_agents_and_first_tap_wins(real_tg_app, tmp_path):
+    app, fake = real_tg_app
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        fake.user_sends(ADMIN, f"/spawn {name} --cwd {tmp_path / name} BASH: touch {name}.txt")
+        await said(fake, ADMIN, f"{name} wants to use Bash")
+    fake.user_sends(ADMIN, "/pending")
+    listing = await said(fake, ADMIN, "2 waiting")
+    ids = [r.id for r in await app.pool.escalations.pending()]
+    assert all(i in listing["text"] for i in ids)
+    bob_copy = await said(fake, OPERATOR, "one wants to use Bash")
+    alice_copy = await said(fake, ADMIN, "one wants to use Bash")
+    await tap(fake, ADMIN, alice_copy, "Allow")
+    await wait_for(lambda: (tmp_path / "one" / "one.txt").exists(), 60)
+    # Bob taps the Deny he saw before his copy was edited: the first tap has already won.
+    fake.user_taps(OPERATOR, bob_copy["message_id"], button(bob_copy, "Deny"), strict=False)
+
+    def told():
+        return [a for a in fake.callback_answers if a.get("text") and "alice" in a["text"]]
+
+    await fake.wait_for(told, 10, what="bob told who answered first")
+
+
+# -- buttons, KILL ALL, hygiene (fake claude) -----------------------------------------------------
+
+
+async def test_pause_resume_kill_from_buttons(fake_tg_app):
+    app, fake = fake_tg_app
+    fake.user_sends(ADMIN, "/spawn worker hello")
+    spawned = await said(fake, ADMIN, "Spawned worker")
+    r = await app.pool.get("worker")
+    await wait_for(lambda: r.state == "idle", 30)
+    await tap(fake, ADMIN, spawned, "Pause")
+    await wait_for(lambda: r.state == "paused", 10)
+    paused = await said(fake, ADMIN, "Paused worker")
+    await tap(fake, ADMIN, paused, "Resume")
+    await wait_for(lambda: r.state == "idle", 10)
+    await tap(fake, ADMIN, spawned, "Kill")
+    await confirm(fake, ADMIN)
+    await wait_for(lambda: r.state == "killed", 10)
+    assert processes_with_tag(r.tag) == []
+
+
+async def test_kill_all_button_with_confirmation(fake_tg_app):
+    app, fake = fake_tg_app
+    fake.user_sends(ADMIN, "/start")
+    welcome = await said(fake, ADMIN, "KILL ALL")
+    assert welcome["_reply_keyboard"]["keyboard"][0][0]["text"] == KILL_TEXT
+    fake.user_sends(OPERATOR, "/start")
+    bob = await said(fake, OPERATOR, "you are operator")
+    assert not bob.get("_reply_keyboard")  # only admins get the button
+    for i in range(3):
+        fake.user_sends(ADMIN, f"/spawn k{i} BG")
+    runners = []
+    for i in range(3):
+        await said(fake, ADMIN, f"Spawned k{i}")
+        runners.append(await app.pool.get(f"k{i}"))
+    await wait_for(lambda: all(r.state == "idle" for r in runners), 30)
+    fake.user_sends(ADMIN, KILL_TEXT)
+    ask = await said(fake, ADMIN, "kills all 3 live agent(s)")
+    assert all(r.state == "idle" for r in runners)  # nothing happens without the confirm
+    await tap(fake, ADMIN, ask, "Yes, kill everything")
+    await confirm(fake, ADMIN)
+    await said(fake, ADMIN, "Kill switch on")
+    assert all(r.state == "killed" for r in runners)
+    assert processes_with_tag(app.settings.instance_id + "/") == []
+    fake.user_sends(OPERATOR, "/spawn again hi")
+    await said(fake, OPERATOR, "kill switch is on")
+
+
+async def test_long_and_special_output_respects_every_limit(fake_tg_app):
+    app, fake = fake_tg_app
+    nasty = "<b>bold?</b> & *stars* _under_ [link](x) `tick` > quote | pipe.\n"
+    prompt = (nasty * 160)[:10_000]
+    fake.user_sends(ADMIN, f"/spawn talker {prompt}")
+
+    def finished():
+        return [m for m in fake.sent(ADMIN) if "talker finished" in (m.get("text") or "")]
+
+    await fake.wait_for(finished, 30, what="the final answer")
+    await asyncio.sleep(0.5)
+    for m in fake.sent(ADMIN):
+        assert len(m.get("text") or "") <= 4096
+    # The answer went out whole: the echoed text arrives split or as a document, not cut.
+    joined = "".join(texts(fake, ADMIN)) + "".join(d["bytes"].decode(errors="replace")
+                                                    for d in fake.documents)
+    assert joined.count("&") >= prompt.count("&")
+    tail = prompt.strip()[-200:]
+    assert tail in joined.replace("\n\n", "\n") or tail in joined
+
+
+async def test_a_429_delays_but_never_loses_a_message(fake_tg_app):
+    app, fake = fake_tg_app
+    fake.flood(ADMIN, times=3, retry_after=1)
+    for i in range(4):
+        fake.user_sends(ADMIN, f"/status nosuch{i}")
+    for i in range(4):
+        await said(fake, ADMIN, f"nosuch{i}", timeout=30)
+    assert any(e.get("injected") for e in fake.errors)
