@@ -9,7 +9,7 @@ from typing import Any
 
 from store.db import Database
 
-LIVE_STATES = ("starting", "working", "idle", "waiting", "paused")
+LIVE_STATES = ("starting", "working", "idle", "waiting", "stalled", "paused")
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,11 +96,39 @@ def kill_pids_now(pids: Iterable[int]) -> None:
     _signal_all(pids, signal.SIGKILL)
 
 
-def _with_descendants(pids: Iterable[int]) -> set[int]:
-    found = set(pids)
-    for pid in list(found):
-        with contextlib.suppress(psutil.Error):
-            found.update(c.pid for c in psutil.Process(pid).children(recursive=True))
+def _scan(needle: bytes) -> tuple[dict[int, list[int]], set[int]]:
+    """One pass over /proc: children of every live (non-zombie) process, and the pids whose
+    environment contains `needle`. One pass per round keeps a 100-agent sweep fast."""
+    children: dict[int, list[int]] = {}
+    tagged: set[int] = set()
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if not fields or fields[0] == b"Z" or pid == me:
+            continue
+        children.setdefault(int(fields[1]), []).append(pid)
+        if _environ_has(pid, needle):
+            tagged.add(pid)
+    return children, tagged
+
+
+def _family(needle: bytes) -> set[int]:
+    """Tagged processes and everything under them (a subreaper's orphans included)."""
+    children, found = _scan(needle)
+    stack = list(found)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
     found.discard(os.getpid())
     return found
 
@@ -109,16 +137,17 @@ def sweep(prefix: str, *, rounds: int = 50) -> list[int]:
     """SIGKILL every process tagged with `prefix` and everything under them, all at once: freeze
     the lot, then kill the lot, until nothing is left. Used after crashes and by the kill switch.
     Synchronous and thread-safe: it must work while the event loop is busy."""
+    needle = f"{TAG_VAR}={prefix}".encode()
     killed: set[int] = set()
     for _ in range(rounds):
-        pids = _alive(_with_descendants(tagged_pids(prefix)))
+        pids = _family(needle)
         if not pids:
             break
         _signal_all(pids, signal.SIGSTOP)
-        pids = sorted(_with_descendants(pids))  # anything forked before the freeze landed
+        pids |= _family(needle)  # anything forked before the freeze landed
         killed.update(pids)
         _signal_all(pids, signal.SIGKILL)
-        time.sleep(0.01)
+        time.sleep(0.005)
     return sorted(killed)
 
 

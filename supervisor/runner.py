@@ -34,7 +34,7 @@ from supervisor.errors import AgentFailed, AgentNotRunning, InvalidRequest
 from supervisor.escalations import Escalations
 from supervisor.events import AgentOutput, AgentState, EventHub, StateChanged, TurnFinished
 from supervisor.gate import GateDeps, ToolGate
-from supervisor.guardrails import CrashTracker, LimitExceeded
+from supervisor.guardrails import CrashTracker, LimitExceeded, day_start
 from supervisor.policy import Policy
 from supervisor.process import AgentProcess
 
@@ -103,6 +103,8 @@ class AgentRunner:
         self._open_escalations = 0
         self._paused_by_timeout = False
         self.budget_blocked: str | None = None
+        self._budget_day = 0
+        self.session_started_at: float | None = None  # when the current CLI process started
         self.last_activity_at = time.time()
         self.ttl_warned = False
         self.gate = ToolGate(self, GateDeps(deps.store, deps.policy, deps.escalations,
@@ -131,6 +133,8 @@ class AgentRunner:
         if self.state == AgentState.KILLED:
             raise AgentNotRunning(self.name, self.state, "message")
         self._deps.killswitch.check()
+        if self.budget_blocked and self._budget_day != int(day_start()):
+            self.budget_blocked = None  # budgets are per day: a new day, a new budget
         if self.budget_blocked:
             raise LimitExceeded(f"{self.name} is stopped: {self.budget_blocked}.",
                                 "Raise its budget (answer the budget question) to continue.")
@@ -360,6 +364,8 @@ class AgentRunner:
             raise AgentFailed(None, proc.stderr_text(), f"the claude CLI did not start: {exc}") \
                 from exc
         self._proc = proc
+        self.session_started_at = time.time()
+        self.ttl_warned = False
         await self._deps.store.agents.update(
             self.id, launcher_pid=proc.launcher_pid, cli_pid=proc.cli_pid
         )
@@ -541,6 +547,7 @@ class AgentRunner:
             if proc is not None:
                 await proc.close(kill=True, timeout_s=self._deps.settings.stop_grace_s)
             self.budget_blocked = reason
+            self._budget_day = int(day_start())
             while not self._inbox.empty():
                 self._inbox.get_nowait()  # queued messages would restart it past its budget
             await self._set_state(AgentState.STOPPED, reason)

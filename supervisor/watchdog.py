@@ -41,7 +41,9 @@ class Watchdog:
         s = self.settings
         notify = self.pool.escalations.notify
         for r in self.pool.runners():
-            age = now - r.created_at
+            # The TTL bounds one CLI session: a stopped agent asked again starts a new one.
+            age = now - r.session_started_at if r.process is not None and \
+                r.session_started_at else 0.0
             if s.session_ttl_s and age >= s.session_ttl_s and r.state.live:
                 await self._end_ttl(r)
                 continue
@@ -49,7 +51,7 @@ class Watchdog:
                     and age >= s.session_ttl_s - s.ttl_warn_s):
                 r.ttl_warned = True
                 left = max(0.0, s.session_ttl_s - age)
-                await notify(r.id, f"{r.name} reaches its session TTL in {left / 60:.0f} min",
+                await notify(r.id, f"{r.name} reaches its session TTL in {left / 60:.1f} min",
                              f"It will be stopped then (session_ttl_s={s.session_ttl_s:g}). "
                              f"Its session is kept: /ask {r.name} resumes it afterwards.")
             idle = now - r.last_activity_at
