@@ -134,8 +134,10 @@ class Database:
 
     async def fetchall(self, sql: str, params: Params = ()) -> list[aiosqlite.Row]:
         try:
-            async with self._r().execute(sql, params) as cur:
-                return list(await cur.fetchall())
+            # One call into the connection's thread: execute, fetch and reset together. With a
+            # separate execute and fetch, a task cancelled in between leaves the statement open,
+            # and the reader keeps a stale snapshot for good.
+            return list(await self._r().execute_fetchall(sql, params))
         except sqlite3.Error as exc:
             raise StoreUnavailable(str(self.path), str(exc)) from exc
 

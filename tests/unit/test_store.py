@@ -435,3 +435,21 @@ async def test_audit_truncates_and_lists_newest_first(store):
     assert (rows[0].ok, rows[1].ok) == (1, 0)
     assert len(rows[0].args) == 2000 and len(rows[0].result) == 2000
     assert (rows[0].platform, rows[0].user_id, rows[0].user_name) == ("telegram", "42", "ann")
+
+
+async def test_a_cancelled_read_does_not_leave_the_reader_on_a_stale_snapshot(tmp_path):
+    # Regression: a read cancelled between execute and fetch left its statement open, so the
+    # reader connection kept seeing the database as it was, and new rows were "missing".
+    from store import open_store
+
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        for i in range(50):
+            task = asyncio.create_task(store.db.fetchall("SELECT * FROM kv"))
+            await asyncio.sleep(0)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await store.kv.set(f"k{i}", i)
+            assert await store.kv.get(f"k{i}") == i
+    finally:
+        await store.db.close()
