@@ -37,6 +37,8 @@ class Switchboard:
             self.store = await open_store(self.settings.db_path)
             self.pool = AgentPool(self.settings, self.store, self.hub)
             report = await self.pool.start()
+            # Kill switch layer 3: whatever Switchboard issued is revoked with it.
+            self.pool.killswitch.revokers.append(self.store.operators.revoke_invites)
             logger.info("supervisor started home=%s resumed=%d swept=%d", self.settings.home,
                         len(report.resumed), len(report.swept_pids))
         except BaseException:

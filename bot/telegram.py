@@ -126,7 +126,6 @@ class TelegramFrontend:
         assert self.ptb.updater is not None
         await self.ptb.updater.start_polling(poll_interval=0, timeout=self.poll_timeout_s)
         await self.ptb.start()
-        self.app.pool.killswitch.revokers.append(self.app.store.operators.revoke_invites)
         self._tasks = [
             asyncio.create_task(self._deliver_outbox(), name="telegram-outbox"),
             asyncio.create_task(self._follow_events(), name="telegram-events"),

@@ -47,13 +47,15 @@ class Halted(SupervisorError):
 class KillReport:
     agents: tuple[str, ...]
     pids: tuple[int, ...]
-    revoked: int
+    denied: int  # open escalations denied
+    revoked: int  # invite codes and other credentials Switchboard issued
     took_s: float
 
     def text(self) -> str:
         return (f"Kill switch on: {len(self.agents)} agent(s) killed "
                 f"({len(self.pids)} processes SIGKILLed in {self.took_s * 1000:.0f} ms), "
-                f"{self.revoked} open request(s) denied. Spawns, messages and tool calls are "
+                f"{self.denied} open request(s) denied, {self.revoked} invite code(s) or "
+                "token(s) revoked. Spawns, messages and tool calls are "
                 "refused until an admin turns it off.")
 
 
@@ -130,13 +132,14 @@ class KillSwitch:
         for runner in live:
             with contextlib.suppress(Exception):  # one agent's bookkeeping never blocks the rest
                 await runner.mark_killed("kill switch")
-        revoked = await self.pool.escalations.cancel_all("the kill switch was triggered")
+        denied = await self.pool.escalations.cancel_all("the kill switch was triggered")
+        revoked = 0
         for revoke in self.revokers:
             try:
                 revoked += await revoke()
             except Exception:  # noqa: BLE001 - every revoker runs, whatever one does
                 logger.exception("kill switch: a revoker failed")
-        report = KillReport(tuple(r.name for r in live), tuple(pids), revoked, took)
+        report = KillReport(tuple(r.name for r in live), tuple(pids), denied, revoked, took)
         if self.halt is not None:  # remembered across restarts, for the deactivation report
             stopped = sorted({*self.halt.get("agents", []), *report.agents})
             self.halt = {**self.halt, "agents": stopped}

@@ -183,3 +183,14 @@ def test_switchboard_kill_from_the_command_line(short_home):
         sup.proc.wait(30)
     finally:
         sup.close()
+
+
+async def test_kill_switch_revokes_invites_and_pending_requests(fake_app):
+    ops = fake_app.store.operators
+    await ops.create_invite("CODE1", "operator", "test", 3600)
+    row = await fake_app.pool.escalations.open(agent_id=None, kind="permission", title="t",
+                                               body="b")
+    reply = await run(fake_app, "/killall confirm")
+    assert "1 open request(s) denied, 1 invite code(s)" in reply.plain()
+    assert (await fake_app.store.escalations.get(row.id)).status == "cancelled"
+    assert await ops.redeem_invite("CODE1", "telegram:5") is None
