@@ -100,11 +100,11 @@ async def serve(settings: Settings, *, console: bool) -> int:
             msg = (f"recovered {len(rec.resumed)} agent(s); ended {len(rec.swept_pids)} leftover"
                    " process(es)")
             print(msg, file=sys.stderr if not console else sys.stdout)
-        fronts = contextlib.AsyncExitStack()
+        chat_task: asyncio.Task[None] | None = None
         if settings.telegram_token:
-            from bot.telegram import TelegramFrontend
+            from bot.telegram import run_telegram
 
-            await fronts.enter_async_context(TelegramFrontend(app))
+            chat_task = asyncio.create_task(run_telegram(app), name="telegram")
         console_task: asyncio.Task[None] | None = None
         if console:
             from bot.console import Console
@@ -127,7 +127,9 @@ async def serve(settings: Settings, *, console: bool) -> int:
         if console_task is not None:
             console_task.cancel()
             await asyncio.gather(console_task, return_exceptions=True)
-        await fronts.aclose()
+        if chat_task is not None:
+            chat_task.cancel()
+            await asyncio.gather(chat_task, return_exceptions=True)
     return 0
 
 

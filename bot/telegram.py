@@ -27,7 +27,14 @@ from telegram import (  # noqa: E402
     User,
 )
 from telegram.constants import ParseMode  # noqa: E402
-from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError  # noqa: E402
+from telegram.error import (  # noqa: E402
+    BadRequest,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+)
 from telegram.ext import (  # noqa: E402,E501
     Application,
     ApplicationBuilder,
@@ -45,7 +52,7 @@ from commands.dispatcher import REGISTRY  # noqa: E402
 from commands.render import ago, money  # noqa: E402
 from store.escalations import EscalationRow  # noqa: E402
 from supervisor.escalations import EscalationEvent, Kind  # noqa: E402
-from supervisor.events import AgentOutput, AgentState, StateChanged, TurnFinished  # noqa: E402
+from supervisor.events import AgentOutput, StateChanged, TurnFinished  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -313,6 +320,8 @@ class TelegramFrontend:
                 "Ask an admin for a new one (/invite)."))
             return
         await self._audit(user, "refused", text[:200], False, "not an operator")
+        logger.warning("telegram: refused a stranger user_id=%s username=%s", user.id,
+                       user.username)
         if user.id not in self._refused:
             self._refused.add(user.id)
             await self.send_reply(chat_id, Reply.text(STRANGER_TEXT))
@@ -527,4 +536,31 @@ class TelegramFrontend:
                 self._cards.pop(key, None)
 
 
-__all__ = ["TelegramFrontend", "KILL_TEXT", "AgentState"]
+async def run_telegram(app: Switchboard, *, retry_max_s: float = 300.0) -> None:
+    """Keep the Telegram front end up for as long as this task runs. Telegram being down at
+    start is retried with backoff (the console and the supervisor run meanwhile); a token
+    Telegram refuses is reported once, and Switchboard goes on without Telegram."""
+    delay = 5.0
+    while True:
+        front = TelegramFrontend(app)
+        try:
+            await front.start()
+        except InvalidToken:
+            await front.stop()
+            logger.error("telegram: the bot token was refused; running without Telegram. "
+                         "Check TELEGRAM_BOT_TOKEN (from @BotFather).")
+            return
+        except (TelegramError, OSError) as exc:
+            await front.stop()
+            logger.warning("telegram: cannot reach the Bot API (%s); retrying in %.0fs", exc,
+                           delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, retry_max_s)
+            continue
+        try:
+            await asyncio.Event().wait()  # until cancelled at shutdown
+        finally:
+            await front.stop()
+
+
+__all__ = ["TelegramFrontend", "KILL_TEXT", "run_telegram"]

@@ -178,7 +178,10 @@ class ToolGate:
         return PermissionResultAllow(updated_input={**tool_input, "answers": answers})
 
     async def _exit_plan_mode(self, tool_input: dict[str, Any]) -> PermissionResult:
-        plan = str(tool_input.get("plan") or "")
+        # Recent CLIs keep the plan in a file and send ExitPlanMode with no input.
+        plan = str(tool_input.get("plan") or "") or (
+            "The agent wants to leave plan mode and start making changes. Its plan was not "
+            f"sent with the request: /logs {self.agent.name} shows what it said.")
         answer = await self._escalate(
             Kind.PLAN, f"{self.agent.name} has a plan", plan[:3000], "ExitPlanMode", tool_input,
             ("Approve plan", "Keep planning"), True,

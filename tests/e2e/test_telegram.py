@@ -29,7 +29,9 @@ def fake_tg():
             fake.add_chat(uid, first_name=name, username=name)
         yield fake
         # Acceptance: no message the bot sent broke a Telegram limit, in any test.
-        assert [e for e in fake.errors if not e.get("injected")] == []
+        # (A 401 on getMe is the wrong-token test's own doing.)
+        assert [e for e in fake.errors if not e.get("injected")
+                and (e.get("method"), e.get("status")) != ("getMe", 401)] == []
 
 
 def tg_settings(base, fake):
@@ -284,3 +286,27 @@ async def test_a_429_delays_but_never_loses_a_message(fake_tg_app):
     for i in range(4):
         await said(fake, ADMIN, f"nosuch{i}", timeout=30)
     assert any(e.get("injected") for e in fake.errors)
+
+
+async def test_telegram_down_or_refusing_never_stops_switchboard(fake_settings, fake_tg, caplog):
+    from bot.telegram import run_telegram
+    from tests.conftest import run
+
+    # A wrong token: reported once, Switchboard carries on without Telegram.
+    settings = tg_settings(fake_settings, fake_tg).with_(telegram_token=Secret("1:wrong"))
+    async with Switchboard(settings) as app:
+        await asyncio.wait_for(run_telegram(app), 30)
+        assert "token was refused" in caplog.text
+        assert (await run(app, "/agents")).ok
+    # The Bot API unreachable: retried in the background until it answers.
+    fake_tg.outage(502)
+    settings = tg_settings(fake_settings, fake_tg)
+    async with Switchboard(settings) as app:
+        task = asyncio.create_task(run_telegram(app, retry_max_s=0.5))
+        await asyncio.sleep(1.0)
+        assert not task.done() and "retrying" in caplog.text
+        fake_tg.outage(None)
+        fake_tg.user_sends(ADMIN, "/agents")
+        await said(fake_tg, ADMIN, "No agents running", timeout=60)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -165,3 +165,27 @@ async def test_kill_while_waiting_cancels_the_request(real_app, tmp_path):
     assert done.status == "cancelled"
     assert runner.state == "killed"
     assert not (tmp_path / "never.txt").exists()
+
+
+async def test_exit_plan_mode_is_an_escalation_with_choices(real_app, mock_api, tmp_path):
+    plan = json.dumps({"plan": "1. read the code\n2. fix the bug"})
+    reply = await run(real_app, f"/spawn planner --mode plan --cwd {tmp_path} "
+                                f"TOOL ExitPlanMode {plan}")
+    assert reply.ok, reply.plain()
+    runner = await real_app.pool.get("planner")
+    row = await open_escalation(real_app, "plan")
+    assert row.options == ("Approve plan", "Keep planning") and row.body
+    assert (await real_app.run_command(ALICE, f"/answer {row.id} 2")).ok
+    await wait_for(lambda: runner.state == "idle", 60)
+    assert any("Keep planning" in r or "more planning" in r for r in tool_results(mock_api))
+
+
+async def test_batch_approve_for_one_agent(real_app, tmp_path):
+    runner = await spawn(real_app, "batch", "BASH: touch b1.txt", tmp_path)
+    await open_escalation(real_app)
+    reply = await real_app.run_command(ALICE, "/approve all batch")
+    assert reply.ok and "Approved 1 request(s) of batch" in reply.plain(), reply.plain()
+    await wait_for(lambda: runner.state == "idle", 60)
+    assert (tmp_path / "b1.txt").exists()
+    none_left = await real_app.run_command(ALICE, "/approve all batch")
+    assert "no open permission requests" in none_left.plain()
