@@ -17,6 +17,7 @@ from bot.app import Switchboard, running_pid
 from commands.dispatcher import REGISTRY, describe
 from commands.render import money
 from store import open_store
+from store.audit import record_sync
 from store.errors import StoreError
 from store.kv import set_sync
 from supervisor.config import Settings
@@ -170,7 +171,14 @@ def cmd_kill(settings: Settings, reason: str) -> int:
         except Exception as exc:  # noqa: BLE001 - report and go on killing
             print(f"could not write the halt flag into the database: {exc}", file=sys.stderr)
     killed = sweep(f"{settings.instance_id}/")
-    print(f"kill switch on: wrote {path}; SIGKILLed {len(killed)} agent process(es).")
+    summary = f"kill switch on: wrote {path}; SIGKILLed {len(killed)} agent process(es)."
+    if settings.db_path.exists():
+        try:
+            record_sync(settings.db_path, platform="cli", user_id=by, action="killswitch",
+                        args=f"on {reason}".strip(), ok=True, result=summary)
+        except Exception as exc:  # noqa: BLE001 - report and go on
+            print(f"could not write the audit row: {exc}", file=sys.stderr)
+    print(summary)
     print("Turn it off from the console or a chat front end: /killswitch off confirm")
     return 0
 

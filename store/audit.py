@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from store.db import Database
 
@@ -39,3 +41,18 @@ class AuditRepo:
     async def recent(self, n: int = 50) -> list[AuditRow]:
         rows = await self.db.fetchall("SELECT * FROM audit ORDER BY id DESC LIMIT ?", (n,))
         return [AuditRow(**dict(r)) for r in rows]
+
+
+def record_sync(db_path: Path, *, platform: str, user_id: str, action: str, args: str, ok: bool,
+                result: str) -> None:
+    """An audit row written with a private connection: for `switchboard kill`, which must work
+    whether or not a supervisor is running."""
+    conn = sqlite3.connect(db_path, timeout=5.0, isolation_level=None)
+    try:
+        conn.execute(
+            "INSERT INTO audit (at, platform, user_id, user_name, action, args, ok, result)"
+            " VALUES (?,?,?,?,?,?,?,?)",
+            (time.time(), platform, user_id, user_id, action, args[:2000], int(ok), result[:2000]),
+        )
+    finally:
+        conn.close()

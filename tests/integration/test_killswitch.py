@@ -176,6 +176,11 @@ def test_switchboard_kill_from_the_command_line(short_home):
         assert out.returncode == 0, out.stderr
         assert "kill switch on" in out.stdout
         assert processes_with_tag(tag) == []
+        import sqlite3
+
+        with sqlite3.connect(Settings(home=home).db_path) as conn:
+            rows = conn.execute("SELECT platform, action FROM audit WHERE platform='cli'").fetchall()
+        assert rows == [("cli", "killswitch")]
         sup.expect("Kill switch triggered", 30)
         sup.send("/spawn late hi")
         sup.expect("kill switch is on")
