@@ -35,14 +35,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench._common import percentile, quiet_logging, scratch_dir, wait_until  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
 from supervisor.escalations import Answer, Decision, Kind  # noqa: E402
 from supervisor.gate import ToolGate  # noqa: E402
@@ -60,26 +57,8 @@ from tests.fakes.mock_anthropic import MockAnthropic, directive_of  # noqa: E402
 N = 10
 WARMUP = 1
 TURN_TIMEOUT_S = 60.0
+POLL_S = 0.002  # wait_until's polling interval
 FRONTEND = "bench"
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolation percentile (the 'inclusive' method), q in [0, 100]."""
-    s = sorted(values)
-    if len(s) == 1:
-        return s[0]
-    pos = (len(s) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-async def wait_until(pred: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.002)
 
 
 # -- timestamps ----------------------------------------------------------------------------------
@@ -182,7 +161,7 @@ async def start_agent(app: Switchboard, name: str, cwd: Path) -> AgentRunner:
         raise RuntimeError(f"/spawn {name} failed: {reply.plain()}")
     runner = await app.pool.get(name)
     await wait_until(lambda: runner.state in ("idle", "failed"), TURN_TIMEOUT_S,
-                     f"{name}'s first turn")
+                     f"{name}'s first turn", interval=POLL_S)
     if runner.state == "failed":
         raise RuntimeError(f"agent {name} failed: {runner.last_error}")
     return runner
@@ -196,7 +175,8 @@ async def one_turn(app: Switchboard, runner: AgentRunner, cwd: Path, n: int) -> 
         raise RuntimeError(f"/ask {runner.name} failed: {reply.plain()}")
     await wait_until(lambda: (MARKS.get("tool_result", command) is not None
                               and (cwd / f"f{n}.txt").exists() and runner.state == "idle")
-                     or runner.state == "failed", TURN_TIMEOUT_S, f"{runner.name}: {command}")
+                     or runner.state == "failed", TURN_TIMEOUT_S, f"{runner.name}: {command}",
+                     interval=POLL_S)
     if runner.state == "failed":
         raise RuntimeError(f"agent {runner.name} failed: {runner.last_error}")
     return command
@@ -224,17 +204,14 @@ def compare(label: str, sample: list[float], base: list[float]) -> str:
 
 
 async def main() -> int:
-    logging.basicConfig(level=logging.ERROR)
-    logging.getLogger("claude_agent_sdk").setLevel(logging.CRITICAL)
+    quiet_logging()
     started = time.monotonic()
     print(f"escalation round trip, python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
           f"N={N} turns per variant after {WARMUP} warm-up", flush=True)
     time_can_use_tool()
-    # Short TMPDIR: the CLI puts a unix socket under it (~107-byte path limit).
-    home = Path(tempfile.mkdtemp(prefix="sbe", dir="/tmp"))
     esc_cmds: list[str] = []
     base_cmds: list[str] = []
-    try:
+    with scratch_dir("sbe") as home:
         with TimedMock() as mock:
             esc_cwd, base_cwd = home / "we", home / "wb"
             esc_cwd.mkdir()
@@ -265,8 +242,6 @@ async def main() -> int:
                     with contextlib.suppress(asyncio.CancelledError):
                         await fe
             requests = len(mock.requests)
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
 
     a = [span(c, "created", "delivered") for c in esc_cmds]
     b = [span(c, "delivered", "answered") for c in esc_cmds]

@@ -21,14 +21,10 @@ agent tag in /proc/<pid>/environ). Exits 1 if one is.
 from __future__ import annotations
 
 import asyncio
-import logging
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,6 +33,7 @@ if str(ROOT) not in sys.path:
 
 import psutil  # noqa: E402
 
+from bench._common import quiet_logging, scratch_dir, wait_until  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
 from supervisor.process import tagged_pids  # noqa: E402
 from tests.conftest import make_settings  # noqa: E402
@@ -44,6 +41,7 @@ from tests.fakes.mock_anthropic import MockAnthropic  # noqa: E402
 
 AGENTS = 20
 TIMEOUT_S = 90.0
+POLL_S = 0.05  # wait_until's polling interval
 MB = 1024 * 1024
 
 
@@ -71,14 +69,6 @@ def stats_line(label: str, values: list[int], uss_values: list[int | None]) -> s
     return line
 
 
-async def wait_until(pred: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
 def bare_python_rss() -> tuple[int, int | None]:
     """RSS of `python3 -S -E -c 'import time; time.sleep(5)'` on the launcher's interpreter."""
     proc = subprocess.Popen([sys.executable, "-S", "-E", "-c", "import time; time.sleep(5)"])
@@ -104,7 +94,8 @@ async def real_cli_reference(home: Path) -> None:
         async with Switchboard(settings) as app:
             assert app.pool is not None
             r = await app.pool.spawn("real", "hello")
-            await wait_until(lambda: r.state in ("idle", "failed"), TIMEOUT_S, "the real CLI agent")
+            await wait_until(lambda: r.state in ("idle", "failed"), TIMEOUT_S, "the real CLI agent",
+                             interval=POLL_S)
             if r.state != "idle" or r.process is None or not r.process.cli_pid:
                 print(f"  real claude CLI: agent did not become idle: {r.last_error}")
                 return
@@ -118,15 +109,13 @@ async def real_cli_reference(home: Path) -> None:
 
 
 async def main() -> int:
-    logging.basicConfig(level=logging.ERROR)
-    logging.getLogger("claude_agent_sdk").setLevel(logging.CRITICAL)  # SIGTERM exits at shutdown
+    quiet_logging()  # SIGTERM exits at shutdown
     started = time.monotonic()
     me = psutil.Process()
     base_rss = me.memory_info().rss  # everything imported, nothing started
-    home = Path(tempfile.mkdtemp(prefix="sbb", dir="/tmp"))
-    settings = make_settings(home, fake=True)
     pids: list[tuple[str, int | None, int | None]] = []
-    try:
+    with scratch_dir("sbb") as home:
+        settings = make_settings(home, fake=True)
         async with Switchboard(settings) as app:
             assert app.pool is not None
             before_rss = me.memory_info().rss  # started, no agent yet
@@ -134,7 +123,8 @@ async def main() -> int:
             runners = [await app.pool.spawn(f"agent{i:02d}", f"hello {i}") for i in range(AGENTS)]
             await wait_until(lambda: all(r.state == "idle" for r in runners)
                              or any(r.state == "failed" for r in runners),
-                             TIMEOUT_S, f"{AGENTS} agents to finish their first turn")
+                             TIMEOUT_S, f"{AGENTS} agents to finish their first turn",
+                             interval=POLL_S)
             failed = [r for r in runners if r.state != "idle"]
             if failed:
                 print(f"agents failed: {[(r.name, r.last_error) for r in failed]}")
@@ -192,8 +182,6 @@ async def main() -> int:
         print("  ok: no agent process remains")
         print("\n== reference ==")
         await real_cli_reference(home / "real")
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
     print(f"\ndone in {time.monotonic() - started:.1f}s")
     return 0
 

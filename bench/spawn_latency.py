@@ -18,13 +18,9 @@ of each. Prints median and p90 (linear interpolation) in ms and the ratio superv
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
-import shutil
 import sys
-import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +37,7 @@ from claude_agent_sdk import (  # noqa: E402
     TextBlock,
 )
 
+from bench._common import percentile, quiet_logging, scratch_dir, wait_until  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
 from supervisor.events import AgentOutput  # noqa: E402
@@ -50,26 +47,8 @@ from tests.fakes.mock_anthropic import MockAnthropic  # noqa: E402
 
 N = 5
 TURN_TIMEOUT_S = 60.0
+POLL_S = 0.005  # wait_until's polling interval
 PROMPT = "TEXT: pong"  # the mock answers exactly "pong"; the fake claude answers "ECHO: TEXT: pong"
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolation percentile (the 'inclusive' method), q in [0, 100]."""
-    s = sorted(values)
-    if len(s) == 1:
-        return s[0]
-    pos = (len(s) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-async def wait_until(pred: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.005)
 
 
 # -- supervisor ----------------------------------------------------------------------------------
@@ -105,15 +84,16 @@ async def supervisor_once(app: Switchboard, outputs: FirstOutput, name: str) -> 
     t0 = time.time()
     runner = await app.pool.spawn(name, PROMPT)
     await wait_until(lambda: runner.first_event_at is not None or runner.state == "failed",
-                     TURN_TIMEOUT_S, f"{name}'s first event")
+                     TURN_TIMEOUT_S, f"{name}'s first event", interval=POLL_S)
     await wait_until(lambda: runner.id in outputs.first or runner.state == "failed",
-                     TURN_TIMEOUT_S, f"{name}'s first output")
+                     TURN_TIMEOUT_S, f"{name}'s first output", interval=POLL_S)
     if runner.state == "failed":
         raise RuntimeError(f"agent {name} failed: {runner.last_error}")
     assert runner.first_event_at is not None
     first_event = (runner.first_event_at - t0) * 1000
     first_output = (outputs.first[runner.id] - t0) * 1000
-    await wait_until(lambda: runner.state == "idle", TURN_TIMEOUT_S, f"{name}'s first turn")
+    await wait_until(lambda: runner.state == "idle", TURN_TIMEOUT_S, f"{name}'s first turn",
+                     interval=POLL_S)
     await app.pool.kill(runner.id, "benchmark done")  # keep the host quiet for the next sample
     return first_event, first_output
 
@@ -215,22 +195,17 @@ async def bench(kind: str, settings: Settings) -> None:
 
 
 async def main() -> int:
-    logging.basicConfig(level=logging.ERROR)
     # Killing an agent ends its CLI with SIGTERM (exit 143); the SDK's reader logs that as an
     # error. Expected here, so keep it out of the report.
-    logging.getLogger("claude_agent_sdk").setLevel(logging.CRITICAL)
+    quiet_logging()
     started = time.monotonic()
     print(f"spawn-to-first-event latency, python {sys.version.split()[0]}, "
           f"{os.cpu_count()} cpus", flush=True)
-    # Short TMPDIR: the CLI puts a unix socket under it (~107-byte path limit).
-    home = Path(tempfile.mkdtemp(prefix="sbb", dir="/tmp"))
-    try:
+    with scratch_dir("sbb") as home:
         with MockAnthropic() as mock:
             await bench("real claude CLI + mock Anthropic API", make_settings(home / "r", mock))
             print(f"  mock API requests served: {len(mock.requests)}")
         await bench("fake claude CLI", make_settings(home / "f", fake=True))
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
     print(f"\ndone in {time.monotonic() - started:.1f}s")
     return 0
 

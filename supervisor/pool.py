@@ -341,7 +341,11 @@ class AgentPool:
         await asyncio.gather(*(r.close_for_shutdown() for r in runners), return_exceptions=True)
         for task in self._tasks.values():
             task.cancel()
-        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        if self._tasks:
+            # Bounded: a loop that ignores its cancellation must not hang shutdown.
+            _, stuck = await asyncio.wait(self._tasks.values(), timeout=10)
+            for task in stuck:
+                logger.error("agent loop did not stop task=%s", task.get_name())
         try:
             for r in runners:
                 if r.state in (AgentState.WORKING, AgentState.STARTING, AgentState.WAITING):

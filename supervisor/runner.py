@@ -162,7 +162,10 @@ class AgentRunner:
         """The agent's loop: one turn at a time, for as long as it is not killed."""
         while self.state != AgentState.KILLED:
             try:
-                item = await asyncio.wait_for(self._inbox.get(), IDLE_POLL_S)
+                # Not asyncio.wait_for: on 3.11 a cancel racing its timeout can leave the task
+                # "cancelling" forever (seen at shutdown with 50 agents). timeout() is safe.
+                async with asyncio.timeout(IDLE_POLL_S):
+                    item = await self._inbox.get()
             except TimeoutError:
                 await self._check_idle_process()
                 continue

@@ -33,17 +33,26 @@ import contextlib
 import itertools
 import json
 import re
-import select
 import shutil
-import socket
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+if __package__:
+    from tests.fakes._http import (
+        ClientGone,
+        LoopbackServer,
+        QuietHandler,
+        serve_in_thread,
+        stop_serving,
+    )
+else:  # run as a script: python tests/fakes/mock_anthropic.py [port]
+    from _http import ClientGone, LoopbackServer, QuietHandler, serve_in_thread, stop_serving
 
 __all__ = ["MockAnthropic", "directive_of", "user_directives"]
 
@@ -72,10 +81,6 @@ _TOOL_RE = re.compile(r"^TOOL\s+(\S+)\s+(.*)$", re.DOTALL)
 _TEXT_RE = re.compile(r"^TEXT:\s?(.*)$", re.DOTALL)
 # The CLI appends reminders to tool_result content ("...\n\n<system-reminder>...</...>").
 _REMINDER_RE = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
-
-
-class _ClientGone(Exception):
-    """The HTTP client went away (or the server is stopping) while we were answering."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -155,65 +160,8 @@ def _tool_result_text(message: dict[str, Any]) -> str | None:
 # ---------------------------------------------------------------------------------------
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    # Don't join handler threads on server_close(): idle keep-alive connections would
-    # make stop() wait. We shut their sockets down ourselves instead.
-    block_on_close = False
-    allow_reuse_address = True
-    request_queue_size = 128  # many CLIs may connect at once
-
-    def __init__(self, addr: tuple[str, int], mock: MockAnthropic):
-        self.mock = mock
-        self.live_sockets: set[socket.socket] = set()
-        self.live_lock = threading.Lock()
-        super().__init__(addr, _Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self.live_lock:
-            self.live_sockets.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self.live_lock:
-            self.live_sockets.discard(request)
-        super().shutdown_request(request)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # Client disconnects are routine (interrupts, killed CLIs): stay quiet.
-        # Anything else is recorded on the mock instead of spewing to stderr.
-        import sys
-
-        exc = sys.exc_info()[1]
-        if isinstance(exc, (ConnectionError, _ClientGone, OSError)):
-            return
-        self.mock.errors.append(repr(exc))
-
-    def close_live_sockets(self) -> None:
-        with self.live_lock:
-            socks = list(self.live_sockets)
-        for s in socks:
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server  # type: ignore[assignment]
+class _Handler(QuietHandler):
     server_version = "MockAnthropic/1.0"
-    sys_version = ""
-
-    # -- quiet logging ---------------------------------------------------------------
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass
-
-    def handle(self) -> None:
-        try:
-            super().handle()
-        except (ConnectionError, _ClientGone, TimeoutError):
-            self.close_connection = True
-        except OSError:
-            self.close_connection = True
 
     # -- routing ---------------------------------------------------------------------
     def do_POST(self) -> None:  # noqa: N802
@@ -227,7 +175,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if not isinstance(body, dict):
                 body = {}
-            self.server.mock._handle_messages(self, body)
+            self.server.owner._handle_messages(self, body)
         elif path == "/v1/messages/count_tokens":
             self._send_json(200, {"input_tokens": INPUT_TOKENS})
         else:
@@ -246,23 +194,6 @@ class _Handler(BaseHTTPRequestHandler):
     do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_GET  # noqa: N815
 
     # -- helpers ---------------------------------------------------------------------
-    def _read_body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            return self.rfile.read(length)
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            chunks = []
-            while True:
-                size_line = self.rfile.readline()
-                size = int(size_line.split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    self.rfile.readline()
-                    break
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-            return b"".join(chunks)
-        return b""
-
     def _send_json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(obj).encode()
         self.send_response(status)
@@ -304,16 +235,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
-    def _client_gone(self) -> bool:
-        """True if the peer closed (or reset) the connection."""
-        try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
-            if not readable:
-                return False
-            return self.connection.recv(1, socket.MSG_PEEK) == b""
-        except (OSError, ValueError):
-            return True
-
 
 _request_ids = itertools.count(1)
 
@@ -335,7 +256,7 @@ class MockAnthropic:
         self.on_request: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
         self._cond = threading.Condition()
         self._ids = itertools.count(1)
-        self._server: _Server | None = None
+        self._server: LoopbackServer | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._tmpdirs: list[str] = []
@@ -345,28 +266,18 @@ class MockAnthropic:
         if self._server is not None:
             return self
         self._stopping.clear()
-        self._server = _Server((self.host, self.port), self)
+        self._server = LoopbackServer((self.host, self.port), _Handler, self,
+                                      lambda error: self.errors.append(error))
         self.port = self._server.server_address[1]
         self.url = f"http://{self.host}:{self.port}"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=f"MockAnthropic:{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
+        self._thread = serve_in_thread(self._server, f"MockAnthropic:{self.port}")
         return self
 
     def stop(self) -> None:
         server, thread = self._server, self._thread
         self._server = self._thread = None
         self._stopping.set()
-        if server is not None:
-            server.shutdown()
-            server.close_live_sockets()
-            server.server_close()
-        if thread is not None:
-            thread.join(timeout=5)
+        stop_serving(server, thread)
         for d in self._tmpdirs:
             shutil.rmtree(d, ignore_errors=True)
         self._tmpdirs.clear()
@@ -520,9 +431,9 @@ class MockAnthropic:
             if left <= 0:
                 return
             if self._stopping.wait(min(PING_INTERVAL, left)):
-                raise _ClientGone("server stopping")
+                raise ClientGone("server stopping")
             if h._client_gone():
-                raise _ClientGone("client disconnected")
+                raise ClientGone("client disconnected")
             if ping and deadline - time.monotonic() > 0:
                 h._sse("ping", {"type": "ping"})
 
@@ -598,8 +509,6 @@ class MockAnthropic:
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use: python mock_anthropic.py [port]
-    import sys
-
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
     with MockAnthropic(port=port) as mock:
         print(mock.url, flush=True)
