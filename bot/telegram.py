@@ -13,6 +13,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlparse
 
 # RetryAfter.retry_after as a timedelta; the int form is deprecated and warns on every 429.
 os.environ.setdefault("PTB_TIMEDELTA", "true")
@@ -100,6 +101,7 @@ class TelegramFrontend:
         self._refused: set[int] = set()
         self._cards: dict[tuple[str, int], tuple[int, str]] = {}  # (agent, chat) → (msg, text)
         self._dirty: set[str] = set()
+        self.webhook_secret: str | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -131,7 +133,19 @@ class TelegramFrontend:
         await self.ptb.bot.set_my_commands(
             [BotCommand(c.name, c.summary[:256]) for c in REGISTRY])
         assert self.ptb.updater is not None
-        await self.ptb.updater.start_polling(poll_interval=0, timeout=self.poll_timeout_s)
+        url = self.settings.telegram_webhook_url
+        if url:
+            # Telegram sends the secret in X-Telegram-Bot-Api-Secret-Token with every update;
+            # PTB's webhook server refuses calls without it (403).
+            secret = self.settings.telegram_webhook_secret
+            self.webhook_secret = secret.value if secret else secrets.token_urlsafe(32)
+            await self.ptb.updater.start_webhook(
+                listen=self.settings.telegram_webhook_listen,
+                port=self.settings.telegram_webhook_port,
+                url_path=urlparse(url).path.lstrip("/"), webhook_url=url,
+                secret_token=self.webhook_secret)
+        else:
+            await self.ptb.updater.start_polling(poll_interval=0, timeout=self.poll_timeout_s)
         await self.ptb.start()
         self._tasks = [
             asyncio.create_task(self._deliver_outbox(), name="telegram-outbox"),

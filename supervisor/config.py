@@ -75,6 +75,10 @@ class Settings:
     telegram_api_base_url: str | None = None  # a self-hosted Bot API server (or a test fake)
     telegram_admin_ids: tuple[str, ...] = ()  # seeded as admins at start
     invite_ttl_s: float = 3600.0
+    telegram_webhook_url: str | None = None  # public HTTPS URL: webhook mode instead of polling
+    telegram_webhook_listen: str = "0.0.0.0"  # noqa: S104 - behind the operator's proxy
+    telegram_webhook_port: int = 8443
+    telegram_webhook_secret: Secret | None = None  # checked on every call; random if unset
     status_card_interval_s: float = 2.0
     console: bool | None = None  # None: on when stdin is a terminal
     log_level: str = "INFO"
@@ -223,6 +227,12 @@ class Settings:
             telegram_api_base_url=pick("telegram_api_base_url", "TELEGRAM_API_BASE_URL"),
             telegram_admin_ids=_id_list(pick("telegram_admin_ids", "TELEGRAM_ADMIN_IDS", ())),
             invite_ttl_s=number("invite_ttl_s", "SWITCHBOARD_INVITE_TTL_S", 3600.0),
+            telegram_webhook_url=pick("telegram_webhook_url", "TELEGRAM_WEBHOOK_URL"),
+            telegram_webhook_listen=str(pick("telegram_webhook_listen", "TELEGRAM_WEBHOOK_LISTEN",
+                                             "0.0.0.0")),  # noqa: S104
+            telegram_webhook_port=int(number("telegram_webhook_port", "TELEGRAM_WEBHOOK_PORT",
+                                             8443)),
+            telegram_webhook_secret=secret("telegram_webhook_secret", "TELEGRAM_WEBHOOK_SECRET"),
             status_card_interval_s=number("status_card_interval_s",
                                           "SWITCHBOARD_STATUS_CARD_INTERVAL_S", 2.0),
             slack_bot_token=secret("slack_bot_token", "SLACK_BOT_TOKEN"),

@@ -310,3 +310,47 @@ async def test_telegram_down_or_refusing_never_stops_switchboard(fake_settings, 
         await said(fake_tg, ADMIN, "No agents running", timeout=60)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_webhook_mode_checks_telegrams_secret_token_header(fake_settings, fake_tg):
+    import socket
+    import urllib.error
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = tg_settings(fake_settings, fake_tg).with_(
+        telegram_webhook_url="https://switchboard.example.invalid/tg-hook",
+        telegram_webhook_listen="127.0.0.1", telegram_webhook_port=port,
+        telegram_webhook_secret=Secret("s3cret-token"))
+    app, front = await start(settings, fake_tg)
+    try:
+        hooks = fake_tg.calls("setWebhook")
+        assert hooks and hooks[-1]["params"]["secret_token"] == "s3cret-token"
+        assert not fake_tg.calls("getUpdates")  # no polling in webhook mode
+        update = {"update_id": 1, "message": {
+            "message_id": 1, "date": 0, "text": "/agents",
+            "entities": [{"type": "bot_command", "offset": 0, "length": 7}],
+            "chat": {"id": ADMIN, "type": "private", "first_name": "alice"},
+            "from": {"id": ADMIN, "is_bot": False, "first_name": "alice", "username": "alice"}}}
+
+        def post(secret):
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{port}/tg-hook", data=json.dumps(update).encode(),
+                headers={"Content-Type": "application/json",
+                         **({"X-Telegram-Bot-Api-Secret-Token": secret} if secret else {})})
+            try:
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    return resp.status
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        assert await asyncio.to_thread(post, "forged") == 403
+        assert await asyncio.to_thread(post, None) == 403
+        await asyncio.sleep(0.5)
+        assert texts(fake_tg, ADMIN) == []  # nothing reached the bot
+        assert await asyncio.to_thread(post, "s3cret-token") == 200
+        await said(fake_tg, ADMIN, "No agents running")
+    finally:
+        await stop(app, front)
