@@ -49,7 +49,7 @@ from bot.render import escape, plan_reply, split_text  # noqa: E402
 from commands.agents import agent_buttons  # noqa: E402
 from commands.approvals import escalation_buttons  # noqa: E402
 from commands.base import Button, Caller, Reply, Role, Text  # noqa: E402
-from commands.dispatcher import REGISTRY  # noqa: E402
+from commands.dispatcher import REGISTRY, split_command  # noqa: E402
 from commands.render import ago, money  # noqa: E402
 from store.escalations import EscalationRow  # noqa: E402
 from supervisor.escalations import EscalationEvent, Kind  # noqa: E402
@@ -295,7 +295,7 @@ class TelegramFrontend:
             return
         if text == KILL_TEXT:
             text = "/killall"
-        elif text.split(" ", 1)[0].split("@", 1)[0] == "/start":
+        elif text.startswith("/") and split_command(text)[0] == "start":
             await self._welcome(chat.id, caller)
             return
         elif msg.reply_to_message is not None and not text.startswith("/"):
@@ -315,9 +315,9 @@ class TelegramFrontend:
         await self.send_reply(chat.id, reply)
 
     async def _stranger(self, chat_id: int, user: User, text: str) -> None:
-        parts = text.split()
-        if parts and parts[0].split("@", 1)[0] == "/start" and len(parts) == 2:
-            role = await self.app.store.operators.redeem_invite(parts[1], f"{PLATFORM}:{user.id}")
+        command, code = split_command(text) if text.startswith("/") else ("", "")
+        if command == "start" and code and len(code.split()) == 1:
+            role = await self.app.store.operators.redeem_invite(code, f"{PLATFORM}:{user.id}")
             if role is not None:
                 name = user.username or user.first_name or str(user.id)
                 await self.app.store.operators.upsert(PLATFORM, str(user.id), name, role,

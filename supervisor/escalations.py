@@ -146,18 +146,28 @@ class Escalations:
                 return answer
             answer = Answer(Decision.DENY, "no answer from the operator in time", "timeout",
                             "switchboard")
-            if await self.store.escalations.close(row.id, status="expired",
-                                                  answer=answer.as_json(), by="timeout",
-                                                  via="switchboard"):
-                closed = await self.store.escalations.get(row.id)
-                if closed:
-                    self.hub.publish(EscalationEvent("answered", closed))
+            if await self._close(row.id, "expired", answer) is not None:
                 await self.notify(row.agent_id, f"No answer to {row.id}: denied",
                                   row.title, ref_id=row.id)
                 return answer
             return await asyncio.shield(fut)  # an answer won the race with the timeout
         finally:
             self._waiters.pop(row.id, None)
+
+    async def _close(self, esc_id: str, status: str, answer: Answer) -> EscalationRow | None:
+        """Close an open row, hand the answer to whoever waits, tell the front ends. Returns
+        the closed row, or None if it was no longer open (an earlier answer won)."""
+        if not await self.store.escalations.close(esc_id, status=status,
+                                                  answer=answer.as_json(), by=answer.by,
+                                                  via=answer.via):
+            return None
+        fut = self._waiters.get(esc_id)
+        if fut is not None and not fut.done():
+            fut.set_result(answer)
+        closed = await self.store.escalations.get(esc_id)
+        if closed is not None:
+            self.hub.publish(EscalationEvent("answered", closed))
+        return closed
 
     async def answer(self, esc_id: str, answer: Answer) -> EscalationRow:
         """Record the first answer; later ones raise AlreadyAnswered naming the winner."""
@@ -166,34 +176,17 @@ class Escalations:
             raise UnknownEscalation(esc_id)
         if row.kind == Kind.NOTICE:
             raise SupervisorError(f"{esc_id} is a notice; it needs no answer")
-        if not await self.store.escalations.close(esc_id, status="answered",
-                                                  answer=answer.as_json(), by=answer.by,
-                                                  via=answer.via):
+        closed = await self._close(esc_id, "answered", answer)
+        if closed is None:
             latest = await self.store.escalations.get(esc_id)
             assert latest is not None
             raise AlreadyAnswered(latest)
-        fut = self._waiters.get(esc_id)
-        if fut is not None and not fut.done():
-            fut.set_result(answer)
-        closed = await self.store.escalations.get(esc_id)
-        assert closed is not None
-        self.hub.publish(EscalationEvent("answered", closed))
         return closed
 
     async def cancel_one(self, esc_id: str, reason: str) -> bool:
         """Close one open escalation as cancelled, denying whoever waits on it."""
         answer = Answer(Decision.DENY, reason, "switchboard", "switchboard")
-        if not await self.store.escalations.close(esc_id, status="cancelled",
-                                                  answer=answer.as_json(), by="switchboard",
-                                                  via="switchboard"):
-            return False
-        fut = self._waiters.get(esc_id)
-        if fut is not None and not fut.done():
-            fut.set_result(answer)
-        closed = await self.store.escalations.get(esc_id)
-        if closed:
-            self.hub.publish(EscalationEvent("answered", closed))
-        return True
+        return await self._close(esc_id, "cancelled", answer) is not None
 
     async def cancel_all(self, reason: str) -> int:
         rows = await self.store.escalations.open_rows()
@@ -210,10 +203,8 @@ class Escalations:
         for row in await self.store.escalations.open_rows():
             if row.id in self._waiters:
                 continue
-            if await self.store.escalations.close(
-                row.id, status="expired", answer={"decision": "deny", "text": reason},
-                by="switchboard", via="restart",
-            ):
+            answer = Answer(Decision.DENY, reason, "switchboard", "restart")
+            if await self._close(row.id, "expired", answer) is not None:
                 expired.append(row)
                 await self.notify(row.agent_id, f"Expired: {row.title}",
                                   f"{row.id} was not answered before {reason}.", ref_id=row.id)

@@ -308,9 +308,6 @@ class AgentPool:
         await asyncio.gather(
             *(r.kill(reason if r is root else f"parent {root.name} killed") for r in targets)
         )
-        # Backstop: nothing tagged with these agents may survive.
-        for r in targets:
-            await asyncio.to_thread(sweep, r.tag + "\0")
         return targets
 
     # -- shutdown --------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 import psutil
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
@@ -61,39 +60,14 @@ def _environ_has(pid: int, needle: bytes) -> bool:
     return needle in data
 
 
-def tagged_pids(prefix: str) -> list[int]:
-    """Pids whose environment carries an agent tag starting with `prefix` (e.g. 'instance/')."""
-    needle = f"{TAG_VAR}={prefix}".encode()
-    me = os.getpid()
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != me and _environ_has(int(entry), needle):
-            found.append(int(entry))
-    return found
-
-
-def _alive(pids: Iterable[int]) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.NoSuchProcess:
-            continue
-    return alive
-
-
 def _signal_all(pids: Iterable[int], sig: int) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
 
 
-def kill_pids_now(pids: Iterable[int]) -> None:
-    """Freeze then SIGKILL: stopped processes cannot fork while we work through the list."""
-    pids = list(pids)
-    _signal_all(pids, signal.SIGSTOP)
-    _signal_all(pids, signal.SIGKILL)
+def _needle(prefix: str) -> bytes:
+    return f"{TAG_VAR}={prefix}".encode()
 
 
 def _scan(needle: bytes) -> tuple[dict[int, list[int]], set[int]]:
@@ -133,11 +107,16 @@ def _family(needle: bytes) -> set[int]:
     return found
 
 
+def tagged_pids(prefix: str) -> list[int]:
+    """Live pids whose environment carries an agent tag starting with `prefix`."""
+    return sorted(_scan(_needle(prefix))[1])
+
+
 def sweep(prefix: str, *, rounds: int = 50) -> list[int]:
     """SIGKILL every process tagged with `prefix` and everything under them, all at once: freeze
     the lot, then kill the lot, until nothing is left. Used after crashes and by the kill switch.
     Synchronous and thread-safe: it must work while the event loop is busy."""
-    needle = f"{TAG_VAR}={prefix}".encode()
+    needle = _needle(prefix)
     killed: set[int] = set()
     for _ in range(rounds):
         pids = _family(needle)
@@ -209,14 +188,9 @@ class AgentProcess:
     # -- membership and signals -------------------------------------------------------------
 
     def members(self) -> list[int]:
-        """Every live process of this agent: launcher descendants plus tagged processes."""
-        pids: set[int] = set(tagged_pids(self.tag + "\0"))
-        if self.launcher_pid:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                root = psutil.Process(self.launcher_pid)
-                pids.add(root.pid)
-                pids.update(c.pid for c in root.children(recursive=True))
-        return _alive(pids)
+        """Every live process of this agent: tagged processes (the launcher among them) and
+        everything under them, including children that dropped the tag."""
+        return sorted(_family(_needle(self.tag + "\0")))
 
     def alive(self) -> bool:
         pid = self.launcher_pid or self.cli_pid
@@ -265,16 +239,9 @@ class AgentProcess:
 
     def kill_now(self) -> list[int]:
         """Immediate SIGKILL of the whole tree and every tagged process (no await)."""
-        forced: set[int] = set()
-        for _ in range(50):
-            pids = self.members()
-            if not pids:
-                break
-            forced.update(pids)
-            kill_pids_now(pids)
-            time.sleep(0.01)
+        forced = sweep(self.tag + "\0")
         self.paused = False
-        return sorted(forced)
+        return forced
 
     async def close(self, *, kill: bool = True, timeout_s: float = 10.0) -> None:
         """Disconnect the SDK client (it closes stdin, waits, then terminates), bounded."""
@@ -289,6 +256,3 @@ class AgentProcess:
         finally:
             if kill:
                 self.kill_now()
-
-    def describe(self) -> dict[str, Any]:
-        return {"launcher_pid": self.launcher_pid, "cli_pid": self.cli_pid, "tag": self.tag}

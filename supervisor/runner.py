@@ -36,7 +36,7 @@ from supervisor.events import AgentOutput, AgentState, EventHub, StateChanged, T
 from supervisor.gate import GateDeps, ToolGate
 from supervisor.guardrails import CrashTracker, LimitExceeded, day_start
 from supervisor.policy import Policy
-from supervisor.process import AgentProcess
+from supervisor.process import AgentProcess, sweep
 
 logger = logging.getLogger(__name__)
 
@@ -243,6 +243,8 @@ class AgentRunner:
             proc, self._proc = self._proc, None
             if proc is not None:
                 forced = await proc.kill(self._deps.settings.kill_grace_s)
+            else:  # no process of ours (e.g. after a restart): anything tagged goes anyway
+                forced = await asyncio.to_thread(sweep, self.tag + "\0")
             await self._set_state(AgentState.KILLED, reason)
             self._not_paused.set()
             self._inbox.put_nowait(_STOP)
@@ -288,11 +290,6 @@ class AgentRunner:
             await self._set_state(
                 AgentState.IDLE, "supervisor restarted; the session resumes on the next message"
             )
-
-    def kill_now(self) -> list[int]:
-        """Emergency path: SIGKILL the tree with no grace and no await."""
-        self._stopping = True
-        return self._proc.kill_now() if self._proc else []
 
     def halting(self) -> None:
         """The kill switch is about to SIGKILL everything: a dying CLI is not a failure."""
