@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from store import Store
-from store.kv import set_sync
+from store.kv import get_sync, set_sync
 from supervisor.config import Settings
 from supervisor.errors import SupervisorError
 from supervisor.process import sweep
@@ -208,8 +208,6 @@ class KillSwitch:
                 blob = client.bucket(bucket_name).get_blob(GCS_OBJECT)
                 if blob is None or self.halt is not None:
                     continue
-                from store.kv import get_sync
-
                 if get_sync(self.settings.db_path, GCS_CURSOR_KEY) == blob.generation:
                     continue  # this object was acted on, then deactivated
                 set_sync(self.settings.db_path, GCS_CURSOR_KEY, blob.generation)
