@@ -25,6 +25,8 @@ from supervisor.errors import ConfigError
 from supervisor.killswitch import HALT_KEY, write_local_trigger
 from supervisor.pool import resolve_cli
 from supervisor.process import sweep
+from supervisor.sandbox import describe as describe_isolation
+from supervisor.sandbox import probe as probe_isolation
 
 logger = logging.getLogger("switchboard")
 
@@ -221,7 +223,16 @@ def cmd_doctor(settings: Settings) -> int:
         report(ok, f"claude CLI {cli} starts: {out.stdout.strip() or out.stderr.strip()} "
                f"({took:.1f}s)")
     except (ConfigError, OSError, subprocess.TimeoutExpired) as exc:
+        cli = None
         report(False, f"claude CLI: {exc}")
+    iso = probe_isolation(settings, cli)
+    if iso.ok:
+        report(True, f"isolation: {iso.detail}")
+    elif settings.allow_unisolated_agents:
+        report(True, f"isolation: {describe_isolation(iso, True)}")
+        print(f"       to isolate agents: {iso.fix}")
+    else:
+        report(False, f"isolation: {describe_isolation(iso, False)}")
     try:
         async def check_db() -> int:
             store = await open_store(settings.db_path)

@@ -2,12 +2,35 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, ClassVar
 
 from commands.base import Arg, Button, Context, Opt, Param, Reply, Rest, Role, Text, UsageError
 from commands.render import agent_line, ago, money
 from supervisor.events import AgentState
 from supervisor.runner import AgentRunner
+
+
+def project_config_summary(cwd: str) -> str:
+    """What a directory's own Claude Code configuration would make an agent run or load."""
+    root = Path(cwd)
+    found = []
+    for rel in (".claude/settings.json", ".claude/settings.local.json"):
+        p = root / rel
+        try:
+            data = json.loads(p.read_text()) if p.is_file() else None
+        except (OSError, ValueError):
+            found.append(f"{rel} (unreadable)")
+            continue
+        if isinstance(data, dict):
+            hooks = data.get("hooks") or {}
+            names = ", ".join(sorted(hooks)) if isinstance(hooks, dict) else "?"
+            found.append(f"{rel} (hooks: {names or 'none'})")
+    for rel in (".mcp.json", "CLAUDE.md", ".claude/agents", ".claude/commands"):
+        if (root / rel).exists():
+            found.append(rel)
+    return "; ".join(found) if found else "none found yet"
 
 
 def agent_buttons(r: AgentRunner) -> tuple[Button, ...]:
@@ -32,6 +55,10 @@ class Spawn:
         Opt("--cwd", "cwd", "an existing directory to work in (default: a fresh workspace)", "DIR"),
         Opt("--parent", "parent", "make it a child of this agent", "AGENT"),
         Opt("--mode", "mode", "permission mode, e.g. default, acceptEdits, plan", "MODE"),
+        Opt("--project-settings", "project_settings",
+            "let the agent load the directory's own .claude settings, hooks, MCP servers and "
+            "CLAUDE.md (off by default: they could run commands the policy never sees)",
+            switch=True),
         Rest("prompt", "what the agent should do"),
     )
     examples: ClassVar[tuple[str, ...]] = ("/spawn fixer --model sonnet fix the failing tests",)
@@ -39,10 +66,15 @@ class Spawn:
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
         r = await ctx.pool.spawn(
             args["name"], args["prompt"], model=args["model"], cwd=args["cwd"],
-            parent=args["parent"], permission_mode=args["mode"], by=ctx.caller.id,
+            parent=args["parent"], permission_mode=args["mode"],
+            project_settings=bool(args["project_settings"]), by=ctx.caller.id,
         )
+        blocks = [Text(f"Spawned {r.name} ({r.id}) in {r.cwd}")]
+        if r.project_settings:
+            blocks.append(Text("⚠ It loads the directory's own settings: "
+                               + project_config_summary(r.cwd)))
         return Reply(
-            blocks=(Text(f"Spawned {r.name} ({r.id}) in {r.cwd}"),),
+            blocks=tuple(blocks),
             buttons=(agent_buttons(r),),
         )
 

@@ -97,6 +97,7 @@ class Opt:
     name: str
     help: str
     metavar: str = "X"
+    switch: bool = False  # takes no value: present means True
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +145,12 @@ def parse_args(params: Sequence[Param], text: str) -> dict[str, Any]:
                 known = ", ".join(opts) or "none"
                 raise UsageError(f"unknown option {flag} (options: {known})")
             opt = opts[flag]
+            if opt.switch:
+                if equals:
+                    raise UsageError(f"{flag} takes no value")
+                values[opt.name] = True
+                pos = match.end()
+                continue
             if equals and not inline:
                 raise UsageError(f"{flag} needs a value: {flag} {opt.metavar}")
             if equals:
@@ -190,7 +197,7 @@ def usage_line(name: str, params: Sequence[Param]) -> str:
     parts = [f"/{name}"]
     for p in params:
         if isinstance(p, Opt):
-            parts.append(f"[{p.flag} {p.metavar}]")
+            parts.append(f"[{p.flag}]" if p.switch else f"[{p.flag} {p.metavar}]")
         elif p.required:
             parts.append(f"<{p.name}>")
         else:

@@ -29,11 +29,13 @@ class AgentRow:
     last_error: str | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
+    project_settings: bool = False  # the operator let it load the project's .claude settings
 
     @classmethod
     def from_row(cls, row: Any) -> AgentRow:
         data = dict(row)
         data["cost_baseline"] = json.loads(data.get("cost_baseline") or "{}")
+        data["project_settings"] = bool(data.get("project_settings") or 0)
         return cls(**data)
 
 
@@ -61,13 +63,16 @@ class AgentRepo:
         prompt: str,
         permission_mode: str,
         state: str,
+        project_settings: bool = False,
     ) -> AgentRow:
         now = time.time()
         async with self.db.transaction() as conn:
             await conn.execute(
                 "INSERT INTO agents (id, name, parent_id, model, cwd, prompt, permission_mode,"
-                " state, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (id, name, parent_id, model, cwd, prompt, permission_mode, state, now, now),
+                " state, created_at, updated_at, project_settings)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (id, name, parent_id, model, cwd, prompt, permission_mode, state, now, now,
+                 int(project_settings)),
             )
             await conn.execute(
                 "INSERT INTO agent_transitions (agent_id, from_state, to_state, reason, at)"

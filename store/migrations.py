@@ -168,4 +168,8 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX chat_copies_message ON chat_copies(platform, chat_id, message_id);
     """,
+    # 5: whether an agent may load its project's .claude settings, hooks, MCP servers, CLAUDE.md
+    """
+    ALTER TABLE agents ADD COLUMN project_settings INTEGER NOT NULL DEFAULT 0;
+    """,
 )

@@ -108,6 +108,14 @@ class Settings:
     crash_loop_window_s: float = 600.0
     cgroup_dir: Path | None = None  # where memory.current/memory.max live (auto-detected)
     watchdog_interval_s: float = 5.0
+    # The sandbox (supervisor/sandbox.py): bwrap to use (default: found on PATH), whether agents
+    # may run without one when the host cannot isolate, the uid/gid agents run as when we are
+    # root (default: user switchboard-agent, else 61000), and extra paths agents must not see.
+    bwrap_path: Path | None = None
+    allow_unisolated_agents: bool = False
+    sandbox_uid: int | None = None
+    sandbox_gid: int | None = None
+    sandbox_hide: tuple[Path, ...] = ()
 
     @property
     def db_path(self) -> Path:
@@ -120,6 +128,10 @@ class Settings:
     @property
     def run_dir(self) -> Path:
         return self.home / "run"
+
+    @property
+    def agents_dir(self) -> Path:
+        return self.home / "agents"
 
     @property
     def log_path(self) -> Path:
@@ -191,6 +203,27 @@ class Settings:
                 raise ConfigError(f"{env_key} / {key} must not be negative, got {raw!r}")
             return value
 
+        def boolean(key: str, env_key: str, default: bool) -> bool:
+            raw = pick(key, env_key, default)
+            if isinstance(raw, bool):
+                return raw
+            word = str(raw).strip().lower()
+            if word in ("1", "true", "yes", "on"):
+                return True
+            if word in ("0", "false", "no", "off"):
+                return False
+            raise ConfigError(f"{env_key} / {key} must be true or false, got {raw!r}")
+
+        def whole(key: str, env_key: str) -> int | None:
+            raw = pick(key, env_key)
+            if raw in (None, ""):
+                return None
+            try:
+                return int(str(raw))
+            except ValueError as exc:
+                raise ConfigError(f"{env_key} / {key} must be a whole number, got {raw!r}") \
+                    from exc
+
         mode = str(pick("permission_mode", "SWITCHBOARD_PERMISSION_MODE", "default"))
         if mode not in PERMISSION_MODES:
             raise ConfigError(f"permission_mode must be one of {', '.join(PERMISSION_MODES)}")
@@ -250,6 +283,14 @@ class Settings:
             gcs_project=pick("gcs_project", "GOOGLE_CLOUD_PROJECT"),
             storage_emulator_host=env.get("STORAGE_EMULATOR_HOST"),
             kill_poll_s=number("kill_poll_s", "SWITCHBOARD_KILL_POLL_S", 10.0),
+            bwrap_path=Path(b).expanduser() if (b := pick("bwrap_path", "SWITCHBOARD_BWRAP"))
+            else None,
+            allow_unisolated_agents=boolean("allow_unisolated_agents",
+                                            "SWITCHBOARD_ALLOW_UNISOLATED_AGENTS", False),
+            sandbox_uid=whole("sandbox_uid", "SWITCHBOARD_SANDBOX_UID"),
+            sandbox_gid=whole("sandbox_gid", "SWITCHBOARD_SANDBOX_GID"),
+            sandbox_hide=tuple(Path(p).expanduser() for p in _passthrough_paths(
+                pick("sandbox_hide", "SWITCHBOARD_SANDBOX_HIDE", ()))),
             **_limits(number, optional),
         )
 
@@ -310,6 +351,10 @@ def _passthrough(raw: Any) -> tuple[str, ...]:
             "credentials and Switchboard's own settings never reach an agent"
         )
     return names
+
+
+def _passthrough_paths(raw: Any) -> tuple[str, ...]:
+    return tuple(p for p in raw.split(":") if p) if isinstance(raw, str) else tuple(raw)
 
 
 def _id_list(raw: Any) -> tuple[str, ...]:

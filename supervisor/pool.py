@@ -23,6 +23,7 @@ from supervisor.killswitch import KillSwitch
 from supervisor.policy import Policy, PolicyError
 from supervisor.process import bundled_cli, install_launcher, sweep
 from supervisor.runner import AgentRunner, RunnerDeps
+from supervisor.sandbox import Isolation, describe, probe, unwritable_reason
 from supervisor.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class AgentPool:
         self.memory = MemoryProbe(settings.cgroup_dir)
         self.watchdog = Watchdog(self, self.memory)
         self._watchdog_task: asyncio.Task[None] | None = None
+        self.isolation: Isolation | None = None
 
     async def __aenter__(self) -> AgentPool:
         try:
@@ -103,17 +105,25 @@ class AgentPool:
     async def start(self) -> RecoveryReport:
         if self.state != PoolState.NEW:
             return self.recovery or RecoveryReport((), (), 0)
+        real_cli = resolve_cli(self.settings)
+        self.isolation = iso = await asyncio.to_thread(probe, self.settings, real_cli)
+        if iso.ok:
+            logger.info("isolation: %s", iso.detail)
+        else:
+            logger.warning("isolation: %s",
+                           describe(iso, self.settings.allow_unisolated_agents))
         self._deps = RunnerDeps(
             settings=self.settings,
             store=self.store,
             hub=self.hub,
             launcher=install_launcher(self.settings.run_dir),
-            real_cli=resolve_cli(self.settings),
+            real_cli=real_cli,
             policy=self.policy,
             escalations=self.escalations,
             killswitch=self.killswitch,
             crashes=self.crashes,
             over_budget=self.watchdog.over_budget,
+            isolation=iso,
         )
         await self.killswitch.start()
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
@@ -134,6 +144,12 @@ class AgentPool:
             await self.store.agents.update(row.id, launcher_pid=None, cli_pid=None)
             self._adopt(runner)
         self.state = PoolState.RUNNING
+        if not iso.ok:
+            allowed = self.settings.allow_unisolated_agents
+            await self.escalations.notify(
+                None, "⚠ Agents run WITHOUT isolation" if allowed
+                else "⚠ Agents are refused: this host cannot isolate them",
+                describe(iso, allowed))
         # Questions whose asker died with the previous supervisor: close them, tell the
         # operator, and give the agent a note so it knows its request went unanswered.
         for row in await self.escalations.expire_orphans("the supervisor restarted"):
@@ -190,6 +206,22 @@ class AgentPool:
 
     # -- actions ---------------------------------------------------------------------------------
 
+    def check_isolation(self) -> None:
+        """Agents start only in a sandbox, unless the operator explicitly allowed otherwise."""
+        iso = self.isolation
+        if iso is not None and not iso.ok and not self.settings.allow_unisolated_agents:
+            raise LimitExceeded(
+                f"agents are not started: this host cannot isolate them ({iso.problem}).",
+                iso.fix)
+
+    def _check_cwd(self, workdir: Path) -> None:
+        home = self.settings.home.resolve()
+        if workdir == home or home in workdir.parents or workdir in home.parents:
+            raise InvalidRequest(
+                f"--cwd {workdir} is or holds Switchboard's data directory ({home}), which no "
+                "agent may see. Give a project directory outside it, or leave --cwd out for a "
+                "fresh workspace.")
+
     async def spawn(
         self,
         name: str,
@@ -199,10 +231,12 @@ class AgentPool:
         cwd: str | None = None,
         parent: str | None = None,
         permission_mode: str | None = None,
+        project_settings: bool = False,
         by: str = "operator",
     ) -> AgentRunner:
         deps = self._require_running()
         self.killswitch.check()
+        self.check_isolation()
         if not NAME_RE.match(name):
             raise InvalidRequest(
                 f"{name!r} is not a valid agent name: start with a letter, then letters, digits,"
@@ -234,12 +268,17 @@ class AgentPool:
             workdir = Path(cwd).expanduser().resolve()  # noqa: ASYNC240 - one stat
             if not workdir.is_dir():
                 raise InvalidRequest(f"--cwd {cwd} is not an existing directory")
+            self._check_cwd(workdir)
+            if self.isolation is not None and (why := unwritable_reason(
+                    self.settings, self.isolation, workdir)):
+                raise InvalidRequest(f"--cwd: {why}")
         else:
             workdir = (self.settings.workspaces / f"{name}-{agent_id}").resolve()
         try:
             row = await self.store.agents.create(
                 id=agent_id, name=name, parent_id=parent_id, model=model, cwd=str(workdir),
                 prompt=prompt, permission_mode=mode, state=AgentState.STARTING,
+                project_settings=project_settings,
             )
         except Conflict:
             raise AgentExists(name) from None  # a concurrent spawn took the name first
@@ -286,6 +325,7 @@ class AgentPool:
     async def ask(self, ref: str, text: str) -> tuple[AgentRunner, int]:
         self._require_running()
         self.killswitch.check()
+        self.check_isolation()
         runner = await self.get(ref)
         self.rates.hit(f"msg:{runner.id}", self.settings.messages_per_minute,
                        f"messages to {runner.name}")

@@ -1,8 +1,12 @@
 """One agent's OS processes: the claude CLI under our launcher, driven by ClaudeSDKClient.
 
-The only module (with the launcher) that sends signals. Every process of an agent either descends
-from its launcher (a child subreaper, so escaped background commands come back to it) or carries
-the agent tag in its environment; `members()` is the union, and pause/resume/kill act on all of it.
+The only module (with the launcher) that sends signals. Sandboxed, an agent is its pid namespace:
+the launcher becomes bwrap, whose child is the namespace's init (our launcher again), and
+everything the agent starts lives under that init; killing the init ends the namespace at once,
+and pausing asks the init to stop every process in it with one kill(-1). Unsandboxed, every
+process either descends from the launcher (a child subreaper) or carries the agent tag in its
+environment, and `members()` is the union. The tag also lets a sweep find every agent of a data
+directory from outside, with no supervisor running (the kill switch, `switchboard kill`).
 """
 
 from __future__ import annotations
@@ -58,6 +62,61 @@ def _environ_has(pid: int, needle: bytes) -> bool:
     except OSError:
         return False
     return needle in data
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children of `pid` (every thread's), from /proc without a full scan."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                out.extend(int(x) for x in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def tree(pid: int) -> list[int]:
+    """`pid` and every live descendant (walks /proc/<pid>/task/*/children)."""
+    seen: list[int] = []
+    stack = [pid]
+    while stack:
+        p = stack.pop()
+        if p in seen or not _live(p):
+            continue
+        seen.append(p)
+        stack.extend(children_of(p))
+    return seen
+
+
+def _live(pid: int) -> bool:
+    state = _state(pid)
+    return state is not None and state not in "ZX"
+
+
+def _state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2:].split()[0].decode()
+
+
+def ns_pid(pid: int) -> int | None:
+    """The pid `pid` has inside its own (innermost) pid namespace."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def _signal_all(pids: Iterable[int], sig: int) -> None:
@@ -146,8 +205,10 @@ class AgentProcess:
         self._on_stderr = on_stderr
         options.stderr = self._stderr
         self.client = ClaudeSDKClient(options)
-        self.launcher_pid: int | None = None
+        self.launcher_pid: int | None = None  # bwrap's outer process when sandboxed
+        self.init_pid: int | None = None  # the sandbox's pid 1, seen from here
         self.cli_pid: int | None = None
+        self.sandboxed = bool(options.env.get(launcher_module.SANDBOX_VAR))
         self.paused = False
         self._closed = False
 
@@ -163,6 +224,9 @@ class AgentProcess:
         await asyncio.wait_for(self.client.connect(), timeout_s)
         info = await self.client.get_server_info() or {}
         pid = info.get("pid")
+        if self.sandboxed:
+            self._find_sandbox(pid if isinstance(pid, int) else None)
+            return
         if isinstance(pid, int):
             self.cli_pid = pid
             with contextlib.suppress(psutil.NoSuchProcess):
@@ -176,6 +240,22 @@ class AgentProcess:
                     if psutil.Process(p).ppid() == os.getpid():
                         self.launcher_pid = p
 
+    def _find_sandbox(self, inner_cli_pid: int | None) -> None:
+        """Host pids of bwrap (our child), the namespace's init and the CLI."""
+        for p in tagged_pids(self.tag + "\0"):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if psutil.Process(p).ppid() == os.getpid():
+                    self.launcher_pid = p
+        if self.launcher_pid is None:
+            return
+        kids = children_of(self.launcher_pid)
+        self.init_pid = kids[0] if kids else None
+        if self.init_pid is not None:
+            for child in children_of(self.init_pid):
+                if inner_cli_pid is None or ns_pid(child) == inner_cli_pid:
+                    self.cli_pid = child
+                    break
+
     async def query(self, prompt: str) -> None:
         await self.client.query(prompt)
 
@@ -188,9 +268,17 @@ class AgentProcess:
     # -- membership and signals -------------------------------------------------------------
 
     def members(self) -> list[int]:
-        """Every live process of this agent: tagged processes (the launcher among them) and
-        everything under them, including children that dropped the tag."""
+        """Every live process of this agent. Sandboxed: bwrap, the init and everything in the
+        namespace (orphans are reparented to the init, so the tree under it is complete).
+        Otherwise: tagged processes and everything under them."""
+        if self.sandboxed:
+            return sorted(tree(self.launcher_pid)) if self.launcher_pid else []
         return sorted(_family(_needle(self.tag + "\0")))
+
+    def agent_pids(self) -> list[int]:
+        """The processes the agent runs: members less bwrap and the init (ours, not its)."""
+        ours = {self.launcher_pid, self.init_pid}
+        return [p for p in self.members() if p not in ours]
 
     def alive(self) -> bool:
         pid = self.launcher_pid or self.cli_pid
@@ -202,7 +290,20 @@ class AgentProcess:
             return False
 
     def pause(self) -> list[int]:
-        """SIGSTOP every process of the agent; repeat until no new member appears."""
+        """Freeze every process of the agent. Sandboxed: the init stops the whole namespace
+        in one kill(-1, SIGSTOP); we then check, and stop directly whatever is still running.
+        Otherwise SIGSTOP every member, repeated until no new member appears."""
+        if self.sandboxed and self.init_pid:
+            _signal_all([self.init_pid], launcher_module.PAUSE_SIGNAL)
+            deadline = time.monotonic() + 2.0
+            while True:
+                running = [p for p in self.agent_pids() if _state(p) not in ("T", "t", "Z", None)]
+                if not running or time.monotonic() > deadline:
+                    break
+                _signal_all(running, signal.SIGSTOP)
+                time.sleep(0.002)
+            self.paused = True
+            return self.agent_pids()
         stopped: set[int] = set()
         for _ in range(20):
             todo = [p for p in self.members() if p not in stopped]
@@ -214,6 +315,8 @@ class AgentProcess:
         return sorted(stopped)
 
     def resume(self) -> list[int]:
+        if self.sandboxed and self.init_pid:
+            _signal_all([self.init_pid], launcher_module.RESUME_SIGNAL)
         pids = self.members()
         _signal_all(pids, signal.SIGCONT)
         self.paused = False
@@ -227,8 +330,10 @@ class AgentProcess:
             members = self.members()
             if members:
                 _signal_all(members, signal.SIGCONT)
-                if self.launcher_pid and grace_s > 0:
-                    _signal_all([self.launcher_pid], signal.SIGTERM)
+                # Sandboxed, the init forwards SIGTERM to the CLI; bwrap would just die.
+                polite = self.init_pid if self.sandboxed else self.launcher_pid
+                if polite and grace_s > 0:
+                    _signal_all([polite], signal.SIGTERM)
                     deadline = time.monotonic() + grace_s
                     while time.monotonic() < deadline and self.members():  # noqa: ASYNC110 - polls /proc
                         await asyncio.sleep(0.05)
@@ -238,8 +343,13 @@ class AgentProcess:
         return forced
 
     def kill_now(self) -> list[int]:
-        """Immediate SIGKILL of the whole tree and every tagged process (no await)."""
-        forced = sweep(self.tag + "\0")
+        """Immediate SIGKILL of the whole tree and every tagged process (no await). Sandboxed,
+        the init goes first: the kernel then ends every process of the namespace at once."""
+        forced: list[int] = []
+        if self.sandboxed and self.launcher_pid:
+            forced = self.members()
+            _signal_all([p for p in (self.init_pid, self.launcher_pid) if p], signal.SIGKILL)
+        forced = sorted(set(forced) | set(sweep(self.tag + "\0")))
         self.paused = False
         return forced
 

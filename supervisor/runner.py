@@ -37,6 +37,7 @@ from supervisor.gate import GateDeps, ToolGate
 from supervisor.guardrails import CrashTracker, LimitExceeded, day_start
 from supervisor.policy import Policy
 from supervisor.process import AgentProcess, sweep
+from supervisor.sandbox import Isolation, agent_dirs, bwrap_args, prepare, sandbox_env
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,17 @@ class RunnerDeps:
     killswitch: Any  # supervisor.killswitch.KillSwitch: check() raises while halted
     crashes: CrashTracker
     over_budget: Callable[[AgentRunner], Awaitable[str | None]]
+    isolation: Isolation
+
+
+# Claude Code's own tools that would bypass the supervisor: cross-session messaging, session
+# cron, remote triggers, workflows, monitors, worktrees and agent teams. Our MCP tools (bus,
+# scheduler, worktrees) replace them. Checked against the real CLI's request in the tests.
+NATIVE_TOOLS_DISALLOWED = (
+    "SendMessage", "ListAgents", "CronCreate", "CronDelete", "CronList", "ScheduleWakeup",
+    "RemoteTrigger", "PushNotification", "Workflow", "Monitor", "EnterWorktree",
+    "ExitWorktree", "TeamCreate", "TeamDelete", "SendUserMessage",
+)
 
 
 def summarize_tool(name: str, tool_input: dict[str, Any]) -> str:
@@ -81,6 +93,7 @@ class AgentRunner:
         self.model = row.model
         self.cwd = row.cwd
         self.permission_mode = row.permission_mode
+        self.project_settings = row.project_settings
         self.session_id = row.session_id
         self.state = AgentState(row.state)
         self.created_at = row.created_at
@@ -326,10 +339,25 @@ class AgentRunner:
         self._deps.hub.publish(StateChanged(self.id, self.name, old, new, reason))
         logger.info("agent state agent=%s name=%s old=%s new=%s", self.id, self.name, old, new)
 
+    def _sandbox(self, env: dict[str, str]) -> dict[str, str]:
+        """Prepare the agent's private directory; the variables that put it in its sandbox."""
+        deps = self._deps
+        iso = deps.isolation
+        if not iso.ok:
+            if not deps.settings.allow_unisolated_agents:
+                raise AgentFailed(None, "", f"agents are not started unisolated: {iso.problem}")
+            return {}
+        dirs = agent_dirs(deps.settings, self.id)
+        prepare(deps.settings, iso, dirs, Path(self.cwd), env)
+        argv = bwrap_args(deps.settings, iso, dirs, Path(self.cwd), env, deps.real_cli,
+                          ro_extra=(deps.launcher,))
+        return sandbox_env(iso, dirs, argv, Path(self.cwd))
+
     def _options(self) -> ClaudeAgentOptions:
         settings = self._deps.settings
         env = settings.agent_environment()
-        keys = sorted(env)
+        env.update(self._sandbox(env))
+        keys = sorted(k for k in env if k not in launcher_module.CONTROL)
         env.update(
             {
                 launcher_module.TAG_VAR: self.tag,
@@ -350,6 +378,12 @@ class AgentRunner:
             system_prompt={"type": "preset", "preset": "claude_code"},
             resume=self.session_id,
             max_buffer_size=settings.max_line_bytes,
+            # Only what Switchboard gives the agent: no user, project or local settings (their
+            # hooks would run unchecked), no MCP servers but ours, unless the operator allowed
+            # the project's own for this agent (/spawn --project-settings).
+            setting_sources=["project"] if self.project_settings else [],
+            strict_mcp_config=not self.project_settings,
+            disallowed_tools=list(NATIVE_TOOLS_DISALLOWED),
         )
 
     async def _start_process(self) -> AgentProcess:

@@ -16,12 +16,29 @@ import pytest
 from bot.app import Switchboard
 from commands.base import Caller, Reply, Role
 from supervisor.config import Settings
+from supervisor.sandbox import agent_ids
 from tests.fakes.mock_anthropic import MockAnthropic
 
 FAKE_CLAUDE = Path(__file__).resolve().parent / "fakes" / "fake_claude.py"
 PERMISSIVE_POLICY = Path(__file__).resolve().parent / "fakes" / "permissive_policy.toml"
 MODEL = "claude-sonnet-4-5"
 ADMIN = Caller("test:admin", "tester", Role.ADMIN, "test")
+
+
+def agent_uid() -> tuple[int, int] | None:
+    """The uid/gid sandboxed agents run as when the tests run as root (else None)."""
+    uid, gid = agent_ids(Settings(home=Path("/nonexistent")))
+    return None if uid is None or gid is None else (uid, gid)
+
+
+@pytest.fixture
+def tmp_path(tmp_path: Path) -> Path:
+    """pytest's tmp_path, handed to the agent user when we are root: tests pass it as an
+    agent's --cwd, and a sandboxed agent runs as that user."""
+    ids = agent_uid()
+    if ids is not None:
+        os.chown(tmp_path, *ids)
+    return tmp_path
 
 
 @pytest.fixture

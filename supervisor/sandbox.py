@@ -1,0 +1,386 @@
+"""The wall around each agent: one bubblewrap sandbox per agent, and what the host can do.
+
+Every agent (the launcher's inner half, the CLI and everything they start) runs in its own pid
+namespace with its own view of the filesystem: the host read-only, the supervisor's data
+directory, settings, policy, credentials and the user's home hidden, only the agent's workspace
+and its private directory (HOME, CLAUDE_CONFIG_DIR, /tmp) writable. When the supervisor runs as
+root, bwrap runs as root to build the mounts and the CLI then drops to an unprivileged uid; as a
+normal user, bwrap uses an unprivileged user namespace and the agent keeps that uid. The policy
+is the speed bump; this module is the wall: it must hold when the policy is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from supervisor import launcher as launcher_module
+from supervisor.config import Settings
+
+logger = logging.getLogger(__name__)
+
+LAUNCHER_SOURCE = Path(launcher_module.__file__).resolve()
+AGENT_USER = "switchboard-agent"
+CREDENTIAL_FILES = (".credentials.json",)
+# Sockets that hand out root to whoever can open them.
+DANGEROUS_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock",
+                     "/run/containerd/containerd.sock", "/run/podman/podman.sock")
+# Environment names the sandbox sets itself; the agent's configured values are replaced.
+SANDBOX_ENV = ("HOME", "CLAUDE_CONFIG_DIR", "TMPDIR", "USER", "LOGNAME")
+PROBE_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True, slots=True)
+class Isolation:
+    """What the host offers. `ok` means agents run sandboxed; otherwise `problem` says why and
+    `fix` what to change; agents then start only with `allow_unisolated_agents = true`."""
+
+    ok: bool
+    detail: str
+    problem: str = ""
+    fix: str = ""
+    bwrap: str | None = None
+    uid: int | None = None  # the agents' uid when the supervisor is root, else None (same uid)
+    gid: int | None = None
+
+    @property
+    def drops_uid(self) -> bool:
+        return self.uid is not None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentDirs:
+    """An agent's private directory under the data directory, shown only to that agent."""
+
+    root: Path
+    home: Path
+    config: Path
+    tmp: Path
+    etc: Path  # passwd and group files made for the sandbox
+
+
+@dataclass(slots=True)
+class _Mounts:
+    args: list[str] = field(default_factory=list)
+    hidden: list[Path] = field(default_factory=list)  # tmpfs roots we made: parents need --dir
+    made: set[Path] = field(default_factory=set)
+
+    def dirs_for(self, target: Path) -> None:
+        """Create the parents of `target` that lie inside one of our tmpfs mounts, world-
+        traversable (bwrap would otherwise copy the host's 0700 and the agent uid could not
+        reach its own workspace)."""
+        for root in self.hidden:
+            if target != root and _under(target, root):
+                chain = []
+                p = target.parent
+                while p != root and _under(p, root):
+                    chain.append(p)
+                    p = p.parent
+                for d in reversed(chain):
+                    if d not in self.made:
+                        self.args += ["--perms", "0755", "--dir", str(d)]
+                        self.made.add(d)
+                return
+
+    def tmpfs(self, path: Path) -> None:
+        self.dirs_for(path)
+        self.args += ["--perms", "0755", "--tmpfs", str(path)]
+        self.hidden.append(path)
+
+    def bind(self, src: Path, dest: Path, *, writable: bool) -> None:
+        self.dirs_for(dest)
+        self.args += ["--bind" if writable else "--ro-bind", str(src), str(dest)]
+
+    def blank(self, path: Path) -> None:
+        """Hide one file: its content becomes empty."""
+        self.args += ["--ro-bind", "/dev/null", str(path)]
+
+
+def _under(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _resolved(path: Path | str) -> Path:
+    return Path(os.path.realpath(os.path.expanduser(str(path))))
+
+
+def agent_dirs(settings: Settings, agent_id: str) -> AgentDirs:
+    root = settings.home.resolve() / "agents" / agent_id
+    return AgentDirs(root, root / "home", root / "claude", root / "tmp", root / "etc")
+
+
+def agent_ids(settings: Settings) -> tuple[int | None, int | None]:
+    """(uid, gid) the agents run as: an unprivileged user when we are root, else our own."""
+    if os.geteuid() != 0:
+        return None, None
+    if settings.sandbox_uid is not None:
+        return settings.sandbox_uid, settings.sandbox_gid or settings.sandbox_uid
+    try:
+        import pwd
+
+        entry = pwd.getpwnam(AGENT_USER)
+        return entry.pw_uid, entry.pw_gid
+    except KeyError:
+        return 61000, 61000
+
+
+def hidden_paths(settings: Settings, agent_env: Mapping[str, str]) -> tuple[list[Path], list[Path]]:
+    """(directories, files) an agent must not see: ours, the user's home, credentials."""
+    dirs: list[Path] = [settings.home.resolve()]
+    user_home = _resolved(Path.home())
+    if user_home != Path("/"):
+        dirs.append(user_home)
+    config_dirs = [settings.claude_config_dir, agent_env.get("CLAUDE_CONFIG_DIR"),
+                   Path.home() / ".claude"]
+    for d in config_dirs:
+        if d and Path(d).expanduser().is_dir():
+            dirs.append(_resolved(d))
+    for extra in settings.sandbox_hide:
+        p = _resolved(extra)
+        if p.is_dir():
+            dirs.append(p)
+    files: list[Path] = []
+    candidates: list[Path | str | None] = [
+        settings.config_file, settings.policy_file,
+        os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"), *DANGEROUS_SOCKETS,
+        *(p for p in settings.sandbox_hide),
+    ]
+    for f in candidates:
+        if f and os.path.exists(f) and not os.path.isdir(f):
+            files.append(_resolved(f))
+    # Parents first, so a nested hide lands inside the outer tmpfs.
+    return sorted(set(dirs), key=lambda p: len(p.parts)), sorted(set(files))
+
+
+def unwritable_reason(settings: Settings, iso: Isolation, path: Path) -> str | None:
+    """Why the agent uid could not work in `path` (an operator's --cwd), or None. Parents that
+    lie in a hidden directory are recreated world-traversable inside the sandbox, so only the
+    host's own parents and the directory itself count."""
+    if not iso.ok or iso.uid is None:
+        return None
+    hidden, _ = hidden_paths(settings, {})
+    hidden.append(Path("/tmp"))
+
+    def allows(p: Path, bits: int) -> bool:
+        st = p.stat()
+        if st.st_uid == iso.uid:
+            return st.st_mode & (bits << 6) == bits << 6
+        if st.st_gid == iso.gid:
+            return st.st_mode & (bits << 3) == bits << 3
+        return st.st_mode & bits == bits
+
+    path = path.resolve()
+    if not allows(path, 0o3):
+        return (f"{path} is not writable by the agent user (uid {iso.uid}); give it to that "
+                f"user (chown -R {iso.uid}:{iso.gid} {path}) or leave --cwd out for a fresh "
+                "workspace")
+    for parent in path.parents:
+        if any(_under(parent, h) for h in hidden):
+            break
+        if not allows(parent, 0o1):
+            return (f"the agent user (uid {iso.uid}) cannot reach {path}: {parent} is closed "
+                    f"to it (chmod o+x {parent}, or pick a directory elsewhere)")
+    return None
+
+
+def prepare(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: Path,
+            agent_env: Mapping[str, str]) -> None:
+    """Create the agent's private directory and hand it (and a workspace we created) to the
+    agent uid; copy the CLI's login credentials in, so the operator's config dir stays hidden."""
+    for d in (dirs.root, dirs.home, dirs.config, dirs.tmp, dirs.etc):
+        d.mkdir(parents=True, exist_ok=True)
+    dirs.root.chmod(0o700)
+    source = agent_env.get("CLAUDE_CONFIG_DIR") or settings.claude_config_dir \
+        or Path.home() / ".claude"
+    for name in CREDENTIAL_FILES:
+        src = Path(source).expanduser() / name
+        if src.is_file():
+            dest = dirs.config / name
+            shutil.copyfile(src, dest)
+            dest.chmod(0o600)
+    if iso.drops_uid:
+        _write_identity(dirs, iso)
+        for d in (dirs.root, dirs.home, dirs.config, dirs.tmp):
+            _chown_tree(d, iso)
+        ws = workspace.resolve()
+        if _under(ws, settings.workspaces.resolve()):
+            _chown_tree(ws, iso)
+
+
+def _chown_tree(top: Path, iso: Isolation) -> None:
+    assert iso.uid is not None and iso.gid is not None
+    os.chown(top, iso.uid, iso.gid, follow_symlinks=False)
+    for base, subdirs, files in os.walk(top):
+        for n in (*subdirs, *files):
+            p = os.path.join(base, n)
+            st = os.lstat(p)
+            if st.st_uid != iso.uid:
+                os.chown(p, iso.uid, iso.gid, follow_symlinks=False)
+
+
+def _write_identity(dirs: AgentDirs, iso: Isolation) -> None:
+    """passwd/group for the sandbox: the host's system accounts plus the agent user, so tools
+    that look the uid up (git, ssh, ps) work and nothing else of the host's users shows."""
+    def system_lines(path: str, keep_ids: int) -> list[str]:
+        out = []
+        try:
+            for line in Path(path).read_text().splitlines():
+                parts = line.split(":")
+                if len(parts) > 3 and parts[2].isdigit() and int(parts[2]) < keep_ids:
+                    out.append(line)
+        except OSError:
+            pass
+        return out
+
+    passwd = system_lines("/etc/passwd", 1000)
+    passwd = [ln for ln in passwd if not ln.startswith(f"{AGENT_USER}:")]
+    passwd.append(f"{AGENT_USER}:x:{iso.uid}:{iso.gid}:Switchboard agent:{dirs.home}:/bin/sh")
+    group = system_lines("/etc/group", 1000)
+    group.append(f"{AGENT_USER}:x:{iso.gid}:")
+    (dirs.etc / "passwd").write_text("\n".join(passwd) + "\n")
+    (dirs.etc / "group").write_text("\n".join(group) + "\n")
+
+
+def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: Path,
+               agent_env: Mapping[str, str], real_cli: Path,
+               ro_extra: Iterable[Path] = ()) -> list[str]:
+    """bwrap's argv (up to and without the command) for one agent."""
+    assert iso.bwrap is not None
+    m = _Mounts()
+    m.args += [iso.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+               "--tmpfs", "/dev/shm"]
+    m.bind(dirs.tmp, Path("/tmp"), writable=True)
+    m.hidden.append(Path("/tmp"))  # parents of things bound under /tmp are ours to make
+    hide_dirs, hide_files = hidden_paths(settings, agent_env)
+    for d in hide_dirs:
+        if not _under(d, Path("/tmp")):  # /tmp is the agent's own already
+            m.tmpfs(d)
+    ws = workspace.resolve()
+    writable = [ws, dirs.home, dirs.config]
+    for w in writable:
+        m.bind(w, w, writable=True)
+    # A hidden file inside a bound directory (a settings file in the workspace's parent...)
+    # must stay hidden: blank files after the binds.
+    for f in hide_files:
+        m.blank(f)
+    if iso.drops_uid:
+        m.bind(dirs.etc / "passwd", Path("/etc/passwd"), writable=False)
+        m.bind(dirs.etc / "group", Path("/etc/group"), writable=False)
+    # What the sandbox itself needs to start, if it lives under something hidden.
+    needed = [Path(sys.base_prefix).resolve(), LAUNCHER_SOURCE, real_cli.resolve(),
+              *(Path(p).resolve() for p in ro_extra)]
+    for p in needed:
+        if any(_under(p, h) for h in m.hidden):
+            m.bind(p, p, writable=False)
+    m.args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+               "--hostname", "switchboard-agent", "--die-with-parent", "--new-session",
+               "--as-pid-1"]
+    if iso.drops_uid:
+        # bwrap runs as root to build the mounts; the inner launcher keeps only what it needs
+        # to drop to the agent uid, and the CLI has no capability at all.
+        m.args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+                   "--cap-add", "CAP_KILL"]
+    return m.args
+
+
+def sandbox_env(iso: Isolation, dirs: AgentDirs, bwrap: list[str],
+                workspace: Path) -> dict[str, str]:
+    """What the launcher needs to build the sandbox, and what the agent sees inside it."""
+    env = {
+        launcher_module.CWD_VAR: str(workspace.resolve()),
+        "HOME": str(dirs.home),
+        "CLAUDE_CONFIG_DIR": str(dirs.config),
+        "TMPDIR": "/tmp",
+        launcher_module.SANDBOX_VAR: json.dumps(bwrap),
+    }
+    if iso.drops_uid:
+        env["USER"] = env["LOGNAME"] = AGENT_USER
+        env[launcher_module.UID_VAR] = f"{iso.uid}:{iso.gid}"
+    return env
+
+
+# -- detection -------------------------------------------------------------------------------
+
+_FIX = (
+    "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) on a kernel with user "
+    "namespaces enabled (sysctl kernel.unprivileged_userns_clone=1 and "
+    "user.max_user_namespaces > 0). In a container, allow namespaces: docker run "
+    "--security-opt seccomp=unconfined --security-opt apparmor=unconfined (deploy/"
+    "docker-compose.yml does this). Or set allow_unisolated_agents = true to run agents "
+    "without the sandbox: they can then read and change whatever this user can, including "
+    "Switchboard's database."
+)
+
+
+_probed: dict[tuple[object, ...], Isolation] = {}
+
+
+def probe(settings: Settings, real_cli: Path | None = None) -> Isolation:
+    """Build a real sandbox the way agents get one and run a check inside it (once per
+    process for the same settings: the answer does not change while we run)."""
+    key = (settings.bwrap_path, settings.sandbox_uid, settings.sandbox_gid, real_cli,
+           os.geteuid())
+    if key not in _probed:
+        _probed[key] = _probe(settings, real_cli)
+    return _probed[key]
+
+
+def _probe(settings: Settings, real_cli: Path | None) -> Isolation:
+    bwrap = str(settings.bwrap_path) if settings.bwrap_path else shutil.which("bwrap")
+    if not bwrap or not os.path.exists(bwrap):
+        return Isolation(False, "none", problem="bubblewrap (bwrap) is not installed"
+                         + (f" at {settings.bwrap_path}" if settings.bwrap_path else ""),
+                         fix=_FIX)
+    uid, gid = agent_ids(settings)
+    iso = Isolation(True, "", bwrap=bwrap, uid=uid, gid=gid)
+    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session", "--as-pid-1"]
+    check = ["import os, sys",
+             "assert os.getpid() == 1, 'not in a pid namespace of its own'"]
+    if uid is not None:
+        args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        check += ["os.setgroups([])", f"os.setresgid({gid}, {gid}, {gid})",
+                  f"os.setresuid({uid}, {uid}, {uid})"]
+    if real_cli is not None:
+        check.append(f"assert os.access({str(real_cli.resolve())!r}, os.X_OK), "
+                     f"'the agent user cannot run the claude CLI at {real_cli}'")
+    check.append("print('sandbox ok')")
+    try:
+        done = subprocess.run(  # noqa: S603 - fixed argv
+            [*args, sys.executable, "-S", "-E", "-c", "\n".join(check)],
+            capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env={"PATH": "/usr/bin:/bin"},
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Isolation(False, "none", problem=f"bwrap could not be run: {exc}", fix=_FIX,
+                         bwrap=bwrap)
+    if done.returncode != 0 or "sandbox ok" not in done.stdout:
+        err = (done.stderr.strip().splitlines() or ["exit code %d" % done.returncode])[-1]
+        return Isolation(False, "none", problem=f"bwrap cannot build a sandbox here: {err}",
+                         fix=_FIX, bwrap=bwrap)
+    version = ""
+    try:
+        version = subprocess.run([bwrap, "--version"], capture_output=True, text=True,  # noqa: S603
+                                 timeout=5).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    who = (f"as uid {uid} (the supervisor is root)" if uid is not None
+           else f"as this user (uid {os.getuid()}) in a user namespace")
+    detail = (f"bubblewrap ({version or bwrap}): own pid, mount, ipc and uts namespaces per "
+              f"agent, agents run {who}; data directory, settings and home hidden")
+    return Isolation(True, detail, bwrap=bwrap, uid=uid, gid=gid)
+
+
+def describe(iso: Isolation, allowed: bool) -> str:
+    if iso.ok:
+        return iso.detail
+    if allowed:
+        return (f"NONE: {iso.problem}. allow_unisolated_agents = true, so agents run without "
+                "a sandbox, as this user, and can read everything it can")
+    return f"NONE: {iso.problem}. Agents are refused until this is fixed. {iso.fix}"
