@@ -2,16 +2,22 @@
 #
 #   docker build -t switchboard .
 #   docker run -d --name switchboard -v switchboard-data:/data \
+#       --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+#       --security-opt systempaths=unconfined \
 #       -e ANTHROPIC_API_KEY=... --stop-timeout 45 switchboard
+#
+# The three --security-opt let bubblewrap build each agent's sandbox inside the container (user
+# and pid namespaces, a fresh /proc); without them Switchboard refuses to start agents and says
+# why (`switchboard doctor`), unless SWITCHBOARD_ALLOW_UNISOLATED_AGENTS=true.
 #
 # See deploy/README.md for compose, systemd and how stop/kill behave in a container.
 FROM python:3.11-slim
 
 # tini: PID 1 that forwards SIGTERM to Switchboard and reaps every orphan in the container.
 # git: for agents' work and repositories; procps: ps/kill for agents' shell commands and debugging;
-# ca-certificates: TLS to the Anthropic API and the chat APIs.
+# ca-certificates: TLS to the Anthropic API and the chat APIs; bubblewrap: each agent's sandbox.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends tini git procps ca-certificates \
+    && apt-get install -y --no-install-recommends tini git procps ca-certificates bubblewrap \
     && rm -rf /var/lib/apt/lists/*
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -302,8 +302,11 @@ class AgentProcess:
                     break
                 _signal_all(running, signal.SIGSTOP)
                 time.sleep(0.002)
+            # Then our own two, so that every process of the sandbox shows stopped; resume
+            # continues them first.
+            _signal_all([p for p in (self.init_pid, self.launcher_pid) if p], signal.SIGSTOP)
             self.paused = True
-            return self.agent_pids()
+            return self.members()
         stopped: set[int] = set()
         for _ in range(20):
             todo = [p for p in self.members() if p not in stopped]
@@ -316,6 +319,7 @@ class AgentProcess:
 
     def resume(self) -> list[int]:
         if self.sandboxed and self.init_pid:
+            _signal_all([p for p in (self.launcher_pid, self.init_pid) if p], signal.SIGCONT)
             _signal_all([self.init_pid], launcher_module.RESUME_SIGNAL)
         pids = self.members()
         _signal_all(pids, signal.SIGCONT)

@@ -16,6 +16,7 @@ import pytest
 from bot.app import Switchboard
 from commands.base import Caller, Reply, Role
 from supervisor.config import Settings
+from supervisor.process import ns_pid
 from supervisor.sandbox import agent_ids
 from tests.fakes.mock_anthropic import MockAnthropic
 
@@ -29,6 +30,15 @@ def agent_uid() -> tuple[int, int] | None:
     """The uid/gid sandboxed agents run as when the tests run as root (else None)."""
     uid, gid = agent_ids(Settings(home=Path("/nonexistent")))
     return None if uid is None or gid is None else (uid, gid)
+
+
+def agent_dir(path: Path) -> Path:
+    """A directory an agent may work in (--cwd): created, and the agent user's when root."""
+    path.mkdir(parents=True, exist_ok=True)
+    ids = agent_uid()
+    if ids is not None:
+        os.chown(path, *ids)
+    return path
 
 
 @pytest.fixture
@@ -136,6 +146,18 @@ def processes_with_tag(tag: str) -> list[psutil.Process]:
         except (OSError, psutil.Error):
             continue
     return found
+
+
+def host_pid(runner: object, inner: int) -> int:
+    """The host pid of a process an agent reports by its pid inside its sandbox (the fake
+    CLI's `BG STARTED <pid>`); the same pid when the agent is not sandboxed."""
+    proc = runner.process  # type: ignore[attr-defined]
+    if proc is None or not proc.sandboxed:
+        return inner
+    for pid in proc.members():
+        if ns_pid(pid) == inner and pid != proc.launcher_pid:
+            return pid
+    raise AssertionError(f"no process of {runner} has pid {inner} in its namespace")
 
 
 def descendants(pid: int) -> list[psutil.Process]:

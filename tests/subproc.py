@@ -17,11 +17,14 @@ from tests.conftest import FAKE_CLAUDE, MODEL, PERMISSIVE_POLICY
 class Supervisor:
     """`switchboard run --console` in a subprocess; lines in on stdin, lines out collected."""
 
-    def __init__(self, home: Path, console: bool = True) -> None:
+    def __init__(self, home: Path, console: bool = True, prefix: tuple[str, ...] = (),
+                 **extra_env: str) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
         env["SWITCHBOARD_HOME"] = str(home)
+        env.update(extra_env)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "run", "--console" if console else "--headless"],
+            [*prefix, sys.executable, "-m", "bot.cli", "run",
+             "--console" if console else "--headless"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             env=env, text=True, cwd=Path(__file__).resolve().parents[2],
         )

@@ -13,7 +13,7 @@ import pytest
 from bot.app import Switchboard
 from bot.telegram import KILL_TEXT, TelegramFrontend
 from supervisor.config import Secret
-from tests.conftest import make_settings, processes_with_tag, wait_for
+from tests.conftest import agent_dir, make_settings, processes_with_tag, wait_for
 from tests.fakes.fake_telegram import FakeTelegram
 
 pytestmark = pytest.mark.timeout(180)
@@ -190,7 +190,7 @@ async def test_questions_by_button_and_by_reply(real_tg_app, tmp_path, mock_api)
 async def test_pending_across_two_agents_and_first_tap_wins(real_tg_app, tmp_path):
     app, fake = real_tg_app
     for name in ("one", "two"):
-        (tmp_path / name).mkdir()
+        agent_dir(tmp_path / name)
         fake.user_sends(ADMIN, f"/spawn {name} --cwd {tmp_path / name} BASH: touch {name}.txt")
         await said(fake, ADMIN, f"{name} wants to use Bash")
     fake.user_sends(ADMIN, "/pending")

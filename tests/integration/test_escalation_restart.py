@@ -12,6 +12,7 @@ import pytest
 
 from store import open_store
 from supervisor.config import Settings
+from tests.conftest import agent_dir
 from tests.subproc import Supervisor, write_config
 
 pytestmark = [pytest.mark.real_cli, pytest.mark.timeout(240)]
@@ -29,7 +30,7 @@ def test_open_escalations_survive_a_supervisor_sigkill(short_home, mock_api, tmp
     home = short_home / "sb"
     write_config(home, mock_api)
     for name in ("w1", "w2"):
-        (tmp_path / name).mkdir()
+        agent_dir(tmp_path / name)
     sup = Supervisor(home)
     try:
         sup.expect("Switchboard console")

@@ -21,7 +21,7 @@ from commands.dispatcher import MAX_COMMAND_CHARS, REGISTRY, Dispatcher
 from store.errors import StoreUnavailable
 from supervisor.errors import InvalidRequest
 from supervisor.runner import AgentRunner
-from tests.conftest import ADMIN, MODEL, processes_with_tag, run, wait_for
+from tests.conftest import ADMIN, MODEL, host_pid, processes_with_tag, run, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -105,6 +105,10 @@ def bad_argument_cases() -> Iterator[object]:
             yield pytest.param(cmd, f"/{name} {full} surplus".replace("  ", " "),
                                "unexpected extra argument 'surplus'", id=f"{name}-extra-argument")
         for opt in opts:
+            if opt.switch:
+                yield pytest.param(cmd, f"/{name} {opt.flag}=yes", f"{opt.flag} takes no value",
+                                   id=f"{name}-{opt.flag[2:]}-with-value")
+                continue
             yield pytest.param(cmd, f"/{name} {opt.flag}", f"{opt.flag} needs a value",
                                id=f"{name}-{opt.flag[2:]}-without-value")
             yield pytest.param(cmd, f"/{name} {opt.flag}=", f"{opt.flag} needs a value",
@@ -672,7 +676,7 @@ async def test_stop_interrupts_a_running_turn(fake_app):
 async def test_kill(fake_app):
     r = await spawn_idle(fake_app, "a", "BG")
     [turn] = await fake_app.store.turns.recent(r.id)
-    bg_pid = int(turn.result_text.split()[-1])
+    bg_pid = host_pid(r, int(turn.result_text.split()[-1]))
     assert psutil.pid_exists(bg_pid)
     reply = await run(fake_app, "/kill a")
     assert reply.ok
