@@ -168,4 +168,11 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX chat_copies_message ON chat_copies(platform, chat_id, message_id);
     """,
+    # 5: the complete text of what an escalation asks about (a whole command, new file, diff,
+    # plan), kept apart from the short body so chats can preview it and send it as a file
+    # named detail_name.
+    """
+    ALTER TABLE escalations ADD COLUMN detail TEXT;
+    ALTER TABLE escalations ADD COLUMN detail_name TEXT;
+    """,
 )
