@@ -1,5 +1,6 @@
 """Rendering a platform-neutral Reply for chat: escaping, splitting under a length limit at
-paragraph and line boundaries with code blocks kept closed, and overflow to a document."""
+paragraph and line boundaries with code blocks kept closed, previews of texts that must be seen
+whole (with the whole text as a document), and overflow to a document."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from commands.base import Attachment, Reply, Text
 TELEGRAM_LIMIT = 4096
 SAFE_LIMIT = 3800  # under the limit even after a footer is added to an edited copy
 DOCUMENT_OVER = 12_000  # longer replies go out as a file, with a preview
+# A text the operator must see whole (a command to approve) is shown inline up to this much;
+# beyond it a card stops being readable, so it is previewed and the whole goes as a file.
+PREVIEW_CHARS = 1500
+PREVIEW_LINES = 25
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +47,38 @@ def split_text(text: str, limit: int) -> list[str]:
     if rest or not pieces:
         pieces.append(rest)
     return pieces
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    text: str  # the start of the whole text
+    hidden: int  # characters of the whole not in `text`
+    total: int
+    lines: int
+
+    @property
+    def cut(self) -> bool:
+        return self.hidden > 0
+
+    def note(self, filename: str) -> str:
+        """What the reader is told under a cut preview: that it is cut, and where the rest is."""
+        return (f"✂️ Cut short: {self.hidden:,} more characters are not shown here (the whole "
+                f"text is {self.total:,} characters, {self.lines:,} lines). All of it is in "
+                f"the attached file {filename}.")
+
+
+def preview(text: str, max_chars: int = PREVIEW_CHARS, max_lines: int = PREVIEW_LINES) -> Preview:
+    """The first lines of `text`, at most `max_lines` of them and `max_chars` characters, cut
+    at a line end when one is not too far back."""
+    rows = text.split("\n")
+    if len(text) <= max_chars and len(rows) <= max_lines:
+        return Preview(text, 0, len(text), len(rows))
+    shown = "\n".join(rows[:max_lines])[:max_chars]
+    if len(shown) < len(text) and text[len(shown)] != "\n":  # cut inside a line
+        end = shown.rfind("\n")
+        if end >= max_chars // 2:
+            shown = shown[:end]
+    return Preview(shown, len(text) - len(shown), len(text), len(rows))
 
 
 def _wrap(block: Text, piece: str) -> str:
@@ -77,15 +114,25 @@ def render_chunks(blocks: tuple[Text, ...], limit: int = SAFE_LIMIT) -> list[Chu
 
 
 def plan_reply(reply: Reply, limit: int = SAFE_LIMIT) -> tuple[list[Chunk], list[Attachment]]:
-    """The messages and files a reply becomes. Very long output is sent as a document, with
-    the start of it as a message."""
-    total = sum(len(b.text) for b in reply.blocks)
-    attachments = list(reply.attachments)
+    """The messages and files a reply becomes. A block with a filename that does not fit a
+    card becomes its preview, a note saying so, and a file with all of it. Very long output is
+    sent as a document, with the start of it as a message."""
+    blocks: list[Text] = []
+    attachments: list[Attachment] = []
+    for block in reply.blocks:
+        seen = preview(block.text) if block.filename else None
+        if seen is None or not seen.cut:
+            blocks.append(block)
+            continue
+        blocks += [Text(seen.text, block.style), Text(seen.note(block.filename))]
+        attachments.append(Attachment(block.filename, block.text.encode(), "text/plain"))
+    attachments += reply.attachments
+    total = sum(len(b.text) for b in blocks)
     if total <= DOCUMENT_OVER:
-        return render_chunks(reply.blocks, limit), attachments
-    full = "\n\n".join(b.text for b in reply.blocks)
-    preview = full[: limit // 2]
-    chunks = render_chunks((Text(preview, "code"),
+        return render_chunks(tuple(blocks), limit), attachments
+    full = "\n\n".join(b.text for b in blocks)
+    start = full[: limit // 2]
+    chunks = render_chunks((Text(start, "code"),
                             Text(f"… {total:,} characters in all: the full text is attached.")),
                            limit)
     attachments.insert(0, Attachment("output.txt", full.encode(), "text/plain"))
