@@ -33,7 +33,7 @@ def _whole(block: Text) -> str:
     """A text to be seen whole (a command, a file, a diff): every line, in a gutter, so it is
     clear where it starts and ends."""
     lines = block.text.split("\n")
-    head = f"┌ {block.filename} · {len(block.text):,} characters, {len(lines):,} lines"
+    head = f"┌ {block.filename} · {len(block.text):,} characters"
     return "\n".join([head, *(f"│ {line}" for line in lines), "└"])
 
 

@@ -62,23 +62,25 @@ class Preview:
 
     def note(self, filename: str) -> str:
         """What the reader is told under a cut preview: that it is cut, and where the rest is."""
+        lines = f"{self.lines:,} line{'' if self.lines == 1 else 's'}"
         return (f"✂️ Cut short: {self.hidden:,} more characters are not shown here (the whole "
-                f"text is {self.total:,} characters, {self.lines:,} lines). All of it is in "
-                f"the attached file {filename}.")
+                f"text is {self.total:,} characters, {lines}). All of it is in the attached "
+                f"file {filename}.")
 
 
 def preview(text: str, max_chars: int = PREVIEW_CHARS, max_lines: int = PREVIEW_LINES) -> Preview:
     """The first lines of `text`, at most `max_lines` of them and `max_chars` characters, cut
     at a line end when one is not too far back."""
     rows = text.split("\n")
+    lines = len(rows) - (text.endswith("\n") or not text)  # a final newline ends a line
     if len(text) <= max_chars and len(rows) <= max_lines:
-        return Preview(text, 0, len(text), len(rows))
+        return Preview(text, 0, len(text), lines)
     shown = "\n".join(rows[:max_lines])[:max_chars]
     if len(shown) < len(text) and text[len(shown)] != "\n":  # cut inside a line
         end = shown.rfind("\n")
         if end >= max_chars // 2:
             shown = shown[:end]
-    return Preview(shown, len(text) - len(shown), len(text), len(rows))
+    return Preview(shown, len(text) - len(shown), len(text), lines)
 
 
 def _wrap(block: Text, piece: str) -> str:

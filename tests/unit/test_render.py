@@ -82,6 +82,7 @@ TAIL = "; git push --force origin main"
 
 def test_preview_is_exact_when_it_fits_and_says_how_much_is_cut():
     assert preview("git status") == Preview("git status", 0, 10, 1)
+    assert preview("a\nb\n").lines == 2 and preview("").lines == 0
     command = "echo " + "x" * 1600 + TAIL
     seen = preview(command)
     assert seen.cut and len(seen.text) == PREVIEW_CHARS and TAIL not in seen.text
