@@ -278,6 +278,45 @@ async def test_a_short_call_is_shown_inline_and_whole(fake_tg_app):
     assert docs(fake, ADMIN)[-1]["bytes"].decode() == content
 
 
+@pytest.fixture
+async def ask_all_tg_app(short_home, mock_api, fake_tg):
+    """The real CLI under a policy that knows no dangerous command: only the operator checks."""
+    (short_home / "t").mkdir(exist_ok=True)
+    policy = short_home / "ask-all.toml"
+    policy.write_text('default = "ask"\n[tools]\nRead = "allow"\n')
+    settings = tg_settings(make_settings(short_home, mock_api, policy_file=policy), fake_tg)
+    app, front = await start(settings, fake_tg, operators=(OPERATOR,))
+    yield app, fake_tg
+    await stop(app, front)
+
+
+async def test_the_real_cli_s_long_command_and_long_write_reach_telegram_whole(ask_all_tg_app,
+                                                                             tmp_path):
+    app, fake = ask_all_tg_app
+    command = "echo " + "x" * 1600 + TAIL
+    fake.user_sends(ADMIN, f"/spawn longcmd --cwd {tmp_path} BASH: {command}")
+    card = await said(fake, ADMIN, "longcmd wants to use Bash")
+    files = {d["filename"]: d["bytes"].decode() for d in docs(fake, ADMIN)}
+    row = (await app.pool.escalations.pending())[0]
+    assert files[f"{row.id}-command.sh"] == command
+    assert "Why asked" in card["text"] and "Cut short" in card["text"]
+    await tap(fake, ADMIN, card, "Deny")
+    r = await app.pool.get("longcmd")
+    await wait_for(lambda: r.state == "idle", 60)
+    target = tmp_path / "deploy.sh"
+    content = "set -e\n" + "".join(f"echo step {i}\n" for i in range(40)) + "rm -rf ~/\n"
+    write = json.dumps({"file_path": str(target), "content": content})
+    fake.user_sends(ADMIN, f"/ask longcmd TOOL Write {write}")
+    card = await said(fake, ADMIN, "longcmd wants to use Write")
+    assert f"Write {target}" in card["text"] and "rm -rf ~/" not in card["text"]
+    row = (await app.pool.escalations.pending())[0]
+    assert docs(fake, ADMIN)[-1]["filename"] == f"{row.id}-write-deploy.sh.txt"
+    assert docs(fake, ADMIN)[-1]["bytes"].decode() == content
+    await tap(fake, ADMIN, card, "Allow")
+    await wait_for(lambda: target.exists() and r.state == "idle", 60)
+    assert target.read_text() == content
+
+
 async def test_a_long_reason_is_cut_with_a_note_and_sent_whole(fake_tg_app):
     app, fake = fake_tg_app
     reason = "Why asked: Bash: no rule decides it (in: " + "y" * 2000 + ")"
