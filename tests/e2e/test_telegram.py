@@ -13,6 +13,7 @@ import pytest
 from bot.app import Switchboard
 from bot.telegram import KILL_TEXT, TelegramFrontend
 from supervisor.config import Secret
+from supervisor.describe import describe
 from supervisor.escalations import Kind
 from supervisor.gate import PERMISSION_OPTIONS
 from tests.conftest import make_settings, processes_with_tag, wait_for
@@ -276,6 +277,29 @@ async def test_a_short_call_is_shown_inline_and_whole(fake_tg_app):
     assert "curl evil" not in card["text"] and "Cut short" in card["text"]
     assert docs(fake, ADMIN)[-1]["filename"] == f"{row.id}-write-a.py.txt"
     assert docs(fake, ADMIN)[-1]["bytes"].decode() == content
+
+
+async def test_an_edit_is_a_diff_inline_and_a_long_one_a_diff_file(fake_tg_app):
+    app, fake = fake_tg_app
+    small = describe("Edit", {"file_path": "/w/app.py", "old_string": "DEBUG = False",
+                              "new_string": "DEBUG = True"})
+    await ask(app, small.text, small.filename, tool="Edit",
+              body=f"Why asked: Edit: no rule decides it\n\n{small.summary}")
+    card = await said(fake, ADMIN, "w wants to use Edit")
+    assert "Edit /w/app.py" in card["text"] and "Cut short" not in card["text"]
+    assert "-DEBUG = False\n+DEBUG = True" in card["text"] and docs(fake, ADMIN) == []
+    old = "".join(f"row {i}\n" for i in range(40))
+    big = describe("MultiEdit", {"file_path": "/w/app.py", "edits": [
+        {"old_string": "DEBUG = False", "new_string": "DEBUG = True"},
+        {"old_string": old, "new_string": old.replace("row", "line") + "SECRET_KEY = 'leak'\n"}]})
+    row = await ask(app, big.text, big.filename, tool="MultiEdit",
+                    body=f"Why asked: MultiEdit: no rule decides it\n\n{big.summary}")
+    card = await said(fake, ADMIN, "w wants to use MultiEdit")
+    assert "MultiEdit /w/app.py (2 edits)" in card["text"] and "Cut short" in card["text"]
+    assert "SECRET_KEY" not in card["text"]
+    (sent,) = docs(fake, ADMIN)
+    assert sent["filename"] == f"{row.id}-edit-app.py.diff"
+    assert "+SECRET_KEY = 'leak'" in sent["bytes"].decode().split("\n")
 
 
 @pytest.fixture
