@@ -6,12 +6,12 @@ import asyncio
 import contextlib
 import getpass
 import logging
-import re
 import sys
 from collections.abc import Callable
 from typing import TextIO
 
 from bot.app import Switchboard
+from bot.render import visible
 from commands.approvals import escalation_blocks
 from commands.base import Caller, Reply, Role, Text
 from store.escalations import EscalationRow
@@ -20,13 +20,6 @@ from supervisor.events import AgentOutput, Event, StateChanged, TurnFinished
 logger = logging.getLogger(__name__)
 
 FRONTEND = "console"
-# Control characters (and bidi overrides) in a command could move the cursor or erase a line
-# on the terminal and hide what the operator is approving: they are printed as escapes.
-_HIDING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def visible(text: str) -> str:
-    return _HIDING.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def _whole(block: Text) -> str:

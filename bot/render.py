@@ -5,6 +5,7 @@ whole (with the whole text as a document), and overflow to a document."""
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 
 from commands.base import Attachment, Reply, Text
@@ -18,6 +19,11 @@ PREVIEW_CHARS = 1500
 PREVIEW_LINES = 25
 
 
+# Control characters and bidi overrides could erase a line of a terminal, or show a chat's
+# reader text in another order than it runs: where a command is shown, they become escapes.
+_HIDING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 @dataclass(frozen=True, slots=True)
 class Chunk:
     html: str
@@ -26,6 +32,12 @@ class Chunk:
 
 def escape(text: str) -> str:
     return html.escape(text, quote=False)
+
+
+def visible(text: str) -> str:
+    """`text` with every character that could hide or reorder other text written as an
+    escape (\\x1b, \\u202e); newlines and tabs stay."""
+    return _HIDING.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def split_text(text: str, limit: int) -> list[str]:
@@ -122,9 +134,10 @@ def plan_reply(reply: Reply, limit: int = SAFE_LIMIT) -> tuple[list[Chunk], list
     blocks: list[Text] = []
     attachments: list[Attachment] = []
     for block in reply.blocks:
-        seen = preview(block.text) if block.filename else None
+        # Escaped before it is measured, so escapes cannot push a preview over the limit.
+        seen = preview(visible(block.text)) if block.filename else None
         if seen is None or not seen.cut:
-            blocks.append(block)
+            blocks.append(Text(seen.text, block.style) if seen else block)
             continue
         blocks += [Text(seen.text, block.style), Text(seen.note(block.filename))]
         attachments.append(Attachment(block.filename, block.text.encode(), "text/plain"))

@@ -46,7 +46,7 @@ from telegram.ext import (  # noqa: E402,E501
 )
 
 from bot.app import Switchboard  # noqa: E402
-from bot.render import escape, plan_reply, preview, split_text  # noqa: E402
+from bot.render import escape, plan_reply, preview, split_text, visible  # noqa: E402
 from commands.agents import agent_buttons  # noqa: E402
 from commands.approvals import detail_filename, escalation_buttons  # noqa: E402
 from commands.base import Attachment, Button, Caller, Reply, Role, Text  # noqa: E402
@@ -432,16 +432,17 @@ class TelegramFrontend:
         if row.kind != Kind.NOTICE:
             html += f"  <code>{row.id}</code>"
         if row.body:
-            body = preview(row.body, BODY_CHARS if row.detail else BODY_ALONE_CHARS,
-                           max_lines=len(row.body) + 1)  # by characters only
-            html += f"\n<pre>{escape(body.text)}</pre>" if row.kind != Kind.NOTICE else \
-                f"\n{escape(body.text)}"
+            text = visible(row.body)  # escaped first, so escapes cannot overflow the card
+            body = preview(text, BODY_CHARS if row.detail else BODY_ALONE_CHARS,
+                           max_lines=len(text) + 1)  # by characters only
+            shown = escape(body.text)
+            html += f"\n<pre>{shown}</pre>" if row.kind != Kind.NOTICE else f"\n{shown}"
             if body.cut:
                 name = f"{row.id}-message.txt"
                 html += f"\n<b>{escape(body.note(name))}</b>"
                 files.append(Attachment(name, row.body.encode()))
         if row.detail:
-            seen = preview(row.detail)
+            seen = preview(visible(row.detail))
             html += f"\n<pre>{escape(seen.text)}</pre>"
             if seen.cut:
                 name = detail_filename(row)

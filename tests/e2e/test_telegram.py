@@ -341,6 +341,16 @@ async def test_the_real_cli_s_long_command_and_long_write_reach_telegram_whole(a
     assert target.read_text() == content
 
 
+async def test_text_that_would_reorder_or_hide_is_escaped_on_the_card(fake_tg_app):
+    app, fake = fake_tg_app
+    command = "echo safe \u202e" + "x" * 1600 + "\x1b[2K" + TAIL
+    row = await ask(app, command)
+    card = await said(fake, ADMIN, "w wants to use Bash")
+    assert "\\u202e" in card["text"] and "\u202e" not in card["text"]
+    assert docs(fake, ADMIN)[0]["bytes"].decode() == command  # the file is exactly the call
+    assert docs(fake, ADMIN)[0]["filename"] == f"{row.id}-command.sh"
+
+
 async def test_a_long_reason_is_cut_with_a_note_and_sent_whole(fake_tg_app):
     app, fake = fake_tg_app
     reason = "Why asked: Bash: no rule decides it (in: " + "y" * 2000 + ")"

@@ -22,6 +22,7 @@ from bot.render import (
     render_chunks,
     split_text,
 )
+from bot.render import visible as escaped
 from commands.approvals import escalation_blocks
 from commands.base import Reply, Text
 from store.escalations import EscalationRow
@@ -128,3 +129,12 @@ def test_the_console_prints_the_whole_detail_and_no_hiding_characters():
     assert "ab3k-command.sh" in out
     pending = render_reply(Reply(blocks=escalation_blocks(row)))
     assert TAIL in pending and "\x1b" not in pending
+
+
+def test_characters_that_hide_or_reorder_text_are_shown_as_escapes():
+    assert escaped("ok\tfine\n\x1b[2K\rgone \u202eevil") == "ok\tfine\n\\x1b[2K\\rgone \\u202eevil"
+    command = "\x1b[2K" * 1000 + TAIL  # escapes count in the preview, not only the raw text
+    chunks, files = plan_reply(Reply(blocks=(Text(command, "code", "c.sh"),)))
+    assert files[0].content.decode() == command
+    assert all(len(visible(c.html)) <= SAFE_LIMIT for c in chunks)
+    assert "\x1b" not in "".join(c.html for c in chunks)
