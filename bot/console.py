@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import TextIO
 
 from bot.app import Switchboard
-from commands.approvals import escalation_text
-from commands.base import Caller, Reply, Role
+from bot.render import visible
+from commands.approvals import escalation_blocks
+from commands.base import Caller, Reply, Role, Text
 from store.escalations import EscalationRow
 from supervisor.events import AgentOutput, Event, StateChanged, TurnFinished
 
@@ -21,27 +22,39 @@ logger = logging.getLogger(__name__)
 FRONTEND = "console"
 
 
+def _whole(block: Text) -> str:
+    """A text to be seen whole (a command, a file, a diff): every line, in a gutter, so it is
+    clear where it starts and ends."""
+    lines = block.text.split("\n")
+    head = f"┌ {block.filename} · {len(block.text):,} characters"
+    return "\n".join([head, *(f"│ {line}" for line in lines), "└"])
+
+
+def render_block(block: Text) -> str:
+    if block.filename:
+        return _whole(block)
+    if block.style == "title":
+        return f"== {block.text} =="
+    if block.style == "error":
+        return f"error: {block.text}"
+    if block.style == "code":
+        return "\n".join("  " + line for line in block.text.splitlines())
+    return block.text
+
+
 def render_escalation(row: EscalationRow) -> str:
     mark = "ℹ" if row.kind == "notice" else "❓"
-    return f"{mark} " + escalation_text(row).replace("\n", "\n   ")
+    text = "\n".join(render_block(b) for b in escalation_blocks(row))
+    return f"{mark} " + visible(text).replace("\n", "\n   ")
 
 
 def render_reply(reply: Reply) -> str:
-    out: list[str] = []
-    for block in reply.blocks:
-        if block.style == "title":
-            out.append(f"== {block.text} ==")
-        elif block.style == "error":
-            out.append(f"error: {block.text}")
-        elif block.style == "code":
-            out.append("\n".join("  " + line for line in block.text.splitlines()))
-        else:
-            out.append(block.text)
+    out = [render_block(block) for block in reply.blocks]
     for row in reply.buttons:
         out.append("  actions: " + "  ".join(f"[{b.label}: {b.command}]" for b in row))
     for att in reply.attachments:
         out.append(f"  attachment {att.filename} ({len(att.content)} bytes)")
-    return "\n".join(out)
+    return visible("\n".join(out))
 
 
 def render_event(event: Event) -> str | None:

@@ -1,9 +1,11 @@
 """Rendering a platform-neutral Reply for chat: escaping, splitting under a length limit at
-paragraph and line boundaries with code blocks kept closed, and overflow to a document."""
+paragraph and line boundaries with code blocks kept closed, previews of texts that must be seen
+whole (with the whole text as a document), and overflow to a document."""
 
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 
 from commands.base import Attachment, Reply, Text
@@ -11,6 +13,15 @@ from commands.base import Attachment, Reply, Text
 TELEGRAM_LIMIT = 4096
 SAFE_LIMIT = 3800  # under the limit even after a footer is added to an edited copy
 DOCUMENT_OVER = 12_000  # longer replies go out as a file, with a preview
+# A text the operator must see whole (a command to approve) is shown inline up to this much;
+# beyond it a card stops being readable, so it is previewed and the whole goes as a file.
+PREVIEW_CHARS = 1500
+PREVIEW_LINES = 25
+
+
+# Control characters and bidi overrides could erase a line of a terminal, or show a chat's
+# reader text in another order than it runs: where a command is shown, they become escapes.
+_HIDING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +32,12 @@ class Chunk:
 
 def escape(text: str) -> str:
     return html.escape(text, quote=False)
+
+
+def visible(text: str) -> str:
+    """`text` with every character that could hide or reorder other text written as an
+    escape (\\x1b, \\u202e); newlines and tabs stay."""
+    return _HIDING.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def split_text(text: str, limit: int) -> list[str]:
@@ -42,6 +59,40 @@ def split_text(text: str, limit: int) -> list[str]:
     if rest or not pieces:
         pieces.append(rest)
     return pieces
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    text: str  # the start of the whole text
+    hidden: int  # characters of the whole not in `text`
+    total: int
+    lines: int
+
+    @property
+    def cut(self) -> bool:
+        return self.hidden > 0
+
+    def note(self, filename: str) -> str:
+        """What the reader is told under a cut preview: that it is cut, and where the rest is."""
+        lines = f"{self.lines:,} line{'' if self.lines == 1 else 's'}"
+        return (f"✂️ Cut short: {self.hidden:,} more characters are not shown here (the whole "
+                f"text is {self.total:,} characters, {lines}). All of it is in the attached "
+                f"file {filename}.")
+
+
+def preview(text: str, max_chars: int = PREVIEW_CHARS, max_lines: int = PREVIEW_LINES) -> Preview:
+    """The first lines of `text`, at most `max_lines` of them and `max_chars` characters, cut
+    at a line end when one is not too far back."""
+    rows = text.split("\n")
+    lines = len(rows) - (text.endswith("\n") or not text)  # a final newline ends a line
+    if len(text) <= max_chars and len(rows) <= max_lines:
+        return Preview(text, 0, len(text), lines)
+    shown = "\n".join(rows[:max_lines])[:max_chars]
+    if len(shown) < len(text) and text[len(shown)] != "\n":  # cut inside a line
+        end = shown.rfind("\n")
+        if end >= max_chars // 2:
+            shown = shown[:end]
+    return Preview(shown, len(text) - len(shown), len(text), lines)
 
 
 def _wrap(block: Text, piece: str) -> str:
@@ -77,15 +128,26 @@ def render_chunks(blocks: tuple[Text, ...], limit: int = SAFE_LIMIT) -> list[Chu
 
 
 def plan_reply(reply: Reply, limit: int = SAFE_LIMIT) -> tuple[list[Chunk], list[Attachment]]:
-    """The messages and files a reply becomes. Very long output is sent as a document, with
-    the start of it as a message."""
-    total = sum(len(b.text) for b in reply.blocks)
-    attachments = list(reply.attachments)
+    """The messages and files a reply becomes. A block with a filename that does not fit a
+    card becomes its preview, a note saying so, and a file with all of it. Very long output is
+    sent as a document, with the start of it as a message."""
+    blocks: list[Text] = []
+    attachments: list[Attachment] = []
+    for block in reply.blocks:
+        # Escaped before it is measured, so escapes cannot push a preview over the limit.
+        seen = preview(visible(block.text)) if block.filename else None
+        if seen is None or not seen.cut:
+            blocks.append(Text(seen.text, block.style) if seen else block)
+            continue
+        blocks += [Text(seen.text, block.style), Text(seen.note(block.filename))]
+        attachments.append(Attachment(block.filename, block.text.encode(), "text/plain"))
+    attachments += reply.attachments
+    total = sum(len(b.text) for b in blocks)
     if total <= DOCUMENT_OVER:
-        return render_chunks(reply.blocks, limit), attachments
-    full = "\n\n".join(b.text for b in reply.blocks)
-    preview = full[: limit // 2]
-    chunks = render_chunks((Text(preview, "code"),
+        return render_chunks(tuple(blocks), limit), attachments
+    full = "\n\n".join(b.text for b in blocks)
+    start = full[: limit // 2]
+    chunks = render_chunks((Text(start, "code"),
                             Text(f"… {total:,} characters in all: the full text is attached.")),
                            limit)
     attachments.insert(0, Attachment("output.txt", full.encode(), "text/plain"))

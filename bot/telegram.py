@@ -24,6 +24,7 @@ from telegram import (  # noqa: E402
     InlineKeyboardMarkup,
     KeyboardButton,
     ReplyKeyboardMarkup,
+    ReplyParameters,
     Update,
     User,
 )
@@ -45,10 +46,10 @@ from telegram.ext import (  # noqa: E402,E501
 )
 
 from bot.app import Switchboard  # noqa: E402
-from bot.render import escape, plan_reply, split_text  # noqa: E402
+from bot.render import escape, plan_reply, preview, split_text, visible  # noqa: E402
 from commands.agents import agent_buttons  # noqa: E402
-from commands.approvals import escalation_buttons  # noqa: E402
-from commands.base import Button, Caller, Reply, Role, Text  # noqa: E402
+from commands.approvals import detail_filename, escalation_buttons  # noqa: E402
+from commands.base import Attachment, Button, Caller, Reply, Role, Text  # noqa: E402
 from commands.dispatcher import REGISTRY, split_command  # noqa: E402
 from commands.render import ago, money  # noqa: E402
 from store.escalations import EscalationRow  # noqa: E402
@@ -63,6 +64,10 @@ CALLBACK_MAX = 64
 STRANGER_TEXT = ("Sorry, this is a private Switchboard bot. If you should have access, ask its "
                  "admin for an invite code, then send /start <code>.")
 MAX_BACKOFF_S = 30.0
+# The card's share for the body (what kind of call, why asked) when a detail follows it, and
+# without one (a question); anything longer is cut with a note and sent whole as a file.
+BODY_CHARS = 1000
+BODY_ALONE_CHARS = 3000
 
 
 class CallbackCodec:
@@ -396,33 +401,59 @@ class TelegramFrontend:
         await self.send_reply(chat_id, reply)
 
     async def _details(self, chat_id: int, esc_id: str) -> None:
+        """Everything about one escalation: the body and the complete detail, inline when it
+        fits and as a file when not."""
         row = await self.app.pool.escalations.get(esc_id)
         if row is None:
             await self.send_reply(chat_id, Reply.error(f"No request {esc_id}."))
             return
-        full = json.dumps(row.tool_input, indent=2, ensure_ascii=False) if row.tool_input else ""
-        await self.send_reply(chat_id, Reply(blocks=(
-            Text(f"{row.id}: {row.title}", "title"), Text(row.body or "-", "code"),
-            *((Text(full, "code"),) if full else ()))))
+        blocks = [Text(f"{row.id}: {row.title}", "title"),
+                  Text(row.body or "-", "code", f"{row.id}-message.txt")]
+        if row.detail:
+            blocks.append(Text(row.detail, "code", detail_filename(row)))
+        elif row.tool_input:  # a row from before details were kept: the raw input
+            full = json.dumps(row.tool_input, indent=2, ensure_ascii=False)
+            blocks.append(Text(full, "code", f"{row.id}-input.json"))
+        await self.send_reply(chat_id, Reply(blocks=tuple(blocks)))
 
     async def _on_error(self, update: object, context: Any) -> None:
         logger.error("telegram handler failed", exc_info=context.error)
 
     # -- outbound: escalations, answered edits, status cards --------------------------------------
 
-    def _escalation_html(self, row: EscalationRow) -> str:
+    def _escalation_card(self, row: EscalationRow) -> tuple[str, list[Attachment]]:
+        """The card's HTML and the files it needs. The body (with "Why asked") comes first, so
+        it stays in sight; then the detail, whole if it fits, else its start, a note that it
+        is cut and the file that has all of it."""
         mark = {"notice": "ℹ️", "permission": "🔐", "question": "❓", "plan": "📝"}.get(row.kind,
                                                                                     "❓")
-        body = split_text(row.body, 3000)[0] if row.body else ""
         html = f"{mark} <b>{escape(row.title)}</b>"
+        files: list[Attachment] = []
         if row.kind != Kind.NOTICE:
             html += f"  <code>{row.id}</code>"
-        if body:
-            html += f"\n<pre>{escape(body)}</pre>" if row.kind != Kind.NOTICE else \
-                f"\n{escape(body)}"
+        if row.body:
+            text = visible(row.body)  # escaped first, so escapes cannot overflow the card
+            body = preview(text, BODY_CHARS if row.detail else BODY_ALONE_CHARS,
+                           max_lines=len(text) + 1)  # by characters only
+            shown = escape(body.text)
+            html += f"\n<pre>{shown}</pre>" if row.kind != Kind.NOTICE else f"\n{shown}"
+            if body.cut:
+                name = f"{row.id}-message.txt"
+                html += f"\n<b>{escape(body.note(name))}</b>"
+                files.append(Attachment(name, row.body.encode()))
+        if row.detail:
+            seen = preview(visible(row.detail))
+            html += f"\n<pre>{escape(seen.text)}</pre>"
+            if seen.cut:
+                name = detail_filename(row)
+                html += f"\n<b>{escape(seen.note(name))}</b>"
+                files.append(Attachment(name, row.detail.encode()))
         if row.kind in (Kind.QUESTION, Kind.PLAN) and row.free_text:
             html += "\n<i>Reply to this message to answer in your own words.</i>"
-        return html
+        return html, files
+
+    def _escalation_html(self, row: EscalationRow) -> str:
+        return self._escalation_card(row)[0]
 
     def _escalation_rows(self, row: EscalationRow) -> tuple[tuple[Button, ...], ...]:
         if row.kind == Kind.NOTICE:
@@ -446,16 +477,34 @@ class TelegramFrontend:
         bot = self.ptb.bot
         needs_answer = row.kind != Kind.NOTICE and row.status == "open"
         chats = await self._operator_chats(Role.OPERATOR if needs_answer else Role.VIEWER)
-        html = self._escalation_html(row)
-        if row.kind == Kind.NOTICE and len(row.body) > 3000:
+        if row.kind == Kind.NOTICE and len(row.body) > 3000 and not row.detail:
             # A long final answer: the whole text, split or as a file.
             for chat in chats:
                 await self.send_reply(chat, Reply(blocks=(Text(row.title, "title"),
                                                           Text(row.body))))
             return
+        html, files = self._escalation_card(row)
+        # The files go first and the card replies to them, so by the time its buttons show,
+        # the whole text is already in the chat, right above them.
+        sent = {chat: [self._send(chat, lambda c=chat, a=att: bot.send_document(
+            c, document=a.content, filename=a.filename,
+            caption=f"The whole text of {row.id} · {row.title}"[:1000])) for att in files]
+            for chat in chats}
         markup = self._keyboard(self._escalation_rows(row)) if needs_answer else None
-        futures = {chat: self._send(chat, lambda c=chat: bot.send_message(
-            c, html, parse_mode=ParseMode.HTML, reply_markup=markup)) for chat in chats}
+        futures = {}
+        for chat in chats:
+            above = None
+            for fut in sent[chat]:
+                try:
+                    message = await fut
+                    above = message.message_id if message is not None else above
+                except TelegramError:
+                    logger.exception("telegram: could not send the full text id=%s chat=%s",
+                                     row.id, chat)
+            reply_to = (ReplyParameters(above, allow_sending_without_reply=True)
+                        if above is not None else None)
+            futures[chat] = self._send(chat, lambda c=chat, r=reply_to: bot.send_message(
+                c, html, parse_mode=ParseMode.HTML, reply_markup=markup, reply_parameters=r))
         for chat, fut in futures.items():
             with contextlib.suppress(TelegramError):
                 message = await fut

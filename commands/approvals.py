@@ -21,9 +21,19 @@ def escalation_buttons(row: EscalationRow) -> tuple[Button, ...]:
                  enumerate(row.options[:8], start=1))
 
 
-def escalation_text(row: EscalationRow) -> str:
+def detail_filename(row: EscalationRow) -> str:
+    """The name of the file holding an escalation's complete detail, unique per escalation."""
+    return f"{row.id}-{row.detail_name or 'detail.txt'}"
+
+
+def escalation_blocks(row: EscalationRow) -> tuple[Text, ...]:
+    """The escalation as blocks: what and why first, then the complete detail (a block with a
+    filename, which front ends show whole or attach), then how to answer."""
     head = f"{row.id} · {row.title} · {ago(row.created_at)} ago"
-    lines = [head, row.body]
+    blocks = [Text("\n".join(p for p in (head, row.body) if p))]
+    if row.detail:
+        blocks.append(Text(row.detail, "code", detail_filename(row)))
+    lines = []
     if row.options and row.kind != Kind.PERMISSION:
         lines.append("Options: " + "; ".join(f"{i}. {o}" for i, o in
                                               enumerate(row.options, start=1)))
@@ -31,7 +41,9 @@ def escalation_text(row: EscalationRow) -> str:
         lines.append(f"Answer: /approve {row.id} [session] or /deny {row.id} [reason]")
     elif row.kind != Kind.NOTICE:
         lines.append(f"Answer: /answer {row.id} <option number or text>")
-    return "\n".join(lines)
+    if lines:
+        blocks.append(Text("\n".join(lines)))
+    return tuple(blocks)
 
 
 def _answer(ctx: Context, decision: Decision, text: str = "") -> Answer:
@@ -50,7 +62,7 @@ class Pending:
         if not rows:
             return Reply.text("Nothing is waiting for you.")
         blocks = [Text(f"{len(rows)} waiting", "title")]
-        blocks += [Text(escalation_text(r)) for r in rows[:30]]
+        blocks += [b for r in rows[:30] for b in escalation_blocks(r)]
         return Reply(blocks=tuple(blocks),
                      buttons=tuple(escalation_buttons(r) for r in rows[:10]))
 

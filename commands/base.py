@@ -28,10 +28,13 @@ class Caller:
 
 @dataclass(frozen=True, slots=True)
 class Text:
-    """A block of text. style: plain, title, code (monospace, kept verbatim), error."""
+    """A block of text. style: plain, title, code (monospace, kept verbatim), error.
+    A block with a filename is something the reader must be able to see whole (a command to
+    approve): a chat too small for it shows the start and sends all of it as that file."""
 
     text: str
     style: str = "plain"
+    filename: str = ""
 
 
 @dataclass(frozen=True, slots=True)

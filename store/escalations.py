@@ -29,6 +29,8 @@ class EscalationRow:
     answered_via: str | None
     answered_at: float | None
     created_at: float
+    detail: str | None = None  # the complete call (command, file, diff); body stays short
+    detail_name: str | None = None  # a file name for detail: command.sh, edit-a.py.diff
 
     @classmethod
     def from_row(cls, row: Any) -> EscalationRow:
@@ -48,14 +50,16 @@ class EscalationRepo:
         self, *, id: str, agent_id: str | None, kind: str, title: str, body: str,
         tool_name: str | None = None, tool_input: dict[str, Any] | None = None,
         options: tuple[str, ...] = (), free_text: bool = False, ref_id: str | None = None,
-        status: str = "open",
+        status: str = "open", detail: str | None = None, detail_name: str | None = None,
     ) -> EscalationRow:
         await self.db.execute(
             "INSERT INTO escalations (id, agent_id, kind, title, body, tool_name, tool_input,"
-            " options, free_text, ref_id, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            " options, free_text, ref_id, status, created_at, detail, detail_name)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (id, agent_id, kind, title, body, tool_name,
              json.dumps(tool_input, default=str) if tool_input is not None else None,
-             json.dumps(list(options)), int(free_text), ref_id, status, time.time()),
+             json.dumps(list(options)), int(free_text), ref_id, status, time.time(), detail,
+             detail_name),
         )
         row = await self.get(id)
         assert row is not None

@@ -172,4 +172,11 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE agents ADD COLUMN project_settings INTEGER NOT NULL DEFAULT 0;
     """,
+    # 6: the complete text of what an escalation asks about (a whole command, new file, diff,
+    # plan), kept apart from the short body so chats can preview it and send it as a file
+    # named detail_name.
+    """
+    ALTER TABLE escalations ADD COLUMN detail TEXT;
+    ALTER TABLE escalations ADD COLUMN detail_name TEXT;
+    """,
 )

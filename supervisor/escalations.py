@@ -99,11 +99,15 @@ class Escalations:
     async def open(
         self, *, agent_id: str | None, kind: Kind, title: str, body: str,
         tool_name: str | None = None, tool_input: dict[str, Any] | None = None,
-        options: tuple[str, ...] = (), free_text: bool = False,
+        options: tuple[str, ...] = (), free_text: bool = False, detail: str | None = None,
+        detail_name: str | None = None,
     ) -> EscalationRow:
+        """`body` is short (what kind of call, why asked); `detail` is the complete thing
+        being asked about, which every front end must be able to show whole."""
         row = await self.store.escalations.create(
             id=await self._new_id(), agent_id=agent_id, kind=kind, title=title, body=body,
             tool_name=tool_name, tool_input=tool_input, options=options, free_text=free_text,
+            detail=detail, detail_name=detail_name,
         )
         self._waiters[row.id] = asyncio.get_running_loop().create_future()
         self.hub.publish(EscalationEvent("created", row))
@@ -111,11 +115,12 @@ class Escalations:
         return row
 
     async def notify(self, agent_id: str | None, title: str, body: str = "",
-                     ref_id: str | None = None) -> EscalationRow:
+                     ref_id: str | None = None, *, detail: str | None = None,
+                     detail_name: str | None = None) -> EscalationRow:
         """A notice: pushed to the operator like an escalation, needs no answer."""
         row = await self.store.escalations.create(
             id=await self._new_id(), agent_id=agent_id, kind=Kind.NOTICE, title=title, body=body,
-            ref_id=ref_id, status="info",
+            ref_id=ref_id, status="info", detail=detail, detail_name=detail_name,
         )
         self.hub.publish(EscalationEvent("created", row))
         return row

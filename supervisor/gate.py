@@ -24,8 +24,9 @@ from claude_agent_sdk import (
 from claude_agent_sdk.types import PermissionResult, ToolPermissionContext
 
 from store import Store
+from supervisor.describe import describe
 from supervisor.escalations import Answer, Decision, Escalations, Kind
-from supervisor.policy import Action, Policy, describe_call
+from supervisor.policy import Action, Policy
 
 logger = logging.getLogger(__name__)
 
@@ -144,10 +145,14 @@ class ToolGate:
             return await self._exit_plan_mode(tool_input)
         if decision.action == Action.ALLOW or await self._session_allowed(name, tool_input):
             return PermissionResultAllow(updated_input=tool_input)
+        # The body is short, the reason first so that no preview can push it out of sight;
+        # the call itself goes whole into detail, which chats preview and send as a file.
+        call = describe(name, tool_input)
+        body = "\n\n".join(p for p in (f"Why asked: {decision.reason}", call.summary) if p)
         answer = await self._escalate(
-            Kind.PERMISSION, f"{self.agent.name} wants to use {name}",
-            describe_call(name, tool_input) + f"\n\nWhy asked: {decision.reason}",
+            Kind.PERMISSION, f"{self.agent.name} wants to use {name}", body,
             name, tool_input, PERMISSION_OPTIONS, False,
+            detail=call.text, detail_name=call.filename,
         )
         if answer.decision in (Decision.ALLOW, Decision.ALLOW_SESSION):
             if answer.decision == Decision.ALLOW_SESSION:
@@ -178,13 +183,16 @@ class ToolGate:
         return PermissionResultAllow(updated_input={**tool_input, "answers": answers})
 
     async def _exit_plan_mode(self, tool_input: dict[str, Any]) -> PermissionResult:
-        # Recent CLIs keep the plan in a file and send ExitPlanMode with no input.
-        plan = str(tool_input.get("plan") or "") or (
-            "The agent wants to leave plan mode and start making changes. Its plan was not "
-            f"sent with the request: /logs {self.agent.name} shows what it said.")
+        plan = str(tool_input.get("plan") or "")
+        if plan:
+            body = "Approving the plan lets the agent start making changes."
+        else:  # Recent CLIs keep the plan in a file and send ExitPlanMode with no input.
+            body = ("The agent wants to leave plan mode and start making changes. Its plan was "
+                    f"not sent with the request: /logs {self.agent.name} shows what it said.")
         answer = await self._escalate(
-            Kind.PLAN, f"{self.agent.name} has a plan", plan[:3000], "ExitPlanMode", tool_input,
+            Kind.PLAN, f"{self.agent.name} has a plan", body, "ExitPlanMode", tool_input,
             ("Approve plan", "Keep planning"), True,
+            detail=plan or None, detail_name="plan.md" if plan else None,
         )
         if answer.decision in (Decision.ALLOW, Decision.ALLOW_SESSION) or (
             answer.decision == Decision.ANSWER and answer.text == "Approve plan"
@@ -195,11 +203,12 @@ class ToolGate:
 
     async def _escalate(self, kind: Kind, title: str, body: str, tool_name: str | None,
                         tool_input: dict[str, Any] | None, options: tuple[str, ...],
-                        free_text: bool) -> Answer:
+                        free_text: bool, *, detail: str | None = None,
+                        detail_name: str | None = None) -> Answer:
         esc = self.deps.escalations
         row = await esc.open(agent_id=self.agent.id, kind=kind, title=title, body=body,
                              tool_name=tool_name, tool_input=tool_input, options=options,
-                             free_text=free_text)
+                             free_text=free_text, detail=detail, detail_name=detail_name)
         await self.agent.escalation_started()
         try:
             return await esc.wait(row, on_pause=self.agent.pause_for_timeout,
@@ -218,12 +227,14 @@ class ToolGate:
 
     async def _blocked(self, name: str, tool_input: dict[str, Any], reason: str,
                        rule: str) -> None:
-        what = describe_call(name, tool_input)
+        call = describe(name, tool_input)
         await self.deps.store.events.append(
             self.agent.id, None, "policy_denied", f"{name} blocked: {reason}",
             {"tool_name": name, "input": tool_input, "rule": rule, "reason": reason},
         )
         await self.deps.escalations.notify(
-            self.agent.id, f"{self.agent.name}: blocked by policy", f"{what}\n\n{reason}")
+            self.agent.id, f"{self.agent.name}: blocked by policy",
+            "\n\n".join(p for p in (reason, call.summary) if p),
+            detail=call.text, detail_name=call.filename)
 
 

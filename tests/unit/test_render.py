@@ -9,15 +9,23 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.console import render_escalation, render_reply
 from bot.render import (
     DOCUMENT_OVER,
+    PREVIEW_CHARS,
+    PREVIEW_LINES,
     SAFE_LIMIT,
     TELEGRAM_LIMIT,
+    Preview,
     plan_reply,
+    preview,
     render_chunks,
     split_text,
 )
+from bot.render import visible as escaped
+from commands.approvals import escalation_blocks
 from commands.base import Reply, Text
+from store.escalations import EscalationRow
 
 
 def visible(chunk_html: str) -> str:
@@ -66,3 +74,67 @@ def test_no_chunk_breaks_the_limit_and_nothing_is_lost(blocks):
     for t, _ in blocks:
         for word in t.split()[:20]:
             assert word in out
+
+
+# -- texts the operator must see whole (a command, a file, a diff) -------------------------------
+
+TAIL = "; git push --force origin main"
+
+
+def test_preview_is_exact_when_it_fits_and_says_how_much_is_cut():
+    assert preview("git status") == Preview("git status", 0, 10, 1)
+    assert preview("a\nb\n").lines == 2 and preview("").lines == 0
+    command = "echo " + "x" * 1600 + TAIL
+    seen = preview(command)
+    assert seen.cut and len(seen.text) == PREVIEW_CHARS and TAIL not in seen.text
+    assert seen.hidden == len(command) - PREVIEW_CHARS and seen.total == len(command)
+    note = seen.note("ab3k-command.sh")
+    assert f"{seen.hidden:,} more characters" in note and "ab3k-command.sh" in note
+    many = "\n".join(f"line {i}" for i in range(100))
+    lines = preview(many)
+    assert lines.text.split("\n") == [f"line {i}" for i in range(PREVIEW_LINES)]
+    assert lines.text + many[len(lines.text):] == many
+
+
+def test_preview_cuts_at_a_line_end_when_one_is_near():
+    text = ("a" * 100 + "\n") * 10 + "b" * 2000
+    seen = preview(text)
+    assert seen.text == ("a" * 100 + "\n") * 9 + "a" * 100 and seen.cut
+
+
+def test_a_block_to_see_whole_becomes_a_preview_a_note_and_the_file():
+    command = "echo " + "x" * 1600 + TAIL
+    reply = Reply(blocks=(Text("ab3k · x wants to use Bash"),
+                          Text(command, "code", "ab3k-command.sh")))
+    chunks, files = plan_reply(reply)
+    assert [(f.filename, f.content.decode()) for f in files] == [("ab3k-command.sh", command)]
+    shown = "".join(visible(c.html) for c in chunks)
+    assert "Cut short" in shown and "ab3k-command.sh" in shown and TAIL not in shown
+    short = plan_reply(Reply(blocks=(Text("rm -rf build", "code", "c.sh"),)))
+    assert short[1] == [] and "rm -rf build" in visible(short[0][0].html)
+
+
+def test_the_console_prints_the_whole_detail_and_no_hiding_characters():
+    command = "echo " + "x" * 1600 + "\x1b[2K\r" + TAIL
+    row = EscalationRow(
+        seq=1, id="ab3k", agent_id=None, kind="permission", title="w wants to use Bash",
+        body="Why asked: Bash: no rule decides it", tool_name="Bash",
+        tool_input={"command": command}, options=(), free_text=False, ref_id=None,
+        status="open", answer=None, answered_by=None, answered_via=None, answered_at=None,
+        created_at=0.0, detail=command, detail_name="command.sh")
+    out = render_escalation(row)
+    assert "Why asked" in out and "x" * 1600 in out and TAIL in out
+    assert out.index("Why asked") < out.index(TAIL) < out.index("/approve ab3k")
+    assert "\x1b" not in out and "\r" not in out and "\\x1b[2K\\r" in out
+    assert "ab3k-command.sh" in out
+    pending = render_reply(Reply(blocks=escalation_blocks(row)))
+    assert TAIL in pending and "\x1b" not in pending
+
+
+def test_characters_that_hide_or_reorder_text_are_shown_as_escapes():
+    assert escaped("ok\tfine\n\x1b[2K\rgone \u202eevil") == "ok\tfine\n\\x1b[2K\\rgone \\u202eevil"
+    command = "\x1b[2K" * 1000 + TAIL  # escapes count in the preview, not only the raw text
+    chunks, files = plan_reply(Reply(blocks=(Text(command, "code", "c.sh"),)))
+    assert files[0].content.decode() == command
+    assert all(len(visible(c.html)) <= SAFE_LIMIT for c in chunks)
+    assert "\x1b" not in "".join(c.html for c in chunks)

@@ -453,3 +453,26 @@ async def test_a_cancelled_read_does_not_leave_the_reader_on_a_stale_snapshot(tm
             assert await store.kv.get(f"k{i}") == i
     finally:
         await store.db.close()
+
+
+async def test_escalation_detail_is_kept_whole_and_old_rows_upgrade(db_path, monkeypatch):
+    """Migration 5 adds the complete detail of an escalation; rows from before have none."""
+    import store.db as db_module
+
+    monkeypatch.setattr(db_module, "MIGRATIONS", MIGRATIONS[:4])
+    old = await open_store(db_path)
+    await old.db.execute("INSERT INTO escalations (id, kind, title, body, status, created_at)"
+                         " VALUES ('old1', 'permission', 't', 'echo hi', 'open', 0)")
+    await old.db.close()
+    monkeypatch.setattr(db_module, "MIGRATIONS", MIGRATIONS)
+    s = await open_store(db_path)
+    try:
+        legacy = await s.escalations.get("old1")
+        assert legacy is not None and legacy.detail is None and legacy.body == "echo hi"
+        command = "echo " + "x" * 100_000 + "; git push --force origin main"
+        row = await s.escalations.create(id="new1", agent_id=None, kind="permission",
+                                         title="t", body="Why asked: x", detail=command,
+                                         detail_name="command.sh")
+        assert row.detail == command and row.detail_name == "command.sh"
+    finally:
+        await s.db.close()
