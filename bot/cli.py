@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import getpass
 import logging
 import signal
@@ -76,6 +77,25 @@ def configure_logging(settings: Settings, *, to_stderr: bool) -> None:
         handlers=handlers,
         force=True,
     )
+
+
+PR_SET_DUMPABLE = 4
+
+
+def make_undumpable() -> str | None:
+    """Mark this process non-dumpable (Linux): no core dump, and no other process of our user
+    (an agent, say) may read our /proc/<pid>/environ, memory or file descriptors, where every
+    token lives. Agents are unaffected: exec makes a process dumpable again. Returns why it
+    could not be done, or None."""
+    if not sys.platform.startswith("linux"):
+        return f"not on Linux ({sys.platform})"
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            return f"prctl failed: errno {ctypes.get_errno()}"
+    except (OSError, AttributeError) as exc:
+        return f"prctl unavailable: {exc}"
+    return None
 
 
 async def serve(settings: Settings, *, console: bool) -> int:
@@ -264,10 +284,16 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_doctor(settings)
     if args.command == "kill":
         return cmd_kill(settings, args.reason)
-    console = args.console
+    return cmd_run(settings, args.console)
+
+
+def cmd_run(settings: Settings, console: bool | None) -> int:
+    not_protected = make_undumpable()  # the first thing `run` does
     if console is None:
         console = settings.console if settings.console is not None else sys.stdin.isatty()
     configure_logging(settings, to_stderr=not console)
+    if not_protected:
+        logger.warning("could not make the supervisor non-dumpable: %s", not_protected)
     try:
         return asyncio.run(serve(settings, console=console))
     except ConfigError as exc:
