@@ -224,8 +224,9 @@ def cmd_kill(settings: Settings, reason: str) -> int:
     summary = f"kill switch on: wrote {path}; SIGKILLed {len(killed)} agent process(es)."
     if settings.db_path.exists():
         try:
+            SECRETS.add(*settings.secret_values())
             record_sync(settings.db_path, platform="cli", user_id=by, action="killswitch",
-                        args=f"on {reason}".strip(), ok=True, result=summary)
+                        args=f"on {reason}".strip(), ok=True, result=summary, redact=SECRETS)
         except Exception as exc:  # noqa: BLE001 - report and go on
             print(f"could not write the audit row: {exc}", file=sys.stderr)
     print(summary)
