@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import FAKE_CLAUDE, MODEL, PERMISSIVE_POLICY
@@ -17,13 +18,17 @@ from tests.conftest import FAKE_CLAUDE, MODEL, PERMISSIVE_POLICY
 class Supervisor:
     """`switchboard run --console` in a subprocess; lines in on stdin, lines out collected."""
 
-    def __init__(self, home: Path, console: bool = True) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
-        env["SWITCHBOARD_HOME"] = str(home)
+    def __init__(self, home: Path, console: bool = True, *, env: dict[str, str] | None = None,
+                 preexec_fn: Callable[[], None] | None = None) -> None:
+        """`env` is added to the test's environment (SWITCHBOARD_* variables dropped)."""
+        full = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+        full["SWITCHBOARD_HOME"] = str(home)
+        full.update(env or {})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bot.cli", "run", "--console" if console else "--headless"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            env=env, text=True, cwd=Path(__file__).resolve().parents[2],
+            env=full, text=True, cwd=Path(__file__).resolve().parents[2],
+            preexec_fn=preexec_fn,
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
