@@ -218,6 +218,10 @@ async def test_questions_by_button_and_by_reply(real_tg_app, tmp_path, mock_api)
     fake.user_sends(ADMIN, f"/ask asker TOOL mcp__switchboard__ask_operator {args}")
     port_q = await said(fake, ADMIN, "Which port?")
     assert "Reply to this message" in port_q["text"]
+    # The fake has the message before the bot has recorded where it showed it (that needs the
+    # sendMessage answer): a reply sent in between is "not a question I asked". Wait for it.
+    await wait_for(lambda: app.store.operators.escalation_for_message(
+        "telegram", str(ADMIN), str(port_q["message_id"])), 10, "the chat copy recorded")
     fake.user_sends(ADMIN, "use 8080", reply_to_message_id=port_q["message_id"])
     await wait_for(lambda: r.state == "idle" and len(mock_api.requests) >= 4, 60)
     sent_back = json.dumps(mock_api.requests[-1]["messages"])
