@@ -16,6 +16,7 @@ from supervisor.config import Settings
 from supervisor.errors import ConfigError
 from supervisor.events import EventHub
 from supervisor.pool import AgentPool
+from supervisor.redact import SECRETS
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +35,8 @@ class Switchboard:
     async def __aenter__(self) -> Switchboard:
         try:
             self._take_lock()
-            self.store = await open_store(self.settings.db_path)
+            SECRETS.add(*self.settings.secret_values())
+            self.store = await open_store(self.settings.db_path, redact=SECRETS)
             self.pool = AgentPool(self.settings, self.store, self.hub)
             report = await self.pool.start()
             # Kill switch layer 3: whatever Switchboard issued is revoked with it.

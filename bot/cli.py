@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import getpass
 import logging
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -27,6 +29,8 @@ from supervisor.pool import resolve_cli
 from supervisor.process import sweep
 from supervisor.sandbox import describe as describe_isolation
 from supervisor.sandbox import probe as probe_isolation
+from supervisor.redact import SECRETS
+from supervisor.redact import install as install_redaction
 
 logger = logging.getLogger("switchboard")
 
@@ -67,17 +71,63 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Noise control only; the redactor, not this, is what keeps secrets out. These log every
+# request at INFO (httpx: each long poll, Bot API URL included): WARNING unless DEBUG is asked
+# for.
+CHATTY_LOGGERS = ("httpx", "urllib3", "google.auth", "slack_sdk", "slack_bolt")
+# These log each SQL statement or socket event, with parameters, at DEBUG: never useful here.
+TRACE_LOGGERS = ("aiosqlite", "httpcore")
+
+
 def configure_logging(settings: Settings, *, to_stderr: bool) -> None:
     settings.home.mkdir(parents=True, exist_ok=True)
+    SECRETS.add(*settings.secret_values())
     handlers: list[logging.Handler] = [logging.FileHandler(settings.log_path)]
     if to_stderr:
         handlers.append(logging.StreamHandler(sys.stderr))
+    level = getattr(logging, settings.log_level, logging.INFO)
     logging.basicConfig(
-        level=getattr(logging, settings.log_level, logging.INFO),
+        level=level,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         handlers=handlers,
         force=True,
     )
+    for handler in handlers:  # after basicConfig, which sets their formatter
+        install_redaction(handler, SECRETS)
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING if level > logging.DEBUG
+                                         else logging.NOTSET)
+    for name in TRACE_LOGGERS:
+        logging.getLogger(name).setLevel(max(level, logging.INFO))
+    # An exception escaping a thread would go to stderr unredacted; send it through the log.
+    threading.excepthook = _log_thread_crash
+
+
+def _log_thread_crash(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return
+    name = args.thread.name if args.thread else "?"
+    logger.error("thread crashed thread=%s error=%s", name, args.exc_type.__name__,
+                 exc_info=args.exc_value)
+
+
+PR_SET_DUMPABLE = 4
+
+
+def make_undumpable() -> str | None:
+    """Mark this process non-dumpable (Linux): no core dump, and no other process of our user
+    (an agent, say) may read our /proc/<pid>/environ, memory or file descriptors, where every
+    token lives. Agents are unaffected: exec makes a process dumpable again. Returns why it
+    could not be done, or None."""
+    if not sys.platform.startswith("linux"):
+        return f"not on Linux ({sys.platform})"
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            return f"prctl failed: errno {ctypes.get_errno()}"
+    except (OSError, AttributeError) as exc:
+        return f"prctl unavailable: {exc}"
+    return None
 
 
 async def serve(settings: Settings, *, console: bool) -> int:
@@ -176,8 +226,9 @@ def cmd_kill(settings: Settings, reason: str) -> int:
     summary = f"kill switch on: wrote {path}; SIGKILLed {len(killed)} agent process(es)."
     if settings.db_path.exists():
         try:
+            SECRETS.add(*settings.secret_values())
             record_sync(settings.db_path, platform="cli", user_id=by, action="killswitch",
-                        args=f"on {reason}".strip(), ok=True, result=summary)
+                        args=f"on {reason}".strip(), ok=True, result=summary, redact=SECRETS)
         except Exception as exc:  # noqa: BLE001 - report and go on
             print(f"could not write the audit row: {exc}", file=sys.stderr)
     print(summary)
@@ -187,13 +238,18 @@ def cmd_kill(settings: Settings, reason: str) -> int:
 
 def cmd_doctor(settings: Settings) -> int:
     problems = 0
+    # Doctor quotes URLs, error messages and the CLI's output: all of it through the redactor.
+    SECRETS.add(*settings.secret_values())
+
+    def say(text: str) -> None:
+        print(SECRETS(text))
 
     def report(ok: bool, text: str) -> None:
         nonlocal problems
         problems += 0 if ok else 1
-        print(f"[{'ok' if ok else 'PROBLEM'}] {text}")
+        say(f"[{'ok' if ok else 'PROBLEM'}] {text}")
 
-    print(f"data directory: {settings.home}")
+    say(f"data directory: {settings.home}")
     try:
         settings.home.mkdir(parents=True, exist_ok=True)
         probe = settings.home / ".doctor-probe"
@@ -213,7 +269,7 @@ def cmd_doctor(settings: Settings) -> int:
     else:
         report(True, f"credentials: {source} is set and will be handed to agents")
     if settings.anthropic_base_url:
-        print(f"       using ANTHROPIC_BASE_URL={settings.anthropic_base_url}")
+        say(f"       using ANTHROPIC_BASE_URL={settings.anthropic_base_url}")
     try:
         cli = resolve_cli(settings)
         started = time.monotonic()
@@ -253,8 +309,8 @@ def cmd_doctor(settings: Settings) -> int:
         fronts.append("telegram (token set)")
     if settings.slack_bot_token:
         fronts.append("slack (token set)")
-    print(f"front ends configured: {', '.join(fronts)}")
-    print("all good" if not problems else f"{problems} problem(s) found")
+    say(f"front ends configured: {', '.join(fronts)}")
+    say("all good" if not problems else f"{problems} problem(s) found")
     return 0 if not problems else 1
 
 
@@ -275,17 +331,28 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_doctor(settings)
     if args.command == "kill":
         return cmd_kill(settings, args.reason)
-    console = args.console
+    return cmd_run(settings, args.console)
+
+
+def cmd_run(settings: Settings, console: bool | None) -> int:
+    not_protected = make_undumpable()  # the first thing `run` does
     if console is None:
         console = settings.console if settings.console is not None else sys.stdin.isatty()
     configure_logging(settings, to_stderr=not console)
+    if not_protected:
+        logger.warning("could not make the supervisor non-dumpable: %s", not_protected)
     try:
         return asyncio.run(serve(settings, console=console))
     except ConfigError as exc:
-        print(f"switchboard: {exc}", file=sys.stderr)
+        print(f"switchboard: {SECRETS(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # noqa: BLE001 - the traceback goes through the redacting log
+        logger.critical("switchboard run crashed", exc_info=True)
+        print(f"switchboard: crashed ({SECRETS(type(exc).__name__ + ': ' + str(exc))}); "
+              f"the traceback is in {settings.log_path}", file=sys.stderr)
+        return 1
     finally:
         with contextlib.suppress(Exception):
             logging.shutdown()

@@ -51,10 +51,12 @@ from commands.agents import agent_buttons  # noqa: E402
 from commands.approvals import detail_filename, escalation_buttons  # noqa: E402
 from commands.base import Attachment, Button, Caller, Reply, Role, Text  # noqa: E402
 from commands.dispatcher import REGISTRY, split_command  # noqa: E402
+from commands.operators import redact_codes  # noqa: E402
 from commands.render import ago, money  # noqa: E402
 from store.escalations import EscalationRow  # noqa: E402
 from supervisor.escalations import EscalationEvent, Kind  # noqa: E402
 from supervisor.events import AgentOutput, StateChanged, TurnFinished  # noqa: E402
+from supervisor.redact import MASK, SECRETS  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +70,7 @@ MAX_BACKOFF_S = 30.0
 # without one (a question); anything longer is cut with a note and sent whole as a file.
 BODY_CHARS = 1000
 BODY_ALONE_CHARS = 3000
+INVITE_ARGS = f"/start {MASK}"  # what the audit row says of a redemption: never the code
 
 
 class CallbackCodec:
@@ -144,6 +147,7 @@ class TelegramFrontend:
             # PTB's webhook server refuses calls without it (403).
             secret = self.settings.telegram_webhook_secret
             self.webhook_secret = secret.value if secret else secrets.token_urlsafe(32)
+            SECRETS.add(self.webhook_secret)  # PTB logs setWebhook's parameters at DEBUG
             await self.ptb.updater.start_webhook(
                 listen=self.settings.telegram_webhook_listen,
                 port=self.settings.telegram_webhook_port,
@@ -327,18 +331,18 @@ class TelegramFrontend:
                 name = user.username or user.first_name or str(user.id)
                 await self.app.store.operators.upsert(PLATFORM, str(user.id), name, role,
                                                       "invite")
-                await self._audit(user, "start", "<invite>", True, f"joined as {role}")
+                await self._audit(user, "start", INVITE_ARGS, True, f"joined as {role}")
                 caller = Caller(f"{PLATFORM}:{user.id}", name, Role[role.upper()], PLATFORM)
                 await self.app.pool.escalations.notify(
                     None, f"New {role}: {name}", f"Telegram user {user.id} joined with an invite.")
                 await self._welcome(chat_id, caller)
                 return
-            await self._audit(user, "start", "<invite>", False, "invalid invite code")
+            await self._audit(user, "start", INVITE_ARGS, False, "invalid invite code")
             await self.send_reply(chat_id, Reply.error(
                 "That invite code is not valid: it is mistyped, expired or already used.",
                 "Ask an admin for a new one (/invite)."))
             return
-        await self._audit(user, "refused", text[:200], False, "not an operator")
+        await self._audit(user, "refused", redact_codes(text)[:200], False, "not an operator")
         logger.warning("telegram: refused a stranger user_id=%s username=%s", user.id,
                        user.username)
         if user.id not in self._refused:

@@ -57,6 +57,8 @@ class Reply:
     buttons: tuple[tuple[Button, ...], ...] = ()
     attachments: tuple[Attachment, ...] = ()
     ok: bool = True
+    # What the audit row records instead of the reply's text, for replies that carry a secret.
+    audit: str | None = None
 
     @classmethod
     def text(cls, *lines: str, style: str = "plain", **kw: Any) -> Reply:

@@ -35,10 +35,13 @@ from supervisor.errors import (
 from supervisor.escalations import AlreadyAnswered, UnknownEscalation
 from supervisor.guardrails import LimitExceeded
 from supervisor.killswitch import Halted
+from supervisor.redact import MASK
 
 logger = logging.getLogger(__name__)
 
 MAX_COMMAND_CHARS = 200_000
+# Not commands here, but typed as ones: what follows /start is an invite code, never audited.
+SECRET_ARGS = frozenset({"start"})
 
 
 class Help:
@@ -171,10 +174,13 @@ class Dispatcher:
         return reply
 
     async def _audit(self, ctx: Context, name: str, rest: str, reply: Reply) -> None:
+        if name in SECRET_ARGS and rest:
+            rest = MASK
+        result = reply.audit if reply.audit is not None else reply.plain()[:500]
         try:
             await ctx.pool.store.audit.record(
                 platform=ctx.caller.platform, user_id=ctx.caller.id, user_name=ctx.caller.name,
-                action=name, args=rest, ok=reply.ok, result=reply.plain()[:500],
+                action=name, args=rest, ok=reply.ok, result=result,
             )
         except StoreError:
             logger.warning("audit write failed action=%s", name, exc_info=True)

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import re
 import secrets
+import time
 from typing import Any, ClassVar
 
 from commands.base import Arg, Context, Param, Reply, Role, Text, UsageError
+from supervisor.redact import MASK, SECRETS
 
 INVITE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+INVITE_LENGTH = 10
 ROLES = ("viewer", "operator", "admin")
+_CODE_SHAPED = re.compile(rf"(?<![A-Za-z0-9])[{INVITE_ALPHABET}]{{{INVITE_LENGTH}}}"
+                          r"(?![A-Za-z0-9])", re.IGNORECASE)
+
+
+def redact_codes(text: str) -> str:
+    """Text fit for the audit table: the argument of /start and anything shaped like an invite
+    code (a stranger may paste one without /start) become ***."""
+    return _CODE_SHAPED.sub(MASK, SECRETS(text))
 
 
 def _role(word: str | None, default: str = "operator") -> str:
@@ -28,15 +40,17 @@ class Invite:
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
         role = _role(args["role"])
-        code = "".join(secrets.choice(INVITE_ALPHABET) for _ in range(10))
-        await ctx.pool.store.operators.create_invite(code, role, ctx.caller.id,
-                                                     ctx.settings.invite_ttl_s)
+        code = "".join(secrets.choice(INVITE_ALPHABET) for _ in range(INVITE_LENGTH))
+        SECRETS.add(code)  # shown once, to the admin; never in a log line (PTB logs at DEBUG)
+        expires = await ctx.pool.store.operators.create_invite(code, role, ctx.caller.id,
+                                                               ctx.settings.invite_ttl_s)
         minutes = ctx.settings.invite_ttl_s / 60
+        until = time.strftime("%H:%M", time.localtime(expires))
         return Reply(blocks=(
             Text(f"Invite code for a new {role}:", "title"),
             Text(f"/start {code}", "code"),
             Text(f"They send that to the bot within {minutes:.0f} minutes. It works once."),
-        ))
+        ), audit=f"invite code issued ({role}), expires {until}")
 
 
 class Operators:

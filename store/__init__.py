@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,13 +28,15 @@ class Store:
     operators: OperatorRepo
 
     @classmethod
-    def on(cls, db: Database) -> Store:
-        return cls(db, AgentRepo(db), EventRepo(db), TurnRepo(db), AuditRepo(db),
+    def on(cls, db: Database, *, redact: Callable[[str], str] | None = None) -> Store:
+        return cls(db, AgentRepo(db), EventRepo(db), TurnRepo(db), AuditRepo(db, redact),
                    EscalationRepo(db), KvRepo(db),
                    OperatorRepo(db))
 
 
-async def open_store(path: Path, *, read_only: bool = False) -> Store:
+async def open_store(path: Path, *, read_only: bool = False,
+                     redact: Callable[[str], str] | None = None) -> Store:
+    """`redact` scrubs secrets from audit rows before they are written."""
     db = Database(path, read_only=read_only)
     await db.open()
-    return Store.on(db)
+    return Store.on(db, redact=redact)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,9 +24,15 @@ class AuditRow:
     result: str
 
 
+def _same(text: str) -> str:
+    return text
+
+
 class AuditRepo:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, redact: Callable[[str], str] | None = None) -> None:
         self.db = db
+        # The last line of defence: whatever a caller passes, known secrets never get written.
+        self.redact = redact or _same
 
     async def record(
         self, *, platform: str, user_id: str, user_name: str, action: str, args: str, ok: bool,
@@ -34,8 +41,8 @@ class AuditRepo:
         return await self.db.execute(
             "INSERT INTO audit (at, platform, user_id, user_name, action, args, ok, result)"
             " VALUES (?,?,?,?,?,?,?,?)",
-            (time.time(), platform, user_id, user_name, action, args[:2000], int(ok),
-             result[:2000]),
+            (time.time(), platform, user_id, user_name, action, self.redact(args)[:2000],
+             int(ok), self.redact(result)[:2000]),
         )
 
     async def recent(self, n: int = 50) -> list[AuditRow]:
@@ -44,7 +51,7 @@ class AuditRepo:
 
 
 def record_sync(db_path: Path, *, platform: str, user_id: str, action: str, args: str, ok: bool,
-                result: str) -> None:
+                result: str, redact: Callable[[str], str] = _same) -> None:
     """An audit row written with a private connection: for `switchboard kill`, which must work
     whether or not a supervisor is running."""
     conn = sqlite3.connect(db_path, timeout=5.0, isolation_level=None)
@@ -52,7 +59,8 @@ def record_sync(db_path: Path, *, platform: str, user_id: str, action: str, args
         conn.execute(
             "INSERT INTO audit (at, platform, user_id, user_name, action, args, ok, result)"
             " VALUES (?,?,?,?,?,?,?,?)",
-            (time.time(), platform, user_id, user_id, action, args[:2000], int(ok), result[:2000]),
+            (time.time(), platform, user_id, user_id, action, redact(args)[:2000], int(ok),
+             redact(result)[:2000]),
         )
     finally:
         conn.close()

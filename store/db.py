@@ -89,6 +89,10 @@ class Database:
             except sqlite3.Error as exc:
                 await _rollback(self._writer)
                 raise MigrationError(f"migration {number} failed: {exc}") from exc
+        if version < len(MIGRATIONS):
+            # Until a checkpoint, the main file keeps the old pages: copies of whatever a
+            # migration removed (invite codes in clear). Write the new ones back now.
+            await self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     @property
     def schema_version(self) -> int:

@@ -179,4 +179,14 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE escalations ADD COLUMN detail TEXT;
     ALTER TABLE escalations ADD COLUMN detail_name TEXT;
     """,
+    # 7: invite codes are kept only as hashes (see store.operators.hash_code). Codes written in
+    # clear by earlier versions cannot be hashed here (SQLite has no SHA-256): they are revoked
+    # and overwritten, with secure_delete so that freed space is zeroed rather than left holding
+    # them (the WAL is checkpointed after migrating, so old page copies go as well).
+    """
+    PRAGMA secure_delete = ON;
+    ALTER TABLE invites RENAME COLUMN code TO code_hash;
+    UPDATE invites SET code_hash = 'cleared-' || rowid,
+                       revoked = CASE WHEN used_by IS NULL THEN 1 ELSE revoked END;
+    """,
 )

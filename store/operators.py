@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 
@@ -16,6 +17,15 @@ class OperatorRow:
     role: str
     added_by: str
     added_at: float
+
+
+def hash_code(code: str) -> str:
+    """What is stored for an invite code: its SHA-256. Plain SHA-256 rather than an HMAC: a
+    code is random (50 bits), works once and for an hour, so there is no dictionary to try and
+    searching the space outlasts it; and an HMAC key would have to live in this same database,
+    where whoever can read the hashes can read the key (and, as our user, could just add an
+    operator). The hash is there so that no copy of the database holds a working code."""
+    return hashlib.sha256(b"switchboard-invite:" + code.encode()).hexdigest()
 
 
 class OperatorRepo:
@@ -49,26 +59,29 @@ class OperatorRepo:
         return [OperatorRow(**dict(r)) for r in rows]
 
     async def create_invite(self, code: str, role: str, created_by: str, ttl_s: float) -> float:
+        """Store the code's hash (never the code); returns when it expires."""
         now = time.time()
         await self.db.execute(
-            "INSERT INTO invites (code, role, created_by, created_at, expires_at)"
+            "INSERT INTO invites (code_hash, role, created_by, created_at, expires_at)"
             " VALUES (?,?,?,?,?)",
-            (code, role, created_by, now, now + ttl_s),
+            (hash_code(code), role, created_by, now, now + ttl_s),
         )
         return now + ttl_s
 
     async def redeem_invite(self, code: str, used_by: str) -> str | None:
         """Atomically use a valid code; returns its role, or None if unknown/used/expired."""
         now = time.time()
+        digest = hash_code(code)
         async with self.db.transaction() as conn:
             cur = await conn.execute(
-                "UPDATE invites SET used_by=?, used_at=? WHERE code=? AND used_by IS NULL"
+                "UPDATE invites SET used_by=?, used_at=? WHERE code_hash=? AND used_by IS NULL"
                 " AND revoked=0 AND expires_at > ?",
-                (used_by, now, code, now),
+                (used_by, now, digest, now),
             )
             if cur.rowcount != 1:
                 return None
-            async with conn.execute("SELECT role FROM invites WHERE code=?", (code,)) as c2:
+            async with conn.execute("SELECT role FROM invites WHERE code_hash=?",
+                                    (digest,)) as c2:
                 row = await c2.fetchone()
         return str(row[0]) if row else None
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,13 @@ WITHHELD_PREFIXES = (
     "TELEGRAM_", "SLACK_", "SWITCHBOARD_", "GOOGLE_", "GCLOUD_", "CLOUDSDK_", "AWS_", "AZURE_",
     "STORAGE_EMULATOR_HOST",
 )
+# A variable whose name holds one of these is taken for a secret, and its value kept out of logs.
+SECRET_NAME_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "PRIVATE")
+
+
+def looks_secret(name: str) -> bool:
+    upper = name.upper()
+    return any(part in upper for part in SECRET_NAME_PARTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +124,9 @@ class Settings:
     sandbox_uid: int | None = None
     sandbox_gid: int | None = None
     sandbox_hide: tuple[Path, ...] = ()
+    # Secrets found in our own environment at load (AWS_SECRET_ACCESS_KEY, the service account
+    # key file's private key, ...): never used, only kept out of logs and audit rows.
+    env_secrets: tuple[Secret, ...] = field(default=(), repr=False)
 
     @property
     def db_path(self) -> Path:
@@ -153,6 +164,14 @@ class Settings:
         if self.agent_env.get("ANTHROPIC_API_KEY") or self.agent_env.get("ANTHROPIC_AUTH_TOKEN"):
             return "agent_env"
         return "claude login"
+
+    def secret_values(self) -> tuple[str, ...]:
+        """Every secret this process knows: for the log and audit redactor, nothing else."""
+        values = [getattr(self, f.name).value for f in fields(self)
+                  if isinstance(getattr(self, f.name), Secret)]
+        values += [v for k, v in self.agent_env.items() if looks_secret(k)]
+        values += [s.value for s in self.env_secrets]
+        return tuple(dict.fromkeys(v for v in values if v))
 
     def gcs_client_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"project": self.gcs_project or "switchboard"}
@@ -291,6 +310,7 @@ class Settings:
             sandbox_gid=whole("sandbox_gid", "SWITCHBOARD_SANDBOX_GID"),
             sandbox_hide=tuple(Path(p).expanduser() for p in _passthrough_paths(
                 pick("sandbox_hide", "SWITCHBOARD_SANDBOX_HIDE", ()))),
+            env_secrets=_env_secrets(env),
             **_limits(number, optional),
         )
 
@@ -355,6 +375,23 @@ def _passthrough(raw: Any) -> tuple[str, ...]:
 
 def _passthrough_paths(raw: Any) -> tuple[str, ...]:
     return tuple(p for p in raw.split(":") if p) if isinstance(raw, str) else tuple(raw)
+def _env_secrets(env: Mapping[str, str]) -> tuple[Secret, ...]:
+    values = [v for k, v in env.items() if v and looks_secret(k)]
+    # The key file's path is harmless; the private key inside it is not. google-auth does not
+    # log it, but an error that quotes the file must not carry it either.
+    key_file = env.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if key_file:
+        try:
+            info = json.loads(Path(key_file).expanduser().read_text())
+        except (OSError, ValueError):
+            info = None
+        if isinstance(info, dict):
+            for name in ("private_key", "private_key_id", "client_secret", "refresh_token"):
+                if isinstance(info.get(name), str):
+                    values.append(info[name])
+                    values += [line for line in info[name].splitlines() if len(line) >= 16
+                               and "PRIVATE KEY" not in line]
+    return tuple(Secret(v) for v in dict.fromkeys(values))
 
 
 def _id_list(raw: Any) -> tuple[str, ...]:

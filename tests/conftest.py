@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import socket
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -57,6 +60,32 @@ def short_home() -> Iterator[Path]:
     d = Path(tempfile.mkdtemp(prefix="sbh", dir="/tmp"))
     yield d
     shutil.rmtree(d, ignore_errors=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def gcs_emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The GCS emulator on a free port; STORAGE_EMULATOR_HOST points at it (for children too)."""
+    port = free_port()
+    exe = Path(sys.executable).with_name("gcp-storage-emulator")
+    proc = subprocess.Popen([str(exe), "start", "--host", "127.0.0.1", "--port", str(port),
+                             "--in-memory"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    host = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.1)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", host)
+    yield host
+    proc.terminate()
+    proc.wait(10)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import FAKE_CLAUDE, MODEL, PERMISSIVE_POLICY
@@ -17,16 +18,20 @@ from tests.conftest import FAKE_CLAUDE, MODEL, PERMISSIVE_POLICY
 class Supervisor:
     """`switchboard run --console` in a subprocess; lines in on stdin, lines out collected."""
 
-    def __init__(self, home: Path, console: bool = True, prefix: tuple[str, ...] = (),
-                 **extra_env: str) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
-        env["SWITCHBOARD_HOME"] = str(home)
-        env.update(extra_env)
+    def __init__(self, home: Path, console: bool = True, *, env: dict[str, str] | None = None,
+                 preexec_fn: Callable[[], None] | None = None,
+                 prefix: tuple[str, ...] = ()) -> None:
+        """`env` is added to the test's environment (SWITCHBOARD_* variables dropped);
+        `prefix` runs the supervisor under another command (e.g. without namespaces)."""
+        full = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+        full["SWITCHBOARD_HOME"] = str(home)
+        full.update(env or {})
         self.proc = subprocess.Popen(
             [*prefix, sys.executable, "-m", "bot.cli", "run",
              "--console" if console else "--headless"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            env=env, text=True, cwd=Path(__file__).resolve().parents[2],
+            env=full, text=True, cwd=Path(__file__).resolve().parents[2],
+            preexec_fn=preexec_fn,
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []

@@ -58,6 +58,19 @@ def test_doctor_with_an_api_key_and_the_bundled_cli(tmp_path):
     assert "sk-test-not-real" not in out.stdout + out.stderr
 
 
+def test_doctor_prints_no_secret(tmp_path):
+    secrets = {"ANTHROPIC_API_KEY": "sk-ant-doctor-key-0123456789",
+               "TELEGRAM_BOT_TOKEN": "123456789:AAFakeTelegramTokenForDoctor_0123456789",
+               "SLACK_BOT_TOKEN": "xoxb-doctor-slack-bot", "SLACK_APP_TOKEN": "xapp-doctor-app",
+               "AWS_SECRET_ACCESS_KEY": "doctor-aws-secret-key"}
+    out = sb(["doctor"], tmp_path / "d", **secrets,
+             ANTHROPIC_BASE_URL="https://proxy-user:proxy-pass-77@llm.example.invalid/")
+    text = out.stdout + out.stderr
+    assert "ANTHROPIC_API_KEY is set" in text and "telegram (token set)" in text
+    assert "https://proxy-user:***@llm.example.invalid/" in text
+    assert [k for k, v in secrets.items() if v in text] == [] and "proxy-pass-77" not in text
+
+
 def test_bad_config_is_a_clear_error(tmp_path):
     home = tmp_path / "bad"
     home.mkdir()

@@ -136,6 +136,44 @@ async def test_invite_code_works_once_and_only_once(fake_tg_app):
     await said(fake, 300, "No agents running")
 
 
+async def test_invite_codes_never_reach_the_audit_table(fake_tg_app):
+    app, fake = fake_tg_app
+    fake.user_sends(ADMIN, "/invite")
+    code = re.search(r"/start (\w+)", (await said(fake, ADMIN, "Invite code"))["text"]).group(1)
+    fake.user_sends(STRANGER, f"/start {code} please")  # two words: refused, not redeemed
+    await said(fake, STRANGER, "private Switchboard bot")
+    fake.user_sends(STRANGER, code)  # pasted without /start
+    fake.user_sends(300, f"/start {code}")
+    await said(fake, 300, "you are operator")
+    fake.user_sends(301, f"/start {code}")
+    await said(fake, 301, "not valid")
+
+    async def rows():
+        found = await app.store.audit.recent(20)
+        return found if len(found) >= 5 else None
+
+    audit = {(r.user_id, r.action, r.args, r.result) for r in await wait_for_value(rows)}
+    assert code not in repr(audit)
+    assert {(str(STRANGER), "refused", "/start *** please", "not an operator"),
+            (str(STRANGER), "refused", "***", "not an operator"),
+            ("300", "start", "/start ***", "joined as operator"),
+            ("301", "start", "/start ***", "invalid invite code")} <= audit
+    assert any(a[1] == "invite" and a[3].startswith("invite code issued (operator), expires")
+               for a in audit)
+
+
+async def wait_for_value(fn, timeout=10.0):
+    result = None
+
+    async def ready():
+        nonlocal result
+        result = await fn()
+        return result
+
+    await wait_for(ready, timeout)
+    return result
+
+
 async def test_commands_are_registered(fake_tg_app):
     _, fake = fake_tg_app
     names = {c["command"] for c in fake.commands}
@@ -183,6 +221,10 @@ async def test_questions_by_button_and_by_reply(real_tg_app, tmp_path, mock_api)
     fake.user_sends(ADMIN, f"/ask asker TOOL mcp__switchboard__ask_operator {args}")
     port_q = await said(fake, ADMIN, "Which port?")
     assert "Reply to this message" in port_q["text"]
+    # The fake has the message before the bot has recorded where it showed it (that needs the
+    # sendMessage answer): a reply sent in between is "not a question I asked". Wait for it.
+    await wait_for(lambda: app.store.operators.escalation_for_message(
+        "telegram", str(ADMIN), str(port_q["message_id"])), 10, "the chat copy recorded")
     fake.user_sends(ADMIN, "use 8080", reply_to_message_id=port_q["message_id"])
     await wait_for(lambda: r.state == "idle" and len(mock_api.requests) >= 4, 60)
     sent_back = json.dumps(mock_api.requests[-1]["messages"])
@@ -504,5 +546,25 @@ async def test_webhook_mode_checks_telegrams_secret_token_header(fake_settings, 
         assert texts(fake_tg, ADMIN) == []  # nothing reached the bot
         assert await asyncio.to_thread(post, "s3cret-token") == 200
         await said(fake_tg, ADMIN, "No agents running")
+    finally:
+        await stop(app, front)
+
+
+async def test_a_generated_webhook_secret_is_kept_out_of_the_log(fake_settings, fake_tg):
+    import socket
+
+    from supervisor.redact import SECRETS
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = tg_settings(fake_settings, fake_tg).with_(
+        telegram_webhook_url="https://switchboard.example.invalid/tg-hook",
+        telegram_webhook_listen="127.0.0.1", telegram_webhook_port=port)
+    app, front = await start(settings, fake_tg)
+    try:
+        generated = front.webhook_secret
+        assert generated and fake_tg.calls("setWebhook")[-1]["params"]["secret_token"] == generated
+        assert SECRETS(f"secret is {generated}!") == "secret is ***!"
     finally:
         await stop(app, front)

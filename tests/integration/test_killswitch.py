@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -102,31 +101,6 @@ async def test_local_file_trigger_works_while_the_event_loop_is_busy(fake_app):
     await run(fake_app, "/killswitch off confirm")
     assert not (fake_app.settings.home / "kill-switch.json").exists()
     await spawn_ok_and_idle(fake_app, "/spawn late hi", "late")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def gcs_emulator(monkeypatch):
-    port = _free_port()
-    exe = Path(sys.executable).with_name("gcp-storage-emulator")
-    proc = subprocess.Popen([str(exe), "start", "--host", "127.0.0.1", "--port", str(port),
-                             "--in-memory"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    host = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.1)
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", host)
-    yield host
-    proc.terminate()
-    proc.wait(10)
 
 
 async def test_gcs_object_triggers_the_switch_without_chat_front_ends(fake_settings,
