@@ -1,10 +1,14 @@
-"""One agent: its turn queue, state machine, restarts, cost accounting and event log."""
+"""One agent: its turn queue, state machine, restarts, cost accounting and event log.
+
+What an SDK message means (the event row, the outputs, a turn's cost) is worked out by the pure
+functions in supervisor/records.py; which state changes are legal is supervisor/lifecycle.py's
+table; the turn queue is an `Inbox` (supervisor/inbox.py), so the bus can replace it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import time
@@ -13,17 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from claude_agent_sdk import (
-    AssistantMessage,
-    ClaudeAgentOptions,
-    ClaudeSDKError,
-    ResultMessage,
-    SystemMessage,
-    TextBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    UserMessage,
-)
+from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKError, ResultMessage
 
 from store import Store
 from store.agents import AgentRow
@@ -35,14 +29,17 @@ from supervisor.escalations import Escalations
 from supervisor.events import AgentOutput, AgentState, EventHub, StateChanged, TurnFinished
 from supervisor.gate import GateDeps, ToolGate
 from supervisor.guardrails import CrashTracker, LimitExceeded, day_start
+from supervisor.inbox import Inbox, MemoryInbox
+from supervisor.lifecycle import check as check_transition
 from supervisor.policy import Policy
 from supervisor.process import AgentProcess, sweep
+from supervisor.records import NO_TOOL, cost_delta, record_of, summarize_tool, turn_status
 from supervisor.sandbox import Isolation, agent_dirs, bwrap_args, prepare, sandbox_env
 
 logger = logging.getLogger(__name__)
 
-_STOP = object()  # inbox sentinel that wakes the loop when the agent is killed
 IDLE_POLL_S = 1.0
+__all__ = ["AgentRunner", "RunnerDeps", "NATIVE_TOOLS_DISALLOWED", "summarize_tool"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,23 +67,8 @@ NATIVE_TOOLS_DISALLOWED = (
 )
 
 
-def summarize_tool(name: str, tool_input: dict[str, Any]) -> str:
-    for key in ("command", "file_path", "path", "pattern", "url", "query", "description"):
-        if key in tool_input:
-            return f"{name}: {str(tool_input[key])[:300]}"
-    return name
-
-
-def _block_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-    return "" if content is None else str(content)
-
-
 class AgentRunner:
-    def __init__(self, row: AgentRow, deps: RunnerDeps) -> None:
+    def __init__(self, row: AgentRow, deps: RunnerDeps, inbox: Inbox | None = None) -> None:
         self.id = row.id
         self.name = row.name
         self.parent_id = row.parent_id
@@ -100,7 +82,7 @@ class AgentRunner:
         self.last_error = row.last_error
         self._deps = deps
         self._baseline: dict[str, float] = dict(row.cost_baseline)
-        self._inbox: asyncio.Queue[object] = asyncio.Queue()
+        self._inbox: Inbox = inbox if inbox is not None else MemoryInbox()
         self._not_paused = asyncio.Event()
         if self.state != AgentState.PAUSED:
             self._not_paused.set()
@@ -135,7 +117,7 @@ class AgentRunner:
 
     @property
     def queued(self) -> int:
-        return self._inbox.qsize()
+        return len(self._inbox)
 
     @property
     def busy(self) -> bool:
@@ -167,34 +149,31 @@ class AgentRunner:
             )
         if not text.strip():
             raise InvalidRequest("the message is empty")
-        ahead = self._inbox.qsize() + (1 if self.busy else 0)
-        self._inbox.put_nowait(text)
+        ahead = len(self._inbox) + (1 if self.busy else 0)
+        self._inbox.put(text)
         return ahead
 
     async def run(self) -> None:
         """The agent's loop: one turn at a time, for as long as it is not killed."""
         while self.state != AgentState.KILLED:
-            try:
-                # Not asyncio.wait_for: on 3.11 a cancel racing its timeout can leave the task
-                # "cancelling" forever (seen at shutdown with 50 agents). timeout() is safe.
-                async with asyncio.timeout(IDLE_POLL_S):
-                    item = await self._inbox.get()
-            except TimeoutError:
-                await self._check_idle_process()
-                continue
-            if item is _STOP:
+            item = await self._inbox.take(IDLE_POLL_S)
+            if item is None:
+                if self.state != AgentState.KILLED:
+                    await self._check_idle_process()
                 continue
             await self._not_paused.wait()
             if self.state == AgentState.KILLED:
                 break
-            assert isinstance(item, str)
             if self._deps.killswitch.halted:
                 logger.warning("kill switch on: message not delivered agent=%s", self.id)
+                self._inbox.ack()
                 continue
             try:
                 await self._turn(item)
             except Exception:  # noqa: BLE001 - the loop must outlive any one turn's failure
                 logger.exception("turn crashed agent=%s name=%s", self.id, self.name)
+            finally:
+                self._inbox.ack()
 
     async def pause(self) -> list[int]:
         async with self._lifecycle:
@@ -260,7 +239,7 @@ class AgentRunner:
                 forced = await asyncio.to_thread(sweep, self.tag + "\0")
             await self._set_state(AgentState.KILLED, reason)
             self._not_paused.set()
-            self._inbox.put_nowait(_STOP)
+            self._inbox.wake()
             return forced
 
     # -- called by the gate while an escalation is open ------------------------------------------
@@ -319,7 +298,7 @@ class AgentRunner:
         await self._deps.escalations.cancel_for_agent(self.id, reason)
         await self._set_state(AgentState.KILLED, reason)
         self._not_paused.set()
-        self._inbox.put_nowait(_STOP)
+        self._inbox.wake()
 
     async def close_for_shutdown(self) -> None:
         """Supervisor shutdown: end the process, keep the agent resumable on the next start."""
@@ -331,11 +310,14 @@ class AgentRunner:
     # -- internals -----------------------------------------------------------------------------
 
     async def _set_state(self, new: AgentState, reason: str = "") -> None:
+        """Checked against the transition table; stored first, then held, then published, so
+        memory and the front ends never show a state the database does not have."""
         old = self.state
         if old == new and not reason:
             return
-        self.state = new
+        check_transition(old, new)
         await self._deps.store.agents.set_state(self.id, old, new, reason)
+        self.state = new
         self._deps.hub.publish(StateChanged(self.id, self.name, old, new, reason))
         logger.info("agent state agent=%s name=%s old=%s new=%s", self.id, self.name, old, new)
 
@@ -484,80 +466,32 @@ class AgentRunner:
         await self._deps.escalations.notify(self.id, title, message)
 
     async def _record(self, msg: Any, turn_id: int) -> None:
-        kind = type(msg).__name__.removesuffix("Message").lower() or "message"
-        data = dataclasses.asdict(msg) if dataclasses.is_dataclass(msg) else {"repr": repr(msg)}
-        summary = ""
-        hub = self._deps.hub
+        rec = record_of(msg)
         self.last_activity_at = time.time()
         if self.first_event_at is None:
             self.first_event_at = self.last_activity_at
         if self.state == AgentState.STALLED:
             await self._set_state(AgentState.WORKING, "output again")
-        if isinstance(msg, SystemMessage) and msg.subtype == "init":
-            sid = msg.data.get("session_id")
-            if sid and sid != self.session_id:
-                self.session_id = sid
-                await self._deps.store.agents.update(self.id, session_id=sid)
-            summary = f"session {sid}"
-        elif isinstance(msg, AssistantMessage):
-            parts = []
-            for block in msg.content:
-                if isinstance(block, TextBlock) and block.text.strip():
-                    parts.append(block.text)
-                    hub.publish(AgentOutput(self.id, self.name, "text", block.text))
-                elif isinstance(block, ToolUseBlock):
-                    line = summarize_tool(block.name, block.input)
-                    self.current_tool = block.name
-                    parts.append(f"[tool] {line}")
-                    hub.publish(AgentOutput(self.id, self.name, "tool_use", line))
-            summary = "\n".join(parts)
-        elif isinstance(msg, UserMessage) and isinstance(msg.content, list):
-            for block in msg.content:
-                if isinstance(block, ToolResultBlock):
-                    text = _block_text(block.content)
-                    summary = f"[result{' error' if block.is_error else ''}] {text[:500]}"
-                    self.current_tool = None
-                    hub.publish(AgentOutput(self.id, self.name, "tool_result", text[:2000]))
-        elif isinstance(msg, ResultMessage):
-            summary = f"[{msg.subtype}] {(msg.result or '; '.join(msg.errors or []))[:500]}"
-        await self._deps.store.events.append(self.id, turn_id, kind, summary[:2000], data)
-
-    def _cost_delta(self, msg: ResultMessage) -> tuple[float, dict[str, tuple[float, int, int]]]:
-        """total_cost_usd and modelUsage are cumulative per process (and restored on resume):
-        turn them into this turn's deltas against the stored baseline."""
-
-        def delta(key: str, value: float) -> float:
-            base = self._baseline.get(key, 0.0)
-            self._baseline[key] = value
-            return value - base if value >= base else value
-
-        total = delta("__total__", float(msg.total_cost_usd or 0.0))
-        per_model: dict[str, tuple[float, int, int]] = {}
-        for model, usage in (msg.model_usage or {}).items():
-            u: dict[str, Any] = dict(usage) if isinstance(usage, dict) else {}
-            per_model[model] = (
-                delta(f"{model}:usd", float(u.get("costUSD") or 0.0)),
-                int(delta(f"{model}:in", float(u.get("inputTokens") or 0))),
-                int(delta(f"{model}:out", float(u.get("outputTokens") or 0))),
-            )
-        if not per_model and total:
-            usage = msg.usage or {}
-            per_model[self.model or "default"] = (
-                total, int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
-            )
-        return total, per_model
+        if rec.session_id and rec.session_id != self.session_id:
+            self.session_id = rec.session_id
+            await self._deps.store.agents.update(self.id, session_id=rec.session_id)
+        if rec.tool is not None:
+            self.current_tool = rec.tool if rec.tool != NO_TOOL else None
+        for out in rec.outputs:
+            self._deps.hub.publish(AgentOutput(self.id, self.name, out.kind, out.text))
+        await self._deps.store.events.append(self.id, turn_id, rec.kind, rec.summary, rec.data)
 
     async def _finish_turn(self, turn_id: int, msg: ResultMessage) -> None:
-        ok = msg.subtype == "success" and not msg.is_error
-        cost, per_model = self._cost_delta(msg)
+        status = turn_status(msg)
+        ok = status == "ok"
+        cost, per_model, self._baseline = cost_delta(self._baseline, msg, self.model)
         usage = msg.usage or {}
         text = msg.result or "; ".join(msg.errors or []) or msg.subtype
         if msg.session_id and msg.session_id != self.session_id:
             self.session_id = msg.session_id
         await self._deps.store.turns.finish(
             turn_id,
-            status="ok" if ok else ("interrupted" if "abort" in (msg.terminal_reason or "")
-                                    else "error"),
+            status=status,
             result_text=text,
             error=None if ok else text,
             session_id=msg.session_id,
@@ -582,6 +516,5 @@ class AgentRunner:
                 await proc.close(kill=True, timeout_s=self._deps.settings.stop_grace_s)
             self.budget_blocked = reason
             self._budget_day = int(day_start())
-            while not self._inbox.empty():
-                self._inbox.get_nowait()  # queued messages would restart it past its budget
+            self._inbox.drop_all()  # queued messages would restart it past its budget
             await self._set_state(AgentState.STOPPED, reason)

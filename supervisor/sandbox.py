@@ -339,7 +339,6 @@ def _probe(settings: Settings, real_cli: Path | None) -> Isolation:
                          + (f" at {settings.bwrap_path}" if settings.bwrap_path else ""),
                          fix=_FIX)
     uid, gid = agent_ids(settings)
-    iso = Isolation(True, "", bwrap=bwrap, uid=uid, gid=gid)
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
             "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session", "--as-pid-1"]
     check = ["import os, sys",
@@ -361,7 +360,7 @@ def _probe(settings: Settings, real_cli: Path | None) -> Isolation:
         return Isolation(False, "none", problem=f"bwrap could not be run: {exc}", fix=_FIX,
                          bwrap=bwrap)
     if done.returncode != 0 or "sandbox ok" not in done.stdout:
-        err = (done.stderr.strip().splitlines() or ["exit code %d" % done.returncode])[-1]
+        err = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
         return Isolation(False, "none", problem=f"bwrap cannot build a sandbox here: {err}",
                          fix=_FIX, bwrap=bwrap)
     version = ""

@@ -145,8 +145,14 @@ async def test_crash_loop_is_not_restarted(app_with):
         r = await app.pool.get("flaky")
         await wait_for(lambda: r.state == "failed", 20)
         await spawn_ok(app, "/ask flaky CRASH")
-        await wait_for(lambda: r.state == "failed" and r.process is None, 20)
-        await wait_for(lambda: len([t for t in [r.state] if t == "failed"]) == 1, 5)
+
+        async def failed_twice() -> bool:
+            # Not `r.state == "failed"`: that holds already before the second turn starts.
+            failures = [t for t in await app.store.agents.transitions(r.id)
+                        if t.to_state == "failed"]
+            return len(failures) == 2 and r.process is None
+
+        await wait_for(failed_twice, 20, "the second crash")
         starts_before = len([t for t in await app.store.agents.transitions(r.id)
                              if t.to_state == "starting"])
         reply = await run(app, "/ask flaky hello")

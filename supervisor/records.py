@@ -1,0 +1,133 @@
+"""Pure translations of the SDK's messages: into the event rows we store and the outputs we
+publish, and from cumulative cost counters into one turn's deltas. No I/O, no state."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from claude_agent_sdk import (
+    AssistantMessage,
+    ResultMessage,
+    SystemMessage,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+)
+
+SUMMARY_CHARS = 2000
+RESULT_PREVIEW_CHARS = 500
+OUTPUT_CHARS = 2000
+TOOL_SUMMARY_CHARS = 300
+NO_TOOL = ""  # `tool` value meaning: the tool finished
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    kind: str  # text | tool_use | tool_result
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """What one SDK message means for us."""
+
+    kind: str  # the stored event kind: system, assistant, user, result...
+    summary: str
+    data: dict[str, Any]
+    outputs: tuple[Output, ...] = ()
+    session_id: str | None = None  # set by system/init
+    tool: str | None = None  # a tool started (its name), NO_TOOL when one finished, else None
+
+
+def summarize_tool(name: str, tool_input: dict[str, Any]) -> str:
+    for key in ("command", "file_path", "path", "pattern", "url", "query", "description"):
+        if key in tool_input:
+            return f"{name}: {str(tool_input[key])[:TOOL_SUMMARY_CHARS]}"
+    return name
+
+
+def block_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return "" if content is None else str(content)
+
+
+def record_of(msg: Any) -> EventRecord:
+    kind = type(msg).__name__.removesuffix("Message").lower() or "message"
+    data = dataclasses.asdict(msg) if dataclasses.is_dataclass(msg) else {"repr": repr(msg)}
+    if isinstance(msg, SystemMessage) and msg.subtype == "init":
+        sid = msg.data.get("session_id")
+        return EventRecord(kind, f"session {sid}", data, session_id=sid or None)
+    if isinstance(msg, AssistantMessage):
+        parts: list[str] = []
+        outputs: list[Output] = []
+        tool: str | None = None
+        for block in msg.content:
+            if isinstance(block, TextBlock) and block.text.strip():
+                parts.append(block.text)
+                outputs.append(Output("text", block.text))
+            elif isinstance(block, ToolUseBlock):
+                line = summarize_tool(block.name, block.input)
+                tool = block.name
+                parts.append(f"[tool] {line}")
+                outputs.append(Output("tool_use", line))
+        return EventRecord(kind, "\n".join(parts)[:SUMMARY_CHARS], data, tuple(outputs),
+                           tool=tool)
+    if isinstance(msg, UserMessage) and isinstance(msg.content, list):
+        summary = ""
+        outputs = []
+        tool = None
+        for block in msg.content:
+            if isinstance(block, ToolResultBlock):
+                text = block_text(block.content)
+                summary = (f"[result{' error' if block.is_error else ''}] "
+                           f"{text[:RESULT_PREVIEW_CHARS]}")
+                tool = NO_TOOL
+                outputs.append(Output("tool_result", text[:OUTPUT_CHARS]))
+        return EventRecord(kind, summary[:SUMMARY_CHARS], data, tuple(outputs), tool=tool)
+    if isinstance(msg, ResultMessage):
+        text = msg.result or "; ".join(msg.errors or [])
+        return EventRecord(kind, f"[{msg.subtype}] {text[:RESULT_PREVIEW_CHARS]}", data)
+    return EventRecord(kind, "", data)
+
+
+ModelCosts = dict[str, tuple[float, int, int]]  # model -> (usd, input tokens, output tokens)
+
+
+def cost_delta(baseline: dict[str, float], msg: ResultMessage,
+               model: str | None) -> tuple[float, ModelCosts, dict[str, float]]:
+    """total_cost_usd and modelUsage are cumulative per process (and restored on resume): turn
+    them into this turn's deltas. Returns (usd, per model, the new baseline)."""
+    new = dict(baseline)
+
+    def delta(key: str, value: float) -> float:
+        base = new.get(key, 0.0)
+        new[key] = value
+        return value - base if value >= base else value  # a fresh process starts from zero
+
+    total = delta("__total__", float(msg.total_cost_usd or 0.0))
+    per_model: ModelCosts = {}
+    for name, usage in (msg.model_usage or {}).items():
+        u: dict[str, Any] = dict(usage) if isinstance(usage, dict) else {}
+        per_model[name] = (
+            delta(f"{name}:usd", float(u.get("costUSD") or 0.0)),
+            int(delta(f"{name}:in", float(u.get("inputTokens") or 0))),
+            int(delta(f"{name}:out", float(u.get("outputTokens") or 0))),
+        )
+    if not per_model and total:
+        usage = msg.usage or {}
+        per_model[model or "default"] = (
+            total, int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0))
+    return total, per_model, new
+
+
+def turn_status(msg: ResultMessage) -> str:
+    """ok, interrupted or error, decided by subtype and is_error (an API error is 'success')."""
+    if msg.subtype == "success" and not msg.is_error:
+        return "ok"
+    return "interrupted" if "abort" in (msg.terminal_reason or "") else "error"
