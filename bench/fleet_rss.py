@@ -137,12 +137,17 @@ async def main() -> int:
             launcher_uss: list[int | None] = []
             cli_rss: list[int] = []
             cli_uss: list[int | None] = []
+            sandboxed = False
             for r in runners:
                 proc = r.process
                 assert proc is not None and proc.launcher_pid and proc.cli_pid, r.name
                 pids.append((r.name, proc.launcher_pid, proc.cli_pid))
-                launcher_rss.append(rss(proc.launcher_pid))
-                launcher_uss.append(uss(proc.launcher_pid))
+                # Sandboxed, the launcher is bwrap plus the namespace's init (our launcher
+                # again): both are Switchboard's overhead per agent.
+                ours = [p for p in (proc.launcher_pid, proc.init_pid) if p]
+                sandboxed = sandboxed or proc.sandboxed
+                launcher_rss.append(sum(rss(p) for p in ours))
+                launcher_uss.append(sum(uss(p) or 0 for p in ours))
                 cli_rss.append(rss(proc.cli_pid))
                 cli_uss.append(uss(proc.cli_pid))
 
@@ -157,7 +162,8 @@ async def main() -> int:
                   f"{mb((after_rss - before_rss) / AGENTS)} MB")
 
             print("\n== per agent ==")
-            print(stats_line("launcher (python -S -E)", launcher_rss, launcher_uss))
+            print(stats_line("bwrap + init (python -S -E)" if sandboxed
+                             else "launcher (python -S -E)", launcher_rss, launcher_uss))
             print(stats_line("fake claude CLI", cli_rss, cli_uss))
             bare, bare_uss = bare_python_rss()
             print(f"  reference: bare python3 -S -E      RSS {mb(bare)} MB"
