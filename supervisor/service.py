@@ -1,0 +1,128 @@
+"""Long-lived parts as named services, started in order and stopped in reverse under one bound,
+with every background task owned by one task group."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+logger = logging.getLogger(__name__)
+
+
+class Service(Protocol):
+    """A part of the running system: `start` returns once it is ready; `stop` is idempotent
+    and returns once nothing of it runs (its tasks are the group's, so it need not track
+    them)."""
+
+    name: str
+
+    async def start(self, group: TaskGroup) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class GroupState(StrEnum):
+    NEW = "new"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class FnService:
+    """A service from two callables (for parts that are not classes of their own)."""
+
+    name: str
+    on_start: Callable[[TaskGroup], Awaitable[None]]
+    on_stop: Callable[[], Awaitable[None]]
+
+    async def start(self, group: TaskGroup) -> None:
+        await self.on_start(group)
+
+    async def stop(self) -> None:
+        await self.on_stop()
+
+
+class TaskGroup:
+    """Owns every long-lived task of the services: each has a name; a task that dies of an
+    exception is logged (it never passes silently) and does not take the others down."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, name: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("task died task=%s", task.get_name(), exc_info=task.exception())
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(t.get_name() for t in self._tasks)
+
+    async def cancel_all(self, timeout_s: float) -> list[str]:
+        """Cancel what is left; the names of tasks that did not end within the bound."""
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        if not tasks:
+            return []
+        done, pending = await asyncio.wait(tasks, timeout=timeout_s)
+        return sorted(t.get_name() for t in pending)
+
+
+class Services:
+    """Start in order, stop in reverse; a start that fails stops what already started."""
+
+    def __init__(self, services: list[Service], *, stop_timeout_s: float = 30.0) -> None:
+        self.services = services
+        self.group = TaskGroup()
+        self.state = GroupState.NEW
+        self.stop_timeout_s = stop_timeout_s
+        self._started: list[Service] = []
+
+    async def start(self) -> None:
+        if self.state != GroupState.NEW:
+            return
+        self.state = GroupState.STARTING
+        try:
+            for svc in self.services:
+                t0 = time.monotonic()
+                await svc.start(self.group)
+                self._started.append(svc)
+                logger.debug("service started service=%s took_ms=%.0f", svc.name,
+                             (time.monotonic() - t0) * 1000)
+        except BaseException:
+            await self.stop()
+            raise
+        self.state = GroupState.RUNNING
+
+    async def stop(self) -> None:
+        if self.state in (GroupState.STOPPING, GroupState.STOPPED):
+            return
+        self.state = GroupState.STOPPING
+        deadline = time.monotonic() + self.stop_timeout_s
+        for svc in reversed(self._started):
+            left = max(0.1, deadline - time.monotonic())
+            try:
+                await asyncio.wait_for(asyncio.shield(svc.stop()), left)
+            except TimeoutError:
+                logger.error("service did not stop in time service=%s", svc.name)
+            except Exception:  # noqa: BLE001 - one part failing to stop must not stop the rest
+                logger.exception("service failed to stop service=%s", svc.name)
+        self._started.clear()
+        stuck = await self.group.cancel_all(max(0.1, deadline - time.monotonic()))
+        if stuck:
+            logger.error("tasks still running after stop tasks=%s", ",".join(stuck))
+        self.state = GroupState.STOPPED
