@@ -8,8 +8,10 @@ import re
 import shlex
 from itertools import product
 
+from supervisor.shell.arith import assigned_subscript, builtin_hazards, safe_subscript
 from supervisor.shell.expand import MAX_READINGS, Field, _value, expand
 from supervisor.shell.parser import parse
+from supervisor.shell.risky import git_problems
 from supervisor.shell.segments import Analysis, Kind, Segment, _basename, _show
 from supervisor.shell.state import _DECLARE, _effects, _Env, normpath
 from supervisor.shell.syntax import (
@@ -40,10 +42,15 @@ class _Analyser:
         self.next_pipe = first_pipe
 
     def emit(self, kind: Kind, fields: list[Field], pipes: frozenset,
-             problems: tuple[str, ...]) -> None:
+             problems: tuple[str, ...], cwd: str | None = None) -> None:
         program = _basename(fields[0].text) if fields else ""
         args = tuple(f.text for f in fields[1:])
-        self.segments.append(Segment(kind, program, args, _show(fields), pipes, problems))
+        self.segments.append(Segment(kind, program, args, _show(fields), pipes, problems,
+                                     cwd=cwd))
+
+    def hazard(self, text: str, why: str, pipes: frozenset) -> None:
+        """A construct that may run a command we cannot see (arithmetic on a variable...)."""
+        self.segments.append(Segment(Kind.UNKNOWN, text=text, pipes=pipes, problems=(why,)))
 
     def unknown(self, text: str, pipes: frozenset, why: str = "cannot tell what runs") -> None:
         problems = (f"{why}: {text}",)
@@ -95,9 +102,9 @@ class _Analyser:
                     literal = all(p.kind == "lit" for p in value.parts) and not plus
                     text = "".join(p.text for p in value.parts) if literal else None
                     looped.setdefault(name, set()).add(text)
-        for text in script.params:
-            self.unknown(text, pipes, "cannot tell what this expansion does")
-        if script.params:
+        for text, why in script.hazards:
+            self.hazard(text, why, pipes)
+        if script.hazards:  # ${x:=v}, $((x=1)): any variable may have been set
             env.tainted = True
         for cmd in script.commands:
             self.command(cmd, env, pipes | cmd.pipes, depth, problems, looped)
@@ -132,8 +139,18 @@ class _Analyser:
             return
         words = list(cmd.words)
         assigns = []
-        while words and (split := _assign_split(words[0])) is not None:
-            assigns.append(split)
+        while words:
+            if (split := _assign_split(words[0])) is not None:
+                assigns.append(split)
+            elif (sub := assigned_subscript(words[0])) is not None:
+                name, subscript = sub
+                if subscript is None or not safe_subscript(subscript):
+                    raw = "".join(p.text for p in words[0].parts)
+                    self.hazard(raw, f"array subscript in {raw[:80]} is arithmetic: it can run "
+                                     "commands hidden in variables", pipes)
+                assigns.append((name, True, Word(())))  # an element: the value is not known
+            else:
+                break
             words.pop(0)
         cond = cmd.cond or len(combos) > 1
         self._writes(cmd, combos, env, pipes)
@@ -206,7 +223,7 @@ class _Analyser:
         args = fields[1:]
         options = _options(spec, args)
         if options is None:  # an option that means no command follows (command -v, sudo -l)
-            self.emit(Kind.LAYER, fields, pipes, problems)
+            self.emit(Kind.LAYER, fields, pipes, problems, env.cwd)
             self.program(fields, env, pipes, problems, cond)
             return None
         i, changed, split = options
@@ -221,7 +238,7 @@ class _Analyser:
                 rest = [Field(w) for w in shlex.split(split)] + rest
             except ValueError:
                 rest = [Field(split, unresolved=True), *rest]
-        self.emit(Kind.LAYER, fields, pipes, problems)
+        self.emit(Kind.LAYER, fields, pipes, problems, env.cwd)
         if not rest:
             self.program(fields, env, pipes, problems, cond)
             return None
@@ -248,7 +265,11 @@ class _Analyser:
             found.append(f"cannot tell its arguments: {unresolved}")
         if env.changed:
             found.append(f"runs after {', '.join(env.changed)}")
-        self.emit(Kind.RUN, fields, pipes, tuple(found))
+        if name == "git":
+            found += git_problems([a.text for a in args])
+        for why in builtin_hazards(name, args):
+            self.hazard(_show(fields), why, pipes)
+        self.emit(Kind.RUN, fields, pipes, tuple(found), env.cwd)
         _effects(name, args, env, cond)
 
 

@@ -28,6 +28,7 @@ class Segment:
     pipes: frozenset[tuple[int, int]] = frozenset()
     problems: tuple[str, ...] = ()  # why it must not run unasked even if a rule allows it
     writes: tuple[str, ...] = ()  # WRITE: absolute paths
+    cwd: str | None = None  # RUN, LAYER: the directory it runs in, when known
 
 
 @dataclass(frozen=True, slots=True)
