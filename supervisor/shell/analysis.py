@@ -30,7 +30,8 @@ logger = logging.getLogger(__name__)
 MAX_REPARSE = 8  # strings run again as shell code inside one another: bash -c, eval, ssh, watch
 MAX_LOOSE = 400  # segments the fallback reader of unparseable text may produce
 _WRITES = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
-_HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+_READS = frozenset({"<", "<&"})
+_HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 _SYSTEM_DIRS = frozenset(
     {"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin"}
 )
@@ -172,28 +173,34 @@ class _Analyser:
             self.run(fields, env, pipes, depth, problems, stdin, cond)
 
     def _writes(self, cmd: Command, combos: list[dict], env: _Env, pipes: frozenset) -> None:
-        """Files the command's redirections write (and sockets they open), as one segment."""
-        paths, problems = [], []
+        """Files the command's redirections write or read (and sockets they open), as one
+        segment."""
+        paths, reads, problems = [], [], []
         for r in cmd.redirects:
             for combo in combos if r.target is not None else ():
                 for f in expand(r.target, combo, env.ifs):
-                    dup = r.op == ">&" and (f.text == "-" or f.text.isdigit())  # 2>&1, >&-
+                    dup = r.op in (">&", "<&") and (f.text == "-" or f.text.isdigit())  # 2>&1
+                    verb = "writes" if r.op in _WRITES else "reads"
                     if f.text.startswith(("/dev/tcp/", "/dev/udp/")):  # bash opens a socket
                         problems.append(f"opens a network connection: {f.text}")
-                    elif r.op not in _WRITES or dup:
+                    elif (r.op not in _WRITES and r.op not in _READS) or dup:
                         continue
                     elif f.unresolved or f.glob:
-                        problems.append(f"cannot tell where it writes: {f.text}")
+                        problems.append(f"cannot tell what it {verb}: {f.text}")
                     elif f.text in _HARMLESS_TARGETS or f.text.startswith("/dev/fd/"):
                         continue
                     elif not f.text.startswith(("/", "~")) and env.cwd is None:
-                        problems.append(f"cannot tell where it writes: {f.text} (unknown cwd)")
+                        problems.append(f"cannot tell what it {verb}: {f.text} (unknown cwd)")
                     else:
-                        paths.append(normpath(f.text, env.cwd))
-        if paths or problems:
-            text = " ".join(f"> {p}" for p in paths) or problems[0]
-            self.segments.append(Segment(Kind.WRITE, text=text, pipes=pipes,
-                                         problems=tuple(problems), writes=tuple(paths)))
+                        path = normpath(f.text, env.cwd)
+                        (paths if r.op in _WRITES else reads).append(path)
+                        if r.op == "<>":
+                            reads.append(path)
+        if paths or reads or problems:
+            text = " ".join([*(f"> {p}" for p in paths), *(f"< {p}" for p in reads)])
+            self.segments.append(Segment(Kind.WRITE, text=text or problems[0], pipes=pipes,
+                                         problems=tuple(problems), writes=tuple(paths),
+                                         reads=tuple(reads)))
 
     def run(self, fields: list[Field], env: _Env, pipes: frozenset, depth: int,
             problems: tuple[str, ...], stdin: str | None, cond: bool) -> None:

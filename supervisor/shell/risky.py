@@ -42,7 +42,7 @@ _GIT_SHORT_VALUED = frozenset("SGLnUMCBlOIXDRAbc")
 _GIT_RUNS = {("submodule", "foreach"), ("bisect", "run")}
 
 
-def _subcommand(args: Sequence[str]) -> int:
+def git_subcommand(args: Sequence[str]) -> int:
     i = 0
     while i < len(args) and args[i].startswith("-") and args[i] != "--":
         i += 2 if args[i] in _GIT_VALUED else 1
@@ -52,7 +52,7 @@ def _subcommand(args: Sequence[str]) -> int:
 def git_problems(args: Sequence[str]) -> list[str]:
     """Why a git command must be asked about even where a rule allows it ('git log -p')."""
     found = []
-    sub = _subcommand(args)
+    sub = git_subcommand(args)
     for a in args[:sub]:
         key = a.split("=", 1)[0]
         if key in _GIT_GLOBAL:
@@ -79,3 +79,32 @@ def git_problems(args: Sequence[str]) -> list[str]:
     if rest and (name, rest[0]) in _GIT_RUNS:
         found.append(f"git {name} {rest[0]} runs a command")
     return list(dict.fromkeys(found))
+
+
+_CONFIG_WRITES = frozenset({"--add", "--unset", "--unset-all", "--replace-all", "--rename-section",
+                            "--remove-section", "--edit", "-e", "set", "unset", "rename-section",
+                            "remove-section", "edit"})
+_CONFIG_READS = frozenset({"--get", "--get-all", "--get-regexp", "--get-urlmatch", "--list", "-l",
+                           "get", "list"})
+_CONFIG_VALUED = frozenset({"--file", "-f", "--blob", "--type", "--default", "--comment",
+                            "--value"})
+
+
+def git_config_writes(args: Sequence[str]) -> bool:
+    """Whether a git command is 'git config' setting something (git config k v, --add...)."""
+    sub = git_subcommand(args)
+    if sub >= len(args) or args[sub] != "config":
+        return False
+    rest, positional, i = args[sub + 1:], 0, 0
+    while i < len(rest):
+        key = rest[i].split("=", 1)[0]
+        if key in _CONFIG_WRITES:
+            return True
+        if key in _CONFIG_READS:
+            return False
+        if key in _CONFIG_VALUED and "=" not in rest[i]:
+            i += 1
+        elif not key.startswith("-"):
+            positional += 1
+        i += 1
+    return positional != 1  # git config NAME reads it; NAME VALUE (or nothing we know) sets it
