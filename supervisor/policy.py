@@ -539,13 +539,15 @@ class Policy:
 
 
 def _searches(seg: Segment) -> bool:
-    """A program reading every file under the directories it is given."""
-    if seg.program in ("rg", "ag", "ack"):
+    """A program reading every file under the directories it is given (searches, copies,
+    archives): given ~ it reads ~/.ssh."""
+    if seg.program in ("rg", "ag", "ack", "tar", "zip", "7z", "rsync", "scp"):
         return True
-    forms = arg_forms(seg.args)
-    return seg.program in ("grep", "egrep", "fgrep") and any(
-        f in ("-r", "-R", "--recursive", "--dereference-recursive", "--directories=recurse")
-        for f in forms)
+    forms = set(arg_forms(seg.args))
+    if seg.program == "cp":
+        return bool(forms & {"-r", "-R", "-a", "--recursive", "--archive"})
+    return seg.program in ("grep", "egrep", "fgrep") and bool(forms & {
+        "-r", "-R", "--recursive", "--dereference-recursive", "--directories=recurse"})
 
 
 def _about(decision: Decision, seg: Segment) -> Decision:

@@ -99,6 +99,9 @@ def test_glob_is_judged_by_its_path_and_pattern(inp: dict, action: Action) -> No
     ("python -c \"print(open('/etc/shadow').read())\"", Action.DENY),
     ("cat ~/.ss?/id_rsa", Action.ASK),  # a glob that may match
     ("grep -r password ~", Action.ASK),
+    ("rg password /", Action.ASK),
+    ("tar czf all.tgz ~", Action.ASK),
+    ("cp -r ~ backup", Action.ASK),
     ("grep -rn TODO src", Action.ALLOW),
     ("cat README.md", Action.ALLOW),
 ])
