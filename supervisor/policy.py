@@ -441,17 +441,18 @@ class Policy:
 
     def _guard_word(self, sections: list[_Section], word: str, seg_cwd: str | None, cwd: str,
                     writer: bool) -> list[Decision]:
+        maybe: list[Decision] = []
         for path, pattern in named_paths(word, seg_cwd):
-            if pattern:
-                found = self._guard_glob(sections, path, cwd)
-                if found:
-                    return found
+            if pattern:  # after the files it matches now: a refusal of one of those wins
+                maybe = maybe or self._guard_glob(sections, path, cwd)
                 continue
             if self.protected.owns((path,), cwd):
                 return [Decision(Action.DENY, f"names {path}: {_OWN}", _GUARD)]
             hit = self._hit(sections, "Read", lambda r, p=path: r.match_call((p,)))
             if hit is not None and hit.action is not Action.ALLOW:
                 return [Decision(hit.action, f"names {path}: {hit.reason}", hit.rule)]
+        if maybe:
+            return maybe
         if writer and (named := mentions_hazard(word, seg_cwd)) is not None:
             return [Decision(Action.ASK, f"may write {named[0]}: {named[1]}", _GUARD)]
         return []

@@ -98,6 +98,7 @@ def test_glob_is_judged_by_its_path_and_pattern(inp: dict, action: Action) -> No
     ("echo ok && cp ~/.kube/config k", Action.DENY),
     ("python -c \"print(open('/etc/shadow').read())\"", Action.DENY),
     ("cat ~/.ss?/id_rsa", Action.ASK),  # a glob that may match
+    ("cat /proc/*/environ", Action.DENY),  # a glob that matches one now
     ("grep -r password ~", Action.ASK),
     ("rg password /", Action.ASK),
     ("tar czf all.tgz ~", Action.ASK),
