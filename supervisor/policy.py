@@ -16,6 +16,15 @@ from typing import Any, NoReturn
 
 from supervisor.config import PERMISSION_MODES
 from supervisor.errors import ConfigError
+from supervisor.protected import (
+    READERS,
+    ProtectedPaths,
+    literal_root,
+    may_match,
+    mentions_hazard,
+    named_paths,
+    write_hazard,
+)
 from supervisor.shell import (
     Kind,
     Segment,
@@ -25,6 +34,7 @@ from supervisor.shell import (
     arg_forms,
     canonical,
     downstream,
+    git_config_writes,
     match_anywhere,
     match_prefix,
     normpath,
@@ -35,6 +45,10 @@ logger = logging.getLogger(__name__)
 DEFAULT_POLICY = Path(__file__).with_name("default_policy.toml")
 EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 PATH_TOOLS = EDIT_TOOLS | {"Read", "NotebookRead"}
+READ_TOOLS = frozenset({"Read", "NotebookRead", "Grep", "Glob", "LS"})
+_OWN = ("Switchboard's own files (its database, log, settings, policy, credentials and other "
+        "agents' workspaces) are not for agents")
+_GUARD = "protected paths"  # the rule name of built-in checks: no policy file can drop them
 _PATH_KEYS = ("file_path", "notebook_path", "path")
 _PIPE = re.compile(r"\s+\|\s+")
 _VAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")  # $HOME in a pattern means the word ${HOME}
@@ -237,20 +251,44 @@ def _path_candidates(path: str, cwd: str) -> tuple[str, ...]:
     return (lexical,) if real == lexical else (lexical, real)
 
 
-class Policy:
-    """Decides tool calls from the call alone (tool, input, cwd), never from prompts."""
+def _tool_paths(tool: str, inp: Mapping[str, Any], cwd: str) -> tuple[str, ...] | None:
+    """The paths a file tool touches (a search: where it starts); None when it cannot tell."""
+    path = _input_path(inp)
+    if tool not in ("Grep", "Glob"):
+        return _path_candidates(path, cwd) if path else ()
+    root = path or cwd
+    if not root or not (root.startswith(("/", "~")) or cwd.startswith("/")):
+        return None
+    found = list(_path_candidates(root, cwd))
+    narrow = inp.get("glob" if tool == "Grep" else "pattern")
+    if isinstance(narrow, str) and narrow:  # Glob("/home/u/.ssh/*"), Grep(glob=".ssh/*")
+        found += _path_candidates(literal_root(normpath(narrow, found[0])), cwd)
+    return tuple(dict.fromkeys(found))
 
-    __slots__ = ("source", "_base", "_agents")
+
+class Policy:
+    """Decides tool calls from the call alone (tool, input, cwd), never from prompts. Some
+    checks are built in, so that no policy file can drop them: Switchboard's own files (see
+    ProtectedPaths) are never read or written; writing a file whose change alters what agents
+    run (.claude/, CLAUDE.md, .mcp.json, .git/, shell start-up files...) is always asked."""
+
+    __slots__ = ("source", "protected", "_base", "_agents")
 
     def __init__(self, base: _Section, agents: tuple[tuple[str, _Section], ...],
-                 source: str) -> None:
+                 source: str, protected: ProtectedPaths | None = None) -> None:
         self.source = source
+        self.protected = ProtectedPaths.default() if protected is None else protected
         self._base = base
         self._agents = agents
 
+    def with_protected(self, protected: ProtectedPaths) -> Policy:
+        """The same rules, protecting these Switchboard files."""
+        return Policy(self._base, self._agents, self.source, protected)
+
     @classmethod
-    def load(cls, path: Path | None) -> Policy:
-        """Reads a policy file; None reads the built-in default."""
+    def load(cls, path: Path | None, *, protected: ProtectedPaths | None = None) -> Policy:
+        """Reads a policy file; None reads the built-in default. protected: Switchboard's own
+        files (default: the data directory ~/.switchboard only)."""
         path = DEFAULT_POLICY if path is None else Path(path)
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -258,17 +296,18 @@ class Policy:
             raise PolicyError(f"{path}: cannot read: {exc.strerror or exc}") from exc
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise PolicyError(f"{path}: not valid TOML: {exc}") from exc
-        return cls.from_dict(data, str(path))
+        return cls.from_dict(data, str(path), protected=protected)
 
     @classmethod
-    def from_dict(cls, data: dict, source: str = "<dict>") -> Policy:
+    def from_dict(cls, data: dict, source: str = "<dict>", *,
+                  protected: ProtectedPaths | None = None) -> Policy:
         loader = _Loader(source)
         base = loader.section(data, "", top=True)
         agents = data.get("agents", {})
         if not isinstance(agents, dict):
             loader.fail("agents", "must be a table of [agents.NAME] tables")
         return cls(base, tuple((name, loader.section(a, f"agents.{name}", top=False))
-                               for name, a in agents.items()), source)
+                               for name, a in agents.items()), source, protected)
 
     def _sections(self, agent: str) -> list[_Section]:
         """The agent's own table first, then tables whose name is a glob matching it, then ours."""
@@ -292,8 +331,7 @@ class Policy:
             if tool == "Bash":
                 decision = self._bash(sections, inp.get("command"), cwd)
             else:
-                path = _input_path(inp)
-                decision = self._call(sections, tool, _path_candidates(path, cwd) if path else ())
+                decision = self._tool(sections, tool, inp, cwd)
         except Exception:
             logger.exception("policy failed on a %r call; asking", tool_name)
             return Decision(Action.ASK, "the policy could not decide (internal error)",
@@ -328,6 +366,97 @@ class Policy:
         hit = self._hit(sections, tool, lambda r: r.match_call(paths))
         return hit or self._fallback(sections, tool)
 
+    def _tool(self, sections: list[_Section], tool: str, inp: Mapping[str, Any],
+              cwd: str) -> Decision:
+        paths = _tool_paths(tool, inp, cwd)
+        if paths is None:
+            return Decision(Action.ASK, f"{tool}: cannot tell where it searches", _GUARD)
+        found = [self._call(sections, tool, paths)]
+        if tool in READ_TOOLS | EDIT_TOOLS:
+            found += self._guard_path(paths, cwd, "writes" if tool in EDIT_TOOLS else "reads")
+        if tool == "Grep" and paths:
+            found += self._guard_search(sections, paths[0])
+        return _strongest(found)
+
+    def _guard_path(self, paths: tuple[str, ...], cwd: str, verb: str) -> list[Decision]:
+        """Built in: Switchboard's files are refused; writes that change what agents run ask."""
+        if self.protected.owns(paths, cwd):
+            return [Decision(Action.DENY, f"{verb} {paths[0]}: {_OWN}", _GUARD)]
+        why = next((w for p in paths if (w := write_hazard(p))), None) if verb == "writes" else None
+        return [] if why is None else [Decision(Action.ASK, f"writes {paths[0]}: {why}", _GUARD)]
+
+    def _guard_search(self, sections: list[_Section], root: str) -> list[Decision]:
+        """A search from a directory holding refused files reads them too: Grep of ~ or /."""
+        if self.protected.holds(root):
+            return [Decision(Action.ASK, f"searches {root}, which holds Switchboard's own files",
+                             _GUARD)]
+        for rule in (r for s in sections for r in s.rules):
+            if rule.action is Action.ALLOW or not rule.applies_to("Grep"):
+                continue
+            inside = next((p for p in rule.paths if literal_root(p).startswith(
+                root.rstrip("/") + "/")), None)
+            if inside is not None:
+                return [Decision(Action.ASK, f"searches {root}, which holds {inside}: "
+                                 f"{rule.reason}", f"{rule.key}: {inside}")]
+        return []
+
+    def _guard_words(self, sections: list[_Section], seg: Segment, cwd: str,
+                     seen: dict[tuple[str, str | None, bool], list[Decision]]) -> list[Decision]:
+        """Built in, for one command of a Bash line: any word naming Switchboard's files is
+        refused, one naming a file a Read rule refuses is refused the same; a command that
+        may write (anything but cat, ls, grep...) asks when a word names a file whose change
+        alters what agents run, or when it runs in such a directory."""
+        writer = seg.program not in READERS
+        found = []
+        if writer and seg.cwd and (why := write_hazard(seg.cwd)):
+            found.append(Decision(Action.ASK, f"runs in {seg.cwd}: {why}", _GUARD))
+        if seg.program == "git" and git_config_writes(seg.args):
+            found.append(Decision(Action.ASK, "git config writes git's configuration, which "
+                                  "names programs git runs", _GUARD))
+        if _searches(seg):  # grep -r pw ~ reads ~/.ssh as a Grep of ~ would
+            for arg in seg.args:
+                if not arg.startswith("-") and (arg.startswith(("/", "~")) or seg.cwd):
+                    found += self._guard_search(sections, normpath(arg, seg.cwd))
+        for arg in seg.args:
+            key = (arg, seg.cwd, writer)
+            if key not in seen:
+                seen[key] = self._guard_word(sections, arg, seg.cwd, cwd, writer)
+            found += seen[key]
+        return [_about(d, seg) for d in found]
+
+    def _guard_glob(self, sections: list[_Section], pattern: str, cwd: str) -> list[Decision]:
+        """A glob may match a refused file that does not exist yet, or one we did not find."""
+        mine = self.protected.workspace(cwd)
+        if not (mine and literal_root(pattern).startswith(mine.rstrip("/") + "/")) and any(
+                may_match(pattern, t) for t in self.protected.targets()):
+            return [Decision(Action.ASK, f"{pattern} may name Switchboard's own files", _GUARD)]
+        for rule in (r for s in sections for r in s.rules):
+            if rule.action is Action.ALLOW or not rule.applies_to("Read"):
+                continue
+            target = next((p for p in rule.paths if may_match(pattern, p)), None)
+            if target is not None:
+                return [Decision(Action.ASK, f"{pattern} may name {target}: {rule.reason}",
+                                 f"{rule.key}: {target}")]
+        return []
+
+    def _guard_word(self, sections: list[_Section], word: str, seg_cwd: str | None, cwd: str,
+                    writer: bool) -> list[Decision]:
+        maybe: list[Decision] = []
+        for path, pattern in named_paths(word, seg_cwd):
+            if pattern:  # after the files it matches now: a refusal of one of those wins
+                maybe = maybe or self._guard_glob(sections, path, cwd)
+                continue
+            if self.protected.owns((path,), cwd):
+                return [Decision(Action.DENY, f"names {path}: {_OWN}", _GUARD)]
+            hit = self._hit(sections, "Read", lambda r, p=path: r.match_call((p,)))
+            if hit is not None and hit.action is not Action.ALLOW:
+                return [Decision(hit.action, f"names {path}: {hit.reason}", hit.rule)]
+        if maybe:
+            return maybe
+        if writer and (named := mentions_hazard(word, seg_cwd)) is not None:
+            return [Decision(Action.ASK, f"may write {named[0]}: {named[1]}", _GUARD)]
+        return []
+
     def _bash(self, sections: list[_Section], command: Any, cwd: str) -> Decision:
         if not isinstance(command, str):
             return Decision(Action.ASK, "the command is not text", "unparseable command")
@@ -336,8 +465,11 @@ class Policy:
         if analysis.error:
             reason = f"unparseable command: {analysis.error}"
             found.append(Decision(Action.ASK, reason, "unparseable command"))
+        seen: dict[tuple[str, str | None, bool], list[Decision]] = {}
         for seg in analysis.segments:
             found.extend(self._segment(sections, seg, cwd))
+            if seg.kind in (Kind.RUN, Kind.LAYER):
+                found.extend(self._guard_words(sections, seg, cwd, seen))
         found.extend(self._pipelines(sections, analysis.segments))
         if not found:
             return Decision(Action.ASK, "the command runs nothing we can check", "empty command")
@@ -349,8 +481,16 @@ class Policy:
         if seg.kind is Kind.WRITE:
             found = [Decision(Action.ASK, p, "redirection") for p in seg.problems]
             for path in seg.writes:
-                d = self._call(sections, "Write", _path_candidates(path, cwd))
+                paths = _path_candidates(path, cwd)
+                d = self._call(sections, "Write", paths)
                 found.append(Decision(d.action, f"writes {path}: {d.reason}", d.rule))
+                found += self._guard_path(paths, cwd, "writes")
+            for path in seg.reads:
+                paths = _path_candidates(path, cwd)
+                hit = self._hit(sections, "Read", lambda r, p=paths: r.match_call(p))
+                if hit is not None and hit.action is not Action.ALLOW:
+                    found.append(Decision(hit.action, f"reads {path}: {hit.reason}", hit.rule))
+                found += self._guard_path(paths, cwd, "reads")
             return found
         forms = arg_forms(seg.args)
         hit = self._hit(sections, "Bash", lambda r: r.match_segment(seg, forms))
@@ -397,6 +537,18 @@ class Policy:
         if tool_name in PATH_TOOLS and path:
             return f"{'edit' if tool_name in EDIT_TOOLS else tool_name}:{normpath(path)}"
         return f"{tool_name}:{_json(inp)}"
+
+
+def _searches(seg: Segment) -> bool:
+    """A program reading every file under the directories it is given (searches, copies,
+    archives): given ~ it reads ~/.ssh."""
+    if seg.program in ("rg", "ag", "ack", "tar", "zip", "7z", "rsync", "scp"):
+        return True
+    forms = set(arg_forms(seg.args))
+    if seg.program == "cp":
+        return bool(forms & {"-r", "-R", "-a", "--recursive", "--archive"})
+    return seg.program in ("grep", "egrep", "fgrep") and bool(forms & {
+        "-r", "-R", "--recursive", "--dereference-recursive", "--directories=recurse"})
 
 
 def _about(decision: Decision, seg: Segment) -> Decision:

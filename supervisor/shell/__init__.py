@@ -3,6 +3,7 @@
 from supervisor.shell.analysis import analyse
 from supervisor.shell.parser import canonical, parse
 from supervisor.shell.patterns import Stage, arg_forms, downstream, match_anywhere, match_prefix
+from supervisor.shell.risky import git_config_writes
 from supervisor.shell.segments import Analysis, Kind, Segment
 from supervisor.shell.state import normpath
 from supervisor.shell.syntax import Script, ShellParseError
@@ -18,6 +19,7 @@ __all__ = [
     "arg_forms",
     "canonical",
     "downstream",
+    "git_config_writes",
     "match_anywhere",
     "match_prefix",
     "normpath",

@@ -8,8 +8,10 @@ import re
 import shlex
 from itertools import product
 
+from supervisor.shell.arith import assigned_subscript, builtin_hazards, safe_subscript
 from supervisor.shell.expand import MAX_READINGS, Field, _value, expand
 from supervisor.shell.parser import parse
+from supervisor.shell.risky import git_problems
 from supervisor.shell.segments import Analysis, Kind, Segment, _basename, _show
 from supervisor.shell.state import _DECLARE, _effects, _Env, normpath
 from supervisor.shell.syntax import (
@@ -28,7 +30,8 @@ logger = logging.getLogger(__name__)
 MAX_REPARSE = 8  # strings run again as shell code inside one another: bash -c, eval, ssh, watch
 MAX_LOOSE = 400  # segments the fallback reader of unparseable text may produce
 _WRITES = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
-_HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+_READS = frozenset({"<", "<&"})
+_HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 _SYSTEM_DIRS = frozenset(
     {"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin"}
 )
@@ -40,10 +43,15 @@ class _Analyser:
         self.next_pipe = first_pipe
 
     def emit(self, kind: Kind, fields: list[Field], pipes: frozenset,
-             problems: tuple[str, ...]) -> None:
+             problems: tuple[str, ...], cwd: str | None = None) -> None:
         program = _basename(fields[0].text) if fields else ""
         args = tuple(f.text for f in fields[1:])
-        self.segments.append(Segment(kind, program, args, _show(fields), pipes, problems))
+        self.segments.append(Segment(kind, program, args, _show(fields), pipes, problems,
+                                     cwd=cwd))
+
+    def hazard(self, text: str, why: str, pipes: frozenset) -> None:
+        """A construct that may run a command we cannot see (arithmetic on a variable...)."""
+        self.segments.append(Segment(Kind.UNKNOWN, text=text, pipes=pipes, problems=(why,)))
 
     def unknown(self, text: str, pipes: frozenset, why: str = "cannot tell what runs") -> None:
         problems = (f"{why}: {text}",)
@@ -95,9 +103,9 @@ class _Analyser:
                     literal = all(p.kind == "lit" for p in value.parts) and not plus
                     text = "".join(p.text for p in value.parts) if literal else None
                     looped.setdefault(name, set()).add(text)
-        for text in script.params:
-            self.unknown(text, pipes, "cannot tell what this expansion does")
-        if script.params:
+        for text, why in script.hazards:
+            self.hazard(text, why, pipes)
+        if script.hazards:  # ${x:=v}, $((x=1)): any variable may have been set
             env.tainted = True
         for cmd in script.commands:
             self.command(cmd, env, pipes | cmd.pipes, depth, problems, looped)
@@ -132,8 +140,18 @@ class _Analyser:
             return
         words = list(cmd.words)
         assigns = []
-        while words and (split := _assign_split(words[0])) is not None:
-            assigns.append(split)
+        while words:
+            if (split := _assign_split(words[0])) is not None:
+                assigns.append(split)
+            elif (sub := assigned_subscript(words[0])) is not None:
+                name, subscript = sub
+                if subscript is None or not safe_subscript(subscript):
+                    raw = "".join(p.text for p in words[0].parts)
+                    self.hazard(raw, f"array subscript in {raw[:80]} is arithmetic: it can run "
+                                     "commands hidden in variables", pipes)
+                assigns.append((name, True, Word(())))  # an element: the value is not known
+            else:
+                break
             words.pop(0)
         cond = cmd.cond or len(combos) > 1
         self._writes(cmd, combos, env, pipes)
@@ -155,28 +173,34 @@ class _Analyser:
             self.run(fields, env, pipes, depth, problems, stdin, cond)
 
     def _writes(self, cmd: Command, combos: list[dict], env: _Env, pipes: frozenset) -> None:
-        """Files the command's redirections write (and sockets they open), as one segment."""
-        paths, problems = [], []
+        """Files the command's redirections write or read (and sockets they open), as one
+        segment."""
+        paths, reads, problems = [], [], []
         for r in cmd.redirects:
             for combo in combos if r.target is not None else ():
                 for f in expand(r.target, combo, env.ifs):
-                    dup = r.op == ">&" and (f.text == "-" or f.text.isdigit())  # 2>&1, >&-
+                    dup = r.op in (">&", "<&") and (f.text == "-" or f.text.isdigit())  # 2>&1
+                    verb = "writes" if r.op in _WRITES else "reads"
                     if f.text.startswith(("/dev/tcp/", "/dev/udp/")):  # bash opens a socket
                         problems.append(f"opens a network connection: {f.text}")
-                    elif r.op not in _WRITES or dup:
+                    elif (r.op not in _WRITES and r.op not in _READS) or dup:
                         continue
                     elif f.unresolved or f.glob:
-                        problems.append(f"cannot tell where it writes: {f.text}")
+                        problems.append(f"cannot tell what it {verb}: {f.text}")
                     elif f.text in _HARMLESS_TARGETS or f.text.startswith("/dev/fd/"):
                         continue
                     elif not f.text.startswith(("/", "~")) and env.cwd is None:
-                        problems.append(f"cannot tell where it writes: {f.text} (unknown cwd)")
+                        problems.append(f"cannot tell what it {verb}: {f.text} (unknown cwd)")
                     else:
-                        paths.append(normpath(f.text, env.cwd))
-        if paths or problems:
-            text = " ".join(f"> {p}" for p in paths) or problems[0]
-            self.segments.append(Segment(Kind.WRITE, text=text, pipes=pipes,
-                                         problems=tuple(problems), writes=tuple(paths)))
+                        path = normpath(f.text, env.cwd)
+                        (paths if r.op in _WRITES else reads).append(path)
+                        if r.op == "<>":
+                            reads.append(path)
+        if paths or reads or problems:
+            text = " ".join([*(f"> {p}" for p in paths), *(f"< {p}" for p in reads)])
+            self.segments.append(Segment(Kind.WRITE, text=text or problems[0], pipes=pipes,
+                                         problems=tuple(problems), writes=tuple(paths),
+                                         reads=tuple(reads)))
 
     def run(self, fields: list[Field], env: _Env, pipes: frozenset, depth: int,
             problems: tuple[str, ...], stdin: str | None, cond: bool) -> None:
@@ -206,7 +230,7 @@ class _Analyser:
         args = fields[1:]
         options = _options(spec, args)
         if options is None:  # an option that means no command follows (command -v, sudo -l)
-            self.emit(Kind.LAYER, fields, pipes, problems)
+            self.emit(Kind.LAYER, fields, pipes, problems, env.cwd)
             self.program(fields, env, pipes, problems, cond)
             return None
         i, changed, split = options
@@ -221,7 +245,7 @@ class _Analyser:
                 rest = [Field(w) for w in shlex.split(split)] + rest
             except ValueError:
                 rest = [Field(split, unresolved=True), *rest]
-        self.emit(Kind.LAYER, fields, pipes, problems)
+        self.emit(Kind.LAYER, fields, pipes, problems, env.cwd)
         if not rest:
             self.program(fields, env, pipes, problems, cond)
             return None
@@ -248,7 +272,11 @@ class _Analyser:
             found.append(f"cannot tell its arguments: {unresolved}")
         if env.changed:
             found.append(f"runs after {', '.join(env.changed)}")
-        self.emit(Kind.RUN, fields, pipes, tuple(found))
+        if name == "git":
+            found += git_problems([a.text for a in args])
+        for why in builtin_hazards(name, args):
+            self.hazard(_show(fields), why, pipes)
+        self.emit(Kind.RUN, fields, pipes, tuple(found), env.cwd)
         _effects(name, args, env, cond)
 
 

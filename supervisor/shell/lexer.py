@@ -6,6 +6,13 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from supervisor.shell.arith import (
+    evaluate,
+    expansion_hazard,
+    harmless,
+    param_hazard,
+    safe_subscript,
+)
 from supervisor.shell.syntax import _ASSIGN, _NAME, Part, Redirect, ShellParseError, Word
 
 MAX_NESTING = 40  # parentheses, substitutions and compound commands inside one another
@@ -57,7 +64,9 @@ class _Shared:
     depth: int = 0
     outputs: set[int] = field(default_factory=set)  # commands inside >( ): they read their owner
     bodies: list[str] = field(default_factory=list)
-    params: list[str] = field(default_factory=list)  # ${...} beyond a plain ${name}
+    # Constructs that may run code hidden in a variable's value ${a[x]}, $((x)), a[x]=1...:
+    # (text, why), in the order met.
+    hazards: list[tuple[str, str]] = field(default_factory=list)
 
     def pipe(self) -> int:
         self.next_pipe += 1
@@ -99,6 +108,49 @@ def _canon_word(parts: tuple[Part, ...]) -> str:
         else:
             out.append(f'"{p.text}"' if p.quoted else p.text)
     return "".join(out) or "''"
+
+
+def _close(s: str, i: int, opener: str, closer: str) -> int:
+    """Where the closer matching an opener already read sits, skipping quotes; -1 if none."""
+    depth, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "'":
+            j = s.find("'", i + 1)
+            if j < 0:
+                return -1
+            i = j + 1
+            continue
+        if c in "\"`":
+            j = i + 1
+            while j < n and s[j] != c:
+                j += 2 if s[j] == "\\" else 1
+            if j >= n:
+                return -1
+            i = j + 1
+            continue
+        if c == opener:
+            depth += 1
+        elif c == closer:
+            if depth == 0:
+                return i
+            depth -= 1
+        i += 1
+    return -1
+
+
+def _arith_end(s: str, i: int) -> int:
+    """After '((' at i: where the closing '))' starts, or -1 when bash reads '( (' instead."""
+    j = _close(s, i, "(", ")")
+    return j if j >= 0 and s.startswith(")", j + 1) else -1
+
+
+def _substitution(opener: str, canon: str) -> str:
+    # $( (x) ) must never read like the arithmetic $((x)), which runs nothing
+    return f"{opener} {canon} )" if canon.startswith("(") else f"{opener}{canon})"
 
 
 def _chr(code: int) -> str:
@@ -258,7 +310,15 @@ class _Lexer:
             self.i += 2
             return self._dq('"')
         if nxt == "(":
+            end = _arith_end(s, i + 3) if s.startswith("((", i + 1) else -1
+            if end >= 0:
+                return [self._arith(i + 3, end, "$((", "))", quoted)]
             return [self._subst(i + 2, "$(", quoted)]
+        if nxt == "[":  # $[ ]: the old spelling of $(( ))
+            end = _close(s, i + 2, "[", "]")
+            if end < 0:
+                raise ShellParseError("unterminated $[")
+            return [self._arith(i + 2, end, "$[", "]", quoted)]
         if nxt == "{":
             return [self._param(quoted)]
         m = _NAME.match(s, i + 1)
@@ -307,6 +367,24 @@ class _Lexer:
             else:
                 out.append("\\" + d)
 
+    def _arith(self, start: int, end: int, opener: str, closer: str, quoted: bool) -> Part:
+        """$(( )), $[ ] or (( )) from start to end: its value when it is only numbers and
+        operators; otherwise a hazard, and the $( ) and ` ` inside are read as commands."""
+        body = self.s[start:end]
+        self.i = end + len(closer)
+        self._enter()
+        parts = type(self)(body, self.sh, cond=True, loop=self.loop)._dq(None)
+        self.sh.depth -= 1
+        text = "".join(p.text for p in parts)
+        if all(p.kind == "lit" for p in parts) and harmless(text):
+            value = evaluate(text)
+            if value is not None:
+                return Part("lit", str(value), True)
+        else:
+            self.sh.hazards.append((opener + body + closer,
+                                    expansion_hazard(opener, body, closer)))
+        return Part("opaque", opener + body + closer, quoted)
+
     def _subst(self, pos: int, opener: str, quoted: bool, output: bool = False) -> Part:
         """$( ... ), <( ... ) or >( ... ): parsed in place, its commands recorded as they come."""
         self.i = pos
@@ -320,7 +398,7 @@ class _Lexer:
         self.cond = saved
         if output:
             self.sh.outputs.update(range(first, len(self.sh.cmds)))
-        return Part("opaque", f"{opener}{canon})", quoted)
+        return Part("opaque", _substitution(opener, canon), quoted)
 
     def _backtick(self, quoted: bool) -> Part:
         s, n = self.s, len(self.s)
@@ -343,7 +421,7 @@ class _Lexer:
         self._enter()
         canon = type(self)("".join(buf), self.sh, cond=True, loop=self.loop).parse_all()
         self.sh.depth -= 1
-        return Part("opaque", f"$({canon})", quoted)
+        return Part("opaque", _substitution("$(", canon), quoted)
 
     def _param(self, quoted: bool) -> Part:
         """${...}: a plain ${name} is a variable; anything else is opaque, but its insides run."""
@@ -379,7 +457,7 @@ class _Lexer:
             else:
                 self.i += 1
         self.sh.depth -= 1
-        self.sh.params.append(s[start:self.i])
+        self.sh.hazards.append((s[start:self.i], param_hazard(s[start:self.i])))
         return Part("opaque", s[start:self.i], quoted)
 
     def _array(self) -> Part:
@@ -390,12 +468,26 @@ class _Lexer:
             tok = self._lex()
             if tok.kind == "op" and tok.text == ")":
                 break
-            if tok.kind == "word":
+            if tok.kind == "word" and tok.word is not None:
                 canon.append(tok.text)
+                self._element(tok.word)
             elif tok.kind != "nl":
                 raise ShellParseError("bad array assignment")
         self.sh.depth -= 1
         return Part("opaque", "(" + " ".join(canon) + ")", False)
+
+    def _element(self, word: Word) -> None:
+        """a=([i]=v): the subscript is arithmetic (for an indexed array) unless only digits."""
+        first = word.parts[0] if word.parts else None
+        if first is None or first.kind != "lit" or first.quoted or not first.text.startswith("["):
+            return
+        raw = "".join(p.text if p.kind != "var" else f"${{{p.text}}}" for p in word.parts)
+        end = _close(raw, 1, "[", "]")
+        literal = all(p.kind == "lit" for p in word.parts)
+        if end < 0 or not literal or not safe_subscript(raw[1:end]):
+            shown = raw[:end + 1] if end > 0 else raw
+            self.sh.hazards.append((raw, f"array subscript {shown} in an assignment is "
+                                         "arithmetic: it can run commands hidden in variables"))
 
     def _read_heredocs(self) -> None:
         pending, self.heredocs = self.heredocs, []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from supervisor.shell.lexer import _Cmd, _Heredoc, _Lexer, _Shared, _Tok
+from supervisor.shell.lexer import _arith_end, _Cmd, _Heredoc, _Lexer, _Shared, _Tok
 from supervisor.shell.syntax import Command, Part, Redirect, Script, ShellParseError, Word
 
 _REDIRECTS = frozenset({"<<<", "<<-", "&>>", "<<", ">>", "<&", ">&", "<>", ">|", "&>", "<", ">"})
@@ -98,6 +98,13 @@ class _Parser(_Lexer):
     def _command(self) -> str:
         tok = self.peek()
         if tok.kind == "op":
+            if tok.text == "(" and self.tok is tok and self.s.startswith("(", self.i):
+                end = _arith_end(self.s, self.i + 1)
+                if end >= 0:  # (( expr )); bash reads ((a) ) as subshells, and so do we
+                    self.take()
+                    part = self._arith(self.i + 1, end, "((", "))", False)
+                    shown = part.text if part.kind == "opaque" else f"(( {part.text} ))"
+                    return self._trailing(shown)
             if tok.text == "(":
                 return self._subshell()
             if tok.text in _REDIRECTS:
@@ -108,7 +115,7 @@ class _Parser(_Lexer):
         compound = {
             "{": self._group, "if": self._if, "while": self._while, "until": self._while,
             "for": self._for, "select": self._for, "case": self._case, "function": self._function,
-            "[[": self._test,
+            "[[": self._test, "coproc": self._coproc,
         }.get(tok.word.keyword or "")
         if compound is not None:
             return compound()
@@ -167,11 +174,14 @@ class _Parser(_Lexer):
             self._new_cmd("simple", [], redirects, start)
         return " ".join(out)
 
-    def _simple(self) -> str:
-        start = self.peek().start
+    def _simple(self, first: _Tok | None = None) -> str:
+        start = (first or self.peek()).start
         words: list[Word] = []
         redirects: list[Redirect] = []
         out = []
+        if first is not None and first.word is not None:  # already read (coproc's lookahead)
+            words.append(first.word)
+            out.append(first.text)
         while True:
             tok = self.peek()
             if tok.kind == "word" and tok.word is not None:
@@ -329,6 +339,24 @@ class _Parser(_Lexer):
         self.cond = saved
         return self._trailing(" ".join(out) + " esac")
 
+    def _coproc(self) -> str:
+        """coproc [NAME] command: the command runs in the background, talking through pipes."""
+        self.take()
+        saved = self.cond
+        self.cond = True
+        tok = self.peek()
+        compound = ("{", "(", "if", "while", "until", "for", "select", "case", "[[")
+        if tok.kind == "word" and tok.word is not None and not self._is(tok, compound):
+            name = self.take()  # a NAME before a compound command, or the simple command's word
+            if self._is(self.peek(), compound) and _is_name(name):
+                body = f"coproc {name.text} {self._command()}"
+            else:
+                body = "coproc " + self._simple(name)
+        else:
+            body = "coproc " + self._command()
+        self.cond = saved
+        return body
+
     def _test(self) -> str:
         first = self.take()
         assert first.word is not None
@@ -349,6 +377,10 @@ class _Parser(_Lexer):
         return self._trailing(" ".join(out))
 
 
+def _is_name(tok: _Tok) -> bool:
+    return tok.word is not None and tok.word.keyword is not None and tok.word.keyword.isidentifier()
+
+
 def parse(text: str, first_pipe: int = 0) -> Script:
     """Parses a command line; raises ShellParseError when bash would refuse it."""
     shared = _Shared(next_pipe=first_pipe)
@@ -361,7 +393,7 @@ def parse(text: str, first_pipe: int = 0) -> Script:
         Command(c.kind, tuple(c.words), tuple(c.redirects), frozenset(c.pipes), c.cond, c.loop)
         for c in shared.cmds
     )
-    return Script(commands, canon, shared.next_pipe, tuple(dict.fromkeys(shared.params)))
+    return Script(commands, canon, shared.next_pipe, tuple(dict.fromkeys(shared.hazards)))
 
 
 def canonical(text: str) -> str:

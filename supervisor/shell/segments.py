@@ -16,7 +16,7 @@ class Kind(StrEnum):
     RUN = "run"  # a program runs with these arguments
     LAYER = "layer"  # a wrapper that runs another command (sudo, env, bash -c, xargs ...)
     UNKNOWN = "unknown"  # something runs, but we cannot tell what
-    WRITE = "write"  # redirections write these files
+    WRITE = "write"  # redirections write (or read) these files
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +28,8 @@ class Segment:
     pipes: frozenset[tuple[int, int]] = frozenset()
     problems: tuple[str, ...] = ()  # why it must not run unasked even if a rule allows it
     writes: tuple[str, ...] = ()  # WRITE: absolute paths
+    reads: tuple[str, ...] = ()  # WRITE: absolute paths read by < redirections
+    cwd: str | None = None  # RUN, LAYER: the directory it runs in, when known
 
 
 @dataclass(frozen=True, slots=True)

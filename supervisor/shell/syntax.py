@@ -58,9 +58,10 @@ class Script:
     commands: tuple[Command, ...]
     canonical: str  # the line rewritten with quoting and whitespace normalised
     pipe_count: int
-    # ${...} expansions other than ${name}: they may run code (${a[$(x)]}, ${x@P}, arithmetic
-    # on a variable's text) or assign (${x:=y}) wherever they appear, even in an assignment.
-    params: tuple[str, ...] = ()
+    # (text, why) of constructs that may run code hidden in a value or assign wherever they
+    # appear, even in an assignment: ${...} other than ${name} (${a[$(x)]}, ${x@P}, ${x:=y}),
+    # arithmetic $((x)) $[x] ((x)) with names in it, array subscripts a=([x]=1).
+    hazards: tuple[tuple[str, str], ...] = ()
 
 
 def _assign_split(word: Word) -> tuple[str, bool, Word] | None:

@@ -101,7 +101,7 @@ def _shell(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: froz
         else:
             break
     rest = args[i:]
-    an.emit(Kind.LAYER, fields, pipes, problems)
+    an.emit(Kind.LAYER, fields, pipes, problems, env.cwd)
     if command_mode and rest:
         an.reparse(rest[0].text, env.child(), pipes, depth, problems)
     elif command_mode:
@@ -114,7 +114,7 @@ def _shell(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: froz
 
 def _eval(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: frozenset, depth: int,
           problems: tuple[str, ...], stdin: str | None, cond: bool) -> None:
-    an.emit(Kind.LAYER, fields, pipes, problems)
+    an.emit(Kind.LAYER, fields, pipes, problems, env.cwd)
     args = fields[1:]
     if name == "trap":  # trap 'code' SIGNAL: the code runs later, in this shell
         args = [a for a in args if not a.text.startswith("-")][:1]
@@ -130,7 +130,7 @@ def _watch(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: froz
         text = args[i].text
         direct = direct or text in ("-x", "--exec") or (text[1:2] != "-" and "x" in text)
         i += 2 if text in ("-n", "-q", "--interval") else 1
-    an.emit(Kind.LAYER, fields, pipes, problems)
+    an.emit(Kind.LAYER, fields, pipes, problems, env.cwd)
     if not args[i:]:
         an.program(fields, env, pipes, problems, cond)
     elif direct:
@@ -147,7 +147,7 @@ def _su(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: frozens
             code = args[i + 1].text
         elif a.text.startswith("--command="):
             code = a.text.split("=", 1)[1]
-    an.emit(Kind.LAYER, fields, pipes, problems)
+    an.emit(Kind.LAYER, fields, pipes, problems, env.cwd)
     if code is None:
         an.program(fields, env, pipes, problems, cond)
     else:
@@ -161,7 +161,7 @@ def _ssh(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: frozen
         text = args[i].text
         i += 2 if len(text) == 2 and text[1] in "BbcDEeFIiJLlmOoPpQRSWw" else 1
     rest = args[i + 1:]
-    an.emit(Kind.LAYER, fields, pipes, problems)
+    an.emit(Kind.LAYER, fields, pipes, problems, env.cwd)
     if rest:  # the remote shell runs the rest of the words, joined
         remote, found = env.child(None, same_dir=False), (*problems, "runs on another host")
         an.reparse(" ".join(a.text for a in rest), remote, pipes, depth, found)

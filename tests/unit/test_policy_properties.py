@@ -109,8 +109,8 @@ def wrap(kind: str, inner: str, benign: str, sep: str) -> str:
         return f"{{ {inner}\n}}"
     if kind == "dollar":
         return f"echo $( {inner} )"
-    if kind == "quoted-dollar":
-        return f'x="$({inner})"'
+    if kind == "quoted-dollar":  # "$((" would start arithmetic, where nothing runs
+        return f'x="$({" " if inner.startswith("(") else ""}{inner})"'
     if kind == "backticks":
         return "echo `" + inner.replace("\\", "\\\\").replace("`", "\\`") + "`"
     if kind in ("bash -c", "sh -c", "bash -lc", "eval"):
