@@ -124,6 +124,7 @@ class Settings:
     sandbox_uid: int | None = None
     sandbox_gid: int | None = None
     sandbox_hide: tuple[Path, ...] = ()
+    gcs_credentials_file: Path | None = None  # GOOGLE_APPLICATION_CREDENTIALS: hidden, protected
     # Secrets found in our own environment at load (AWS_SECRET_ACCESS_KEY, the service account
     # key file's private key, ...): never used, only kept out of logs and audit rows.
     env_secrets: tuple[Secret, ...] = field(default=(), repr=False)
@@ -311,6 +312,8 @@ class Settings:
             sandbox_hide=tuple(Path(p).expanduser() for p in _passthrough_paths(
                 pick("sandbox_hide", "SWITCHBOARD_SANDBOX_HIDE", ()))),
             env_secrets=_env_secrets(env),
+            gcs_credentials_file=Path(c).expanduser() if (c := env.get(
+                "GOOGLE_APPLICATION_CREDENTIALS")) else None,
             **_limits(number, optional),
         )
 

@@ -21,6 +21,7 @@ from supervisor.events import AgentState, EventHub
 from supervisor.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
 from supervisor.killswitch import KillSwitch
 from supervisor.policy import Policy, PolicyError
+from supervisor.protected import ProtectedPaths
 from supervisor.process import bundled_cli, install_launcher, sweep
 from supervisor.runner import AgentRunner, RunnerDeps
 from supervisor.sandbox import Isolation, describe, probe, unwritable_reason
@@ -76,7 +77,11 @@ class AgentPool:
         self._deps: RunnerDeps | None = None
         self.recovery: RecoveryReport | None = None
         try:
-            self.policy = Policy.load(settings.policy_file)
+            self.policy = Policy.load(settings.policy_file, protected=ProtectedPaths(
+                home=settings.home, settings=settings.config_file,
+                policy=settings.policy_file, credentials=settings.gcs_credentials_file,
+                extra=tuple(p for p in (settings.claude_config_dir, *settings.sandbox_hide)
+                            if p is not None)))
         except PolicyError as exc:
             raise ConfigError(str(exc)) from exc
         self.escalations = Escalations(store, hub, Timeouts(

@@ -149,7 +149,7 @@ def hidden_paths(settings: Settings, agent_env: Mapping[str, str]) -> tuple[list
     files: list[Path] = []
     candidates: list[Path | str | None] = [
         settings.config_file, settings.policy_file,
-        os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"), *DANGEROUS_SOCKETS,
+        settings.gcs_credentials_file, *DANGEROUS_SOCKETS,
         *(p for p in settings.sandbox_hide),
     ]
     for f in candidates:
