@@ -50,7 +50,9 @@ from bench._common import percentile, quiet_logging, scratch_dir, wait_until  # 
 from bot.app import Switchboard  # noqa: E402
 from supervisor.escalations import Answer, Decision, Kind  # noqa: E402
 from supervisor.gate import ToolGate  # noqa: E402
+from supervisor.config import Settings  # noqa: E402
 from supervisor.runner import AgentRunner  # noqa: E402
+from supervisor.sandbox import agent_ids  # noqa: E402
 from tests.conftest import PERMISSIVE_POLICY, make_settings, run  # noqa: E402
 from tests.fakes.mock_anthropic import MockAnthropic, directive_of  # noqa: E402
 
@@ -214,8 +216,11 @@ async def main() -> int:
     with scratch_dir("sbe") as home:
         with TimedMock() as mock:
             esc_cwd, base_cwd = home / "we", home / "wb"
-            esc_cwd.mkdir()
-            base_cwd.mkdir()
+            for d in (esc_cwd, base_cwd):
+                d.mkdir()
+                uid, gid = agent_ids(Settings(home=home))
+                if uid is not None and gid is not None:
+                    os.chown(d, uid, gid)  # sandboxed agents run as this uid when we are root
             escalated = make_settings(home / "e", mock)
             permissive = make_settings(home / "b", mock, policy_file=PERMISSIVE_POLICY)
             async with Switchboard(escalated) as esc_app, Switchboard(permissive) as base_app:
