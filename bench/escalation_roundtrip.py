@@ -48,9 +48,9 @@ if str(ROOT) not in sys.path:
 
 from bench._common import percentile, quiet_logging, scratch_dir, wait_until  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
+from supervisor.config import Settings  # noqa: E402
 from supervisor.escalations import Answer, Decision, Kind  # noqa: E402
 from supervisor.gate import ToolGate  # noqa: E402
-from supervisor.config import Settings  # noqa: E402
 from supervisor.runner import AgentRunner  # noqa: E402
 from supervisor.sandbox import agent_ids  # noqa: E402
 from tests.conftest import PERMISSIVE_POLICY, make_settings, run  # noqa: E402

@@ -27,10 +27,10 @@ from supervisor.errors import ConfigError
 from supervisor.killswitch import HALT_KEY, write_local_trigger
 from supervisor.pool import resolve_cli
 from supervisor.process import sweep
-from supervisor.sandbox import describe as describe_isolation
-from supervisor.sandbox import probe as probe_isolation
 from supervisor.redact import SECRETS
 from supervisor.redact import install as install_redaction
+from supervisor.sandbox import describe as describe_isolation
+from supervisor.sandbox import probe as probe_isolation
 
 logger = logging.getLogger("switchboard")
 

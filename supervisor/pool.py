@@ -21,8 +21,8 @@ from supervisor.events import AgentState, EventHub
 from supervisor.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
 from supervisor.killswitch import KillSwitch
 from supervisor.policy import Policy, PolicyError
-from supervisor.protected import ProtectedPaths
 from supervisor.process import bundled_cli, install_launcher, sweep
+from supervisor.protected import ProtectedPaths
 from supervisor.runner import AgentRunner, RunnerDeps
 from supervisor.sandbox import Isolation, describe, probe, unwritable_reason
 from supervisor.watchdog import Watchdog

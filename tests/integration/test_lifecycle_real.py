@@ -15,7 +15,6 @@ from bot.app import Switchboard
 from tests.conftest import processes_with_tag, run, wait_for
 
 
-
 @pytest.fixture
 def real_settings(permissive_settings):
     return permissive_settings

@@ -7,7 +7,6 @@ import pytest
 from tests.conftest import run, wait_for
 
 
-
 @pytest.fixture
 def real_settings(permissive_settings):
     return permissive_settings
