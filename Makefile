@@ -2,25 +2,50 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test install bench lint clean
+.PHONY: run test install install-test sandbox bench lint clean
 
-$(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+
+# The runtime install carries no test tools.
+$(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e .
+	touch $(RUN_STAMP)
+
+$(TEST_STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q -e ".[test]"
-	touch $(STAMP)
+	touch $(TEST_STAMP) $(RUN_STAMP)
 
-install: $(STAMP)
+install: $(RUN_STAMP)
 
-run: $(STAMP)
+install-test: $(TEST_STAMP)
+
+# Agents run in a bubblewrap sandbox: install it when it is missing and we may (root, apt).
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	  else \
+	    echo "bubblewrap (bwrap) is not installed: agents will be refused until it is" \
+	         "(Debian/Ubuntu: sudo apt-get install bubblewrap; see switchboard doctor)"; \
+	  fi; }
+
+run: $(RUN_STAMP) sandbox
 	$(VENV)/bin/switchboard run
 
-test: $(STAMP)
+test: $(TEST_STAMP) sandbox
 	$(PY) -m pytest -q -p no:cacheprovider
 
-bench: $(STAMP)
+lint: $(TEST_STAMP)
+	$(VENV)/bin/ruff check bot commands supervisor store tests bench
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
+
+bench: $(TEST_STAMP)
 	$(PY) bench/spawn_latency.py
 	$(PY) bench/fleet_rss.py
 	$(PY) bench/escalation_roundtrip.py
