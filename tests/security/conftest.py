@@ -258,7 +258,15 @@ echo escaped
 COUNTERS = ("sh-chain.count", "py-chain.count", "envi.count", "term.count", "userns.count")
 SLEEPERS = ("sleep 1001", "sleep 1002", "sleep 1003")
 
-KILL_INIT = r"""kill -9 1; echo "kill -9 1 rc=$?"
+# SIGKILL the launcher: every ancestor named like it (what took a subreaper launcher down before
+# the sandbox: same user), then pid 1, the sandbox's init.
+KILL_INIT = r"""p=$$
+while :; do
+    case "$(cat /proc/$p/comm)" in sb-*) kill -9 $p; echo "kill -9 launcher $p rc=$?";; esac
+    [ "$p" -le 1 ] && break
+    p=$(cut -d' ' -f4 /proc/$p/stat)
+done
+kill -9 1; echo "kill -9 1 rc=$?"
 kill -TERM 1; echo "kill -TERM 1 rc=$?"
 """
 

@@ -54,7 +54,8 @@ async def hostile_fleet(app, mock, prefix: str) -> list[Watched]:
     tried = [r for r in results if "kill -9 1 rc=" in r]
     assert len(tried) == TRIALS // 2
     # Its own init is out of an agent's reach: pid 1 of the namespace, and root.
-    assert all("kill -9 1 rc=0" not in r and "kill -TERM 1 rc=0" not in r for r in tried), tried
+    assert all("kill -9 launcher 1 rc=1" in r for r in tried), tried
+    assert not [r for r in tried if " rc=0" in r], tried
     assert all(any(p.pid == w.init_pid for p in w.look()) for w in fleet)
     return fleet
 

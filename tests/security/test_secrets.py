@@ -121,6 +121,9 @@ async def victim_workspace(app: Switchboard, secret: str) -> Path:
 
 
 async def test_no_secret_reaches_a_probing_agent(exposed, exposed_app, mock_api):
+    """Every probe's output (all tool results the CLI sent back to the model) is free of every
+    secret; two controls (a variable of its own in /proc/*/environ, a file of its own) show the
+    probes do find what is there to find."""
     app, settings = exposed_app, exposed_app.settings
     victim_ws = await victim_workspace(app, exposed.secrets["workspace"])
     opconfig = exposed.extra["opconfig"]
@@ -188,15 +191,24 @@ def _snapshot(path: Path) -> tuple[bytes, int, int]:
 
 async def test_database_log_and_settings_are_neither_readable_nor_writable(
         exposed, exposed_app, mock_api):
+    """cat, append, python open(..., 'a'), truncate, touch, mv, rm and sqlite3 on each file: all
+    fail as the agent sees it, and on the host the log, settings, policy, key and launcher keep
+    their bytes, mtime and inode. The database changes all the time (the supervisor writes it),
+    so for it: same inode, no trace of the agent's bytes, table or row, integrity intact. The
+    log is seeded by the test: an in-process Switchboard logs to no file."""
     app, settings = exposed_app, exposed_app.settings
     files = {"DB": settings.db_path, "LOG": settings.log_path, "CFG": exposed.config_file,
              "POL": exposed.policy_file, "KEY": exposed.key_file}
+    # The launcher the sandbox runs (as root, first) must be visible, but never writable.
+    launcher = settings.run_dir / "claude-launcher"
+    files["LAUNCHER"] = launcher
     before = {k: _snapshot(p) for k, p in files.items() if k != "DB"}
     db_inode = settings.db_path.stat().st_ino
     script = "".join(f"{k}='{v}'\n" for k, v in files.items()) + r"""
-for f in "$DB" "$LOG" "$CFG" "$POL" "$KEY"; do
+for f in "$DB" "$LOG" "$CFG" "$POL" "$KEY" "$LAUNCHER"; do
     echo "== $f"
-    cat "$f" > /tmp/c 2>/tmp/e; echo "read rc=$? bytes=$(wc -c < /tmp/c) $(cat /tmp/e)"
+    [ "$f" = "$LAUNCHER" ] || {
+        cat "$f" > /tmp/c 2>/tmp/e; echo "read rc=$? bytes=$(wc -c < /tmp/c) $(cat /tmp/e)"; }
     (echo HOSTILE >> "$f") 2>/tmp/e; echo "append rc=$? $(cat /tmp/e)"
     python3 -c 'import sys; open(sys.argv[1], "a").write("HOSTILE")' "$f" 2>/tmp/e
     echo "python rc=$? $(tail -1 /tmp/e)"
@@ -216,7 +228,7 @@ echo "== done"
     # Every attempt failed, as the agent saw it ...
     attempts = re.findall(r"^(read|append|python|truncate|touch|mv|rm|sqlite) rc=(\d+)(.*)$",
                           out, re.MULTILINE)
-    assert len(attempts) == 5 * 7 + 1, out
+    assert len(attempts) == 5 * 7 + 6 + 1, out
     assert [a for a in attempts if a[1] == "0"] == [], out
     assert re.findall(r"^read rc=\d+ bytes=(\d+)", out, re.MULTILINE) == ["0"] * 5, out
     # ... and on the host nothing changed.
