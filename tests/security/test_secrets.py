@@ -69,10 +69,12 @@ def _world_readable(path: Path, text: str) -> None:
 def exposed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Exposed]:
     base = Path(tempfile.mkdtemp(prefix="sbsec", dir="/var/tmp"))
     base.chmod(0o711)  # the agent may walk through, as through any parent of a project
+    host_tmp = Path(tempfile.mkdtemp(prefix="sbsec"))  # in the host's /tmp, not the agent's
+    host_tmp.chmod(0o755)
     try:
         s = {kind: _secret(kind) for kind in ("telegram", "slack", "aws", "mine", "gcp-key",
                                                "settings", "policy", "db", "log", "home",
-                                               "opconfig", "workspace")}
+                                               "opconfig", "workspace", "host-tmp")}
         key = base / "gcp" / "service-account.json"
         _world_readable(key, '{"type": "service_account", "private_key": "-----BEGIN PRIVATE '
                         f'KEY-----\\nMIIE{s["gcp-key"]}\\n-----END PRIVATE KEY-----\\n"}}\n')
@@ -87,9 +89,11 @@ def exposed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Exposed]:
                             ("AWS_SECRET_ACCESS_KEY", s["aws"]), ("MY_SECRET", s["mine"]),
                             ("GOOGLE_APPLICATION_CREDENTIALS", str(key)), ("HOME", str(home))):
             monkeypatch.setenv(name, value)
-        yield Exposed(base, s, key, config, policy, home)
+        _world_readable(host_tmp / "notes.txt", s["host-tmp"] + "\n")
+        yield Exposed(base, s, key, config, policy, home, extra={"host_tmp": host_tmp})
     finally:
         shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(host_tmp, ignore_errors=True)
 
 
 @pytest.fixture
@@ -130,7 +134,7 @@ async def test_no_secret_reaches_a_probing_agent(exposed, exposed_app, mock_api)
     paths = {"DB": settings.db_path, "LOG": settings.log_path, "CFG": exposed.config_file,
              "POL": exposed.policy_file, "KEY": exposed.key_file, "SB": settings.home,
              "VICTIM": victim_ws, "UHOME": exposed.user_home, "OPCFG": opconfig,
-             "BASE": exposed.base}
+             "BASE": exposed.base, "HOSTTMP": exposed.extra["host_tmp"]}
     script = "".join(f"{k}='{v}'\n" for k, v in paths.items()) + f"SUP={os.getpid()}\n" + rf"""
 echo "control {MARK}control-1" > "$PWD/control.txt"
 CONTROL={MARK}control-2 sleep 30 & CONTROL_PID=$!
@@ -152,6 +156,7 @@ echo "== data dir"; ls -la "$SB" "$SB/agents" 2>&1
 echo "== victim"; ls -la "$VICTIM" 2>&1; cat "$VICTIM/secret.txt" 2>&1; echo "rc=$?"
 echo "== user home"; ls -la "$UHOME" 2>&1; cat "$UHOME/.aws/credentials" 2>&1; echo "rc=$?"
 echo "== operator config"; ls -la "$OPCFG" 2>&1; cat "$OPCFG/settings.json" 2>&1; echo "rc=$?"
+echo "== host tmp"; ls -la /tmp "$HOSTTMP" 2>&1 | head -20; cat "$HOSTTMP/notes.txt" 2>&1
 echo "== unmount the covers"
 unshare -Urm sh -c "umount -l '$SB' || echo 'umount data dir refused'
     umount '$CFG' || echo 'umount settings refused'; umount '$KEY' || echo 'umount key refused'
