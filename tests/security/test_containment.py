@@ -1,0 +1,141 @@
+"""Hostile agents that try to outlive /kill, /killall and `switchboard kill`, or to keep running
+through /pause: each starts every kind of escaper it can (fork chains, setsid and double forks,
+nohup, env -i, setsid -f env -i, a TERM-ignoring loop), half of them after trying to SIGKILL
+their own init. Twenty agents per mechanism, all at once.
+
+Before the sandbox these failed: an agent's processes were found by an environment tag plus the
+launcher's descendants, and `env -i` drops the tag while `setsid -f` plus the launcher's death
+(an agent could SIGKILL its own launcher: same user) orphans the process to the host's init, out
+of the tree; the rest of /pause (a SIGSTOP per member, repeated) raced a fork chain. Now the agent
+is its own pid namespace: one kill(-1, SIGSTOP) from its init freezes it, the init's death ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run, wait_for
+from tests.security.conftest import (
+    COUNTERS,
+    Watched,
+    counters,
+    escaper_prompt,
+    escapers_running,
+    spawn_fleet,
+    tool_calls,
+    wait_dead,
+)
+
+pytestmark = [pytest.mark.real_cli, pytest.mark.timeout(300)]
+
+TRIALS = 20
+KILL_BOUND_S = 5.0  # after the command returned: all of it is dead by then
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def hostile_fleet(app, mock, prefix: str) -> list[Watched]:
+    """TRIALS agents with escapers running; the odd ones first tried `kill -9 1` (their init)."""
+    names = [f"{prefix}{i}" for i in range(TRIALS)]
+    prompts = [escaper_prompt(kill_init=i % 2 == 1) for i in range(TRIALS)]
+    runners = await spawn_fleet(app, names, prompts)
+    fleet = [Watched.of(r) for r in runners]
+    await wait_for(lambda: all(escapers_running(w) for w in fleet), 30, "every escaper running")
+    for w in fleet:
+        w.look()
+    results = [c.result for c in tool_calls(mock) if "base64 -d" in c.command]
+    assert len(results) == TRIALS and all("escaped" in r for r in results), results
+    tried = [r for r in results if "kill -9 1 rc=" in r]
+    assert len(tried) == TRIALS // 2
+    # Its own init is out of an agent's reach: pid 1 of the namespace, and root.
+    assert all("kill -9 launcher 1 rc=1" in r for r in tried), tried
+    assert not [r for r in tried if " rc=0" in r], tried
+    assert all(any(p.pid == w.init_pid for p in w.look()) for w in fleet)
+    return fleet
+
+
+def assert_all_dead(fleet: list[Watched], what: str) -> float:
+    elapsed, left = wait_dead(fleet, KILL_BOUND_S)
+    assert not left, f"{len(left)} process(es) survived {what} after {elapsed:.1f}s: {left}"
+    assert sum(len(w.seen) for w in fleet) >= TRIALS * 10  # every escaper was counted
+    return elapsed
+
+
+async def test_pause_freezes_every_process_of_twenty_hostile_agents(hostile_app, mock_api):
+    fleet = await hostile_fleet(hostile_app, mock_api, "pz")
+    for w in fleet:
+        reply = await run(hostile_app, f"/pause {w.runner.name}")
+        assert reply.ok, reply.plain()
+    frozen = {}
+    for w in fleet:
+        procs = w.agent_side()
+        running = [str(p) for p in procs if p.state() not in ("T", "t", "Z", None)]
+        assert not running, f"{w.runner.name}: not stopped after /pause: {running}"
+        frozen[w.runner.name] = ({(p.pid, p.start) for p in procs}, counters(w.runner))
+    await asyncio.sleep(1.0)
+    for w in fleet:
+        pids, count = frozen[w.runner.name]
+        procs = w.agent_side()
+        assert {(p.pid, p.start) for p in procs} <= pids, (
+            f"{w.runner.name}: new processes while paused: "
+            f"{[str(p) for p in procs if (p.pid, p.start) not in pids]}")
+        assert all(p.state() in ("T", "t", "Z", None) for p in procs)
+        assert counters(w.runner) == count, f"{w.runner.name}: a counter grew while paused"
+    for w in fleet:
+        reply = await run(hostile_app, f"/resume {w.runner.name}")
+        assert reply.ok, reply.plain()
+
+    def all_ticking() -> bool:
+        return all(all(counters(w.runner)[c] > frozen[w.runner.name][1][c] for c in COUNTERS)
+                   for w in fleet)
+
+    await wait_for(all_ticking, 10, "every escaper running again after /resume")
+    await hostile_app.pool.killswitch.trigger("test", "test", "cleanup")
+    assert_all_dead(fleet, "cleanup")
+
+
+async def test_kill_leaves_nothing_of_twenty_hostile_agents(hostile_app, mock_api):
+    fleet = await hostile_fleet(hostile_app, mock_api, "k")
+    started = time.monotonic()
+    replies = await asyncio.gather(*(run(hostile_app, f"/kill {w.runner.name}") for w in fleet))
+    took = time.monotonic() - started
+    assert all(r.ok for r in replies), [r.plain() for r in replies if not r.ok]
+    assert all(w.runner.state == "killed" for w in fleet)
+    after = assert_all_dead(fleet, "/kill")
+    print(f"/kill x{TRIALS}: commands {took:.2f}s, then all dead {after:.2f}s later")
+
+
+async def test_killall_leaves_nothing_of_twenty_hostile_agents(hostile_app, mock_api):
+    fleet = await hostile_fleet(hostile_app, mock_api, "ka")
+    started = time.monotonic()
+    reply = await run(hostile_app, "/killall confirm")
+    took = time.monotonic() - started
+    assert reply.ok, reply.plain()
+    assert f"{TRIALS} agent(s) killed" in reply.plain()
+    after = assert_all_dead(fleet, "/killall")
+    print(f"/killall: {took:.2f}s, then all dead {after:.2f}s later")
+
+
+async def test_switchboard_kill_command_leaves_nothing_of_twenty_hostile_agents(
+        hostile_app, mock_api):
+    fleet = await hostile_fleet(hostile_app, mock_api, "sk")
+    # Only the command's own sweep acts: the running supervisor's trigger-file watcher is
+    # stopped, as if its process were wedged.
+    hostile_app.pool.killswitch.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SWITCHBOARD_", "ANTHROPIC_"))}
+    env["SWITCHBOARD_HOME"] = str(hostile_app.settings.home)
+    started = time.monotonic()
+    out = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "bot.cli", "kill", "--reason", "hostile"],
+        capture_output=True, text=True, env=env, timeout=60, cwd=ROOT)
+    took = time.monotonic() - started
+    assert out.returncode == 0, out.stderr
+    assert "kill switch on" in out.stdout
+    after = assert_all_dead(fleet, "switchboard kill")
+    print(f"switchboard kill: {took:.2f}s (with interpreter start), then all dead {after:.2f}s")
