@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import secrets
 import shutil
@@ -24,7 +25,7 @@ from supervisor.policy import Policy, PolicyError
 from supervisor.process import bundled_cli, install_launcher, sweep
 from supervisor.protected import ProtectedPaths
 from supervisor.runner import AgentRunner, RunnerDeps
-from supervisor.sandbox import Isolation, describe, probe, unwritable_reason
+from supervisor.sandbox import Isolation, describe, hide_in, probe, unwritable_reason
 from supervisor.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
@@ -79,7 +80,9 @@ class AgentPool:
         try:
             self.policy = Policy.load(settings.policy_file, protected=ProtectedPaths(
                 home=settings.home, settings=settings.config_file,
-                policy=settings.policy_file, credentials=settings.gcs_credentials_file,
+                policy=settings.policy_file,
+                credentials=settings.gcs_credentials_file
+                or os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"),
                 extra=tuple(p for p in (settings.claude_config_dir, *settings.sandbox_hide)
                             if p is not None)))
         except PolicyError as exc:
@@ -129,6 +132,7 @@ class AgentPool:
             crashes=self.crashes,
             over_budget=self.watchdog.over_budget,
             isolation=iso,
+            peer_dirs=self._peer_dirs,
         )
         await self.killswitch.start()
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
@@ -211,6 +215,21 @@ class AgentPool:
 
     # -- actions ---------------------------------------------------------------------------------
 
+    async def _hide_from_peers(self, workdir: Path) -> None:
+        """Sandboxes built before this agent existed still show its --cwd (read-only, as the
+        shared agent uid): cover it in each of them now."""
+        for r in self._runners.values():
+            proc = r.process
+            if proc is None or not proc.sandboxed or not proc.init_pid or r.cwd == str(workdir):
+                continue
+            why = await asyncio.to_thread(hide_in, proc.init_pid, workdir)
+            if why:
+                logger.warning("could not hide a new agent's directory from agent=%s: %s",
+                               r.id, why)
+
+    def _peer_dirs(self, agent_id: str) -> tuple[str, ...]:
+        return tuple(r.cwd for r in self._runners.values() if r.id != agent_id)
+
     def check_isolation(self) -> None:
         """Agents start only in a sandbox, unless the operator explicitly allowed otherwise."""
         iso = self.isolation
@@ -288,6 +307,8 @@ class AgentPool:
         except Conflict:
             raise AgentExists(name) from None  # a concurrent spawn took the name first
         workdir.mkdir(parents=True, exist_ok=True)
+        if cwd:
+            await self._hide_from_peers(workdir)
         runner = AgentRunner(row, deps)
         self._adopt(runner)
         runner.submit(prompt)

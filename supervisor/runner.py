@@ -55,6 +55,7 @@ class RunnerDeps:
     crashes: CrashTracker
     over_budget: Callable[[AgentRunner], Awaitable[str | None]]
     isolation: Isolation
+    peer_dirs: Callable[[str], tuple[str, ...]] = lambda _agent_id: ()  # others' --cwd
 
 
 # Claude Code's own tools that would bypass the supervisor: cross-session messaging, session
@@ -332,7 +333,8 @@ class AgentRunner:
         dirs = agent_dirs(deps.settings, self.id)
         prepare(deps.settings, iso, dirs, Path(self.cwd), env)
         argv = bwrap_args(deps.settings, iso, dirs, Path(self.cwd), env, deps.real_cli,
-                          ro_extra=(deps.launcher,))
+                          ro_extra=(deps.launcher,),
+                          peers=(Path(p) for p in deps.peer_dirs(self.id)))
         return sandbox_env(iso, dirs, argv, Path(self.cwd))
 
     def _options(self) -> ClaudeAgentOptions:

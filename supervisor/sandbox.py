@@ -11,6 +11,7 @@ is the speed bump; this module is the wall: it must hold when the policy is wron
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -149,7 +150,10 @@ def hidden_paths(settings: Settings, agent_env: Mapping[str, str]) -> tuple[list
     files: list[Path] = []
     candidates: list[Path | str | None] = [
         settings.config_file, settings.policy_file,
-        settings.gcs_credentials_file, *DANGEROUS_SOCKETS,
+        # Also the file the process environment names: google-auth reads it from there
+        # whatever our settings say, so it is a credential of this process either way.
+        settings.gcs_credentials_file, os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"),
+        *DANGEROUS_SOCKETS,
         *(p for p in settings.sandbox_hide),
     ]
     for f in candidates:
@@ -194,24 +198,47 @@ def prepare(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: Path
             agent_env: Mapping[str, str]) -> None:
     """Create the agent's private directory and hand it (and a workspace we created) to the
     agent uid; copy the CLI's login credentials in, so the operator's config dir stays hidden."""
+    # The root stays ours (0700, never shown to the agent: only its subdirectories are bound
+    # into the sandbox), so the agent cannot swap home/ or claude/ for a link elsewhere.
     for d in (dirs.root, dirs.home, dirs.config, dirs.tmp, dirs.etc):
         d.mkdir(parents=True, exist_ok=True)
+        if d.is_symlink():
+            raise OSError(f"{d} is a symbolic link; refusing to use it")
     dirs.root.chmod(0o700)
     source = agent_env.get("CLAUDE_CONFIG_DIR") or settings.claude_config_dir \
         or Path.home() / ".claude"
     for name in CREDENTIAL_FILES:
         src = Path(source).expanduser() / name
         if src.is_file():
-            dest = dirs.config / name
-            shutil.copyfile(src, dest)
-            dest.chmod(0o600)
+            _place_file(src.read_bytes(), dirs.config / name, iso)
     if iso.drops_uid:
         _write_identity(dirs, iso)
-        for d in (dirs.root, dirs.home, dirs.config, dirs.tmp):
+        for d in (dirs.home, dirs.config, dirs.tmp):
             _chown_tree(d, iso)
         ws = workspace.resolve()
         if _under(ws, settings.workspaces.resolve()):
             _chown_tree(ws, iso)
+
+
+def _place_file(data: bytes, dest: Path, iso: Isolation) -> None:
+    """Write `dest` in a directory the agent owns without following anything it planted: a new
+    file opened O_EXCL|O_NOFOLLOW, made 0600 and the agent's through its descriptor, then
+    renamed over `dest` (a rename replaces a symbolic link; it does not write through it).
+    Regression: copyfile + chmod as root followed an agent's link to any host file."""
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.new")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        if iso.uid is not None and iso.gid is not None:
+            os.fchown(fd, iso.uid, iso.gid)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+    os.replace(tmp, dest)
 
 
 def _chown_tree(top: Path, iso: Isolation) -> None:
@@ -250,8 +277,10 @@ def _write_identity(dirs: AgentDirs, iso: Isolation) -> None:
 
 def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: Path,
                agent_env: Mapping[str, str], real_cli: Path,
-               ro_extra: Iterable[Path] = ()) -> list[str]:
-    """bwrap's argv (up to and without the command) for one agent."""
+               ro_extra: Iterable[Path] = (), peers: Iterable[Path] = ()) -> list[str]:
+    """bwrap's argv (up to and without the command) for one agent. `peers` are other agents'
+    working directories (an operator's --cwd projects): hidden, so agents that share the
+    agent uid cannot read each other's projects."""
     assert iso.bwrap is not None
     m = _Mounts()
     m.args += [iso.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
@@ -263,6 +292,9 @@ def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: P
         if not _under(d, Path("/tmp")):  # /tmp is the agent's own already
             m.tmpfs(d)
     ws = workspace.resolve()
+    inside, outside = _peer_dirs(settings, ws, peers)
+    for d in outside:
+        m.tmpfs(d)
     writable = [ws, dirs.home, dirs.config]
     for w in writable:
         m.bind(w, w, writable=True)
@@ -270,6 +302,8 @@ def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: P
     # must stay hidden: blank files after the binds.
     for f in hide_files:
         m.blank(f)
+    for d in inside:  # another agent's project inside this one's: hidden over our bind
+        m.args += ["--perms", "0755", "--tmpfs", str(d)]
     if iso.drops_uid:
         m.bind(dirs.etc / "passwd", Path("/etc/passwd"), writable=False)
         m.bind(dirs.etc / "group", Path("/etc/group"), writable=False)
@@ -288,6 +322,56 @@ def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: P
         m.args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
                    "--cap-add", "CAP_KILL"]
     return m.args
+
+
+# Never hidden for a peer's sake: an operator who gives an agent --cwd /usr must not take
+# /usr away from every other agent.
+SYSTEM_DIRS = tuple(Path(p) for p in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+                                      "/etc", "/dev", "/proc", "/sys", "/run", "/var", "/opt",
+                                      "/boot", "/tmp"))
+
+
+def _peer_dirs(settings: Settings, ws: Path,
+               peers: Iterable[Path]) -> tuple[list[Path], list[Path]]:
+    """Other agents' directories to hide: (inside this agent's workspace, elsewhere)."""
+    home = settings.home.resolve()
+    inside: list[Path] = []
+    outside: list[Path] = []
+    for raw in peers:
+        p = _resolved(raw)
+        if p == ws or _under(ws, p) or _under(p, home) or not p.is_dir():
+            continue  # ours, an ancestor of ours (we are bound over it), or already hidden
+        if any(_under(sysdir, p) for sysdir in SYSTEM_DIRS) or any(
+                _under(p, Path(d)) for d in ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32",
+                                             "/lib64", "/dev", "/proc", "/sys")):
+            continue
+        (inside if _under(p, ws) else outside).append(p)
+    return sorted(set(inside), key=lambda x: len(x.parts)), \
+        sorted(set(outside), key=lambda x: len(x.parts))
+
+
+def hide_in(init_pid: int, path: Path) -> str | None:
+    """Hide `path` inside a running sandbox (an agent spawned later got it as its --cwd):
+    enter the sandbox's mount namespace and mount an empty tmpfs over it. Returns why not."""
+    target = ["--target", str(init_pid), "--mount"]
+    if os.geteuid() != 0:
+        target.insert(2, "--user")  # the sandbox's namespaces belong to its user namespace
+    nsenter = shutil.which("nsenter")
+    if nsenter is None:
+        return "nsenter (util-linux) is not installed"
+    try:
+        done = subprocess.run(  # noqa: S603 - fixed argv
+            [nsenter, *target, "--", "mount", "-t", "tmpfs", "-o", "size=4k,mode=0755",
+             "switchboard-hidden", str(path)],
+            capture_output=True, text=True, timeout=10, env={"PATH": "/usr/bin:/bin"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if done.returncode != 0:
+        err = done.stderr.strip()
+        if "No such file" in err or "does not exist" in err:
+            return None  # not visible in that sandbox at all
+        return err or f"exit code {done.returncode}"
+    return None
 
 
 def sandbox_env(iso: Isolation, dirs: AgentDirs, bwrap: list[str],

@@ -273,6 +273,33 @@ async def test_another_agents_project_directory_is_not_readable(exposed, exposed
         f"the spy read the victim's project ({secret}):\n{out}")
 
 
+async def test_a_project_given_to_a_later_agent_is_hidden_from_a_running_one(
+        exposed, exposed_app, mock_api):
+    """The same, in the other order: the spy's sandbox is built (and its CLI keeps running)
+    before the victim is spawned with its --cwd, so hiding the victim's project when the spy's
+    sandbox is made cannot work; Switchboard must cover it inside the running sandbox."""
+    app, uid = exposed_app, agent_uid() or (os.getuid(), os.getgid())
+    projects = exposed.base / "projects"
+    projects.mkdir(mode=0o755)
+    for name in ("victim", "spy"):
+        (projects / name).mkdir(mode=0o700)
+        os.chown(projects / name, *uid)
+    secret = projects / "victim" / ".env"
+    _world_readable(secret, f"DATABASE_PASSWORD={exposed.secrets['workspace']}\n")
+    os.chown(secret, *uid)
+    [spy] = await spawn_fleet(app, ["spy"], "TEXT: waiting", cwd=str(projects / "spy"))
+    assert spy.process is not None and spy.process.alive()
+    await spawn_fleet(app, ["victim"], "TEXT: working on my project", cwd=str(projects / "victim"))
+    assert spy.process is not None and spy.process.alive()  # the same sandbox as before
+    script = f"ls -la '{projects / 'victim'}' 2>&1; cat '{secret}' 2>&1; echo \"rc=$?\"\n"
+    reply = await run(app, f"/ask spy {bash_script(script)}")
+    assert reply.ok, reply.plain()
+    await wait_for(lambda: "rc=" in all_results(mock_api), 60, "the spy's probe")
+    out = all_results(mock_api)
+    assert exposed.secrets["workspace"] not in out, (
+        f"the running spy read the later victim's project ({secret}):\n{out}")
+
+
 async def test_an_agent_cannot_make_the_supervisor_overwrite_a_host_file(
         exposed, exposed_app, mock_api):
     """The agent owns its private CLAUDE_CONFIG_DIR. It plants a symlink where the supervisor
