@@ -1,4 +1,7 @@
-"""Repository for escalations (the outbox), their deliveries and session allowances."""
+"""Repository for escalations (the outbox), their timers, deliveries and session allowances.
+
+Methods that stamp a time take `now` (epoch seconds) so the caller's clock decides; without it
+the system time is used."""
 
 from __future__ import annotations
 
@@ -7,7 +10,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import aiosqlite
+
 from store.db import Database
+
+
+def _stamp(now: float | None) -> float:
+    return time.time() if now is None else now
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +40,12 @@ class EscalationRow:
     created_at: float
     detail: str | None = None  # the complete call (command, file, diff); body stays short
     detail_name: str | None = None  # a file name for detail: command.sh, edit-a.py.diff
+    remind_at: float | None = None  # when the reminder is due (None: never)
+    expires_at: float | None = None  # when the timeout applies (None: never)
+    reminded_at: float | None = None  # when the reminder was sent
+    timed_out_at: float | None = None  # when the timeout was applied
+    on_timeout: str = "deny"  # deny | pause
+    survives_restart: bool = False  # answered from the row, so a restart leaves it open
 
     @classmethod
     def from_row(cls, row: Any) -> EscalationRow:
@@ -39,7 +54,34 @@ class EscalationRow:
         d["options"] = tuple(json.loads(d["options"] or "[]"))
         d["answer"] = json.loads(d["answer"]) if d["answer"] else None
         d["free_text"] = bool(d["free_text"])
+        d["survives_restart"] = bool(d["survives_restart"])
         return cls(**d)
+
+    @property
+    def reminder_due_at(self) -> float | None:
+        """When the reminder still has to go out, or None (sent, moot or never)."""
+        if self.status != "open" or self.reminded_at is not None or self.timed_out_at is not None:
+            return None
+        return self.remind_at
+
+    @property
+    def timeout_due_at(self) -> float | None:
+        """When the timeout still has to be applied, or None (applied or never)."""
+        if self.status != "open" or self.timed_out_at is not None:
+            return None
+        return self.expires_at
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A notice written in the same transaction as the change it reports (a reminder, an
+    expiry), so the change is never recorded without its notice, nor the notice twice."""
+
+    id: str
+    agent_id: str | None
+    title: str
+    body: str = ""
+    ref_id: str | None = None
 
 
 class EscalationRepo:
@@ -51,19 +93,31 @@ class EscalationRepo:
         tool_name: str | None = None, tool_input: dict[str, Any] | None = None,
         options: tuple[str, ...] = (), free_text: bool = False, ref_id: str | None = None,
         status: str = "open", detail: str | None = None, detail_name: str | None = None,
+        remind_at: float | None = None, expires_at: float | None = None,
+        on_timeout: str = "deny", survives_restart: bool = False, now: float | None = None,
     ) -> EscalationRow:
-        await self.db.execute(
-            "INSERT INTO escalations (id, agent_id, kind, title, body, tool_name, tool_input,"
-            " options, free_text, ref_id, status, created_at, detail, detail_name)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (id, agent_id, kind, title, body, tool_name,
-             json.dumps(tool_input, default=str) if tool_input is not None else None,
-             json.dumps(list(options)), int(free_text), ref_id, status, time.time(), detail,
-             detail_name),
-        )
+        async with self.db.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO escalations (id, agent_id, kind, title, body, tool_name, tool_input,"
+                " options, free_text, ref_id, status, created_at, detail, detail_name,"
+                " remind_at, expires_at, on_timeout, survives_restart)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (id, agent_id, kind, title, body, tool_name,
+                 json.dumps(tool_input, default=str) if tool_input is not None else None,
+                 json.dumps(list(options)), int(free_text), ref_id, status, _stamp(now), detail,
+                 detail_name, remind_at, expires_at, on_timeout, int(survives_restart)),
+            )
         row = await self.get(id)
         assert row is not None
         return row
+
+    @staticmethod
+    async def _insert_notice(conn: aiosqlite.Connection, notice: Notice, now: float) -> None:
+        await conn.execute(
+            "INSERT INTO escalations (id, agent_id, kind, title, body, ref_id, status,"
+            " created_at) VALUES (?,?,'notice',?,?,?,'info',?)",
+            (notice.id, notice.agent_id, notice.title, notice.body, notice.ref_id, now),
+        )
 
     async def get(self, esc_id: str) -> EscalationRow | None:
         row = await self.db.fetchone("SELECT * FROM escalations WHERE id = ?", (esc_id,))
@@ -73,13 +127,72 @@ class EscalationRepo:
         return await self.db.fetchone("SELECT 1 FROM escalations WHERE id=?", (esc_id,)) is not None
 
     async def close(self, esc_id: str, *, status: str, answer: dict[str, Any], by: str,
-                    via: str) -> bool:
-        """Close an open escalation. Returns False if it was no longer open (the first wins)."""
+                    via: str, now: float | None = None, notice: Notice | None = None,
+                    timed_out: bool = False) -> bool:
+        """Close an open escalation, with the notice that reports it if given. Returns False
+        if it was no longer open (the first wins) and then writes no notice."""
+        at = _stamp(now)
         async with self.db.transaction() as conn:
             cur = await conn.execute(
                 "UPDATE escalations SET status=?, answer=?, answered_by=?, answered_via=?,"
-                " answered_at=? WHERE id=? AND status='open'",
-                (status, json.dumps(answer), by, via, time.time(), esc_id),
+                " answered_at=?, timed_out_at=CASE WHEN ? THEN ? ELSE timed_out_at END"
+                " WHERE id=? AND status='open'",
+                (status, json.dumps(answer), by, via, at, int(timed_out), at, esc_id),
+            )
+            if cur.rowcount != 1:
+                return False
+            if notice is not None:
+                await self._insert_notice(conn, notice, at)
+            return True
+
+    # -- timers ---------------------------------------------------------------------------------
+
+    async def due(self, now: float, limit: int = 100) -> list[EscalationRow]:
+        """Open rows whose reminder or timeout is due at `now`, the most overdue first."""
+        rows = await self.db.fetchall(
+            "SELECT * FROM escalations WHERE status='open' AND timed_out_at IS NULL AND"
+            " ((expires_at IS NOT NULL AND expires_at <= ?) OR"
+            "  (reminded_at IS NULL AND remind_at IS NOT NULL AND remind_at <= ?))"
+            " ORDER BY MIN(COALESCE(remind_at, expires_at), COALESCE(expires_at, remind_at)),"
+            " seq LIMIT ?",
+            (now, now, limit),
+        )
+        return [EscalationRow.from_row(r) for r in rows]
+
+    async def next_due(self) -> float | None:
+        """The earliest time a reminder or timeout of an open row is due, or None."""
+        row = await self.db.fetchone(
+            "SELECT MIN(t) FROM ("
+            " SELECT remind_at AS t FROM escalations WHERE status='open'"
+            "  AND reminded_at IS NULL AND timed_out_at IS NULL AND remind_at IS NOT NULL"
+            " UNION ALL"
+            " SELECT expires_at FROM escalations WHERE status='open'"
+            "  AND timed_out_at IS NULL AND expires_at IS NOT NULL)"
+        )
+        return None if row is None or row[0] is None else float(row[0])
+
+    async def mark_reminded(self, esc_id: str, *, now: float, notice: Notice) -> bool:
+        """Claim a due reminder and write its notice together; False if it was not due, already
+        sent, moot (timed out) or the row is closed. The claim is what makes it fire once."""
+        async with self.db.transaction() as conn:
+            cur = await conn.execute(
+                "UPDATE escalations SET reminded_at=? WHERE id=? AND status='open'"
+                " AND reminded_at IS NULL AND timed_out_at IS NULL"
+                " AND remind_at IS NOT NULL AND remind_at <= ?",
+                (now, esc_id, now),
+            )
+            if cur.rowcount != 1:
+                return False
+            await self._insert_notice(conn, notice, now)
+            return True
+
+    async def mark_timed_out(self, esc_id: str, *, now: float) -> bool:
+        """Claim a due timeout that leaves the row open (pause); False if not due or taken."""
+        async with self.db.transaction() as conn:
+            cur = await conn.execute(
+                "UPDATE escalations SET timed_out_at=? WHERE id=? AND status='open'"
+                " AND timed_out_at IS NULL AND expires_at IS NOT NULL AND expires_at <= ?",
+                (now, esc_id, now),
             )
             return cur.rowcount == 1
 
@@ -99,27 +212,27 @@ class EscalationRepo:
         )
         return [EscalationRow.from_row(r) for r in rows]
 
-    async def ack(self, esc_id: str, frontend: str) -> None:
+    async def ack(self, esc_id: str, frontend: str, *, now: float | None = None) -> None:
         await self.db.execute(
             "INSERT OR IGNORE INTO deliveries (escalation_id, frontend, delivered_at)"
             " VALUES (?,?,?)",
-            (esc_id, frontend, time.time()),
+            (esc_id, frontend, _stamp(now)),
         )
 
-    async def mark_all_delivered(self, frontend: str) -> None:
+    async def mark_all_delivered(self, frontend: str, *, now: float | None = None) -> None:
         """A front end seen for the first time starts from now, not from the beginning."""
         await self.db.execute(
             "INSERT OR IGNORE INTO deliveries (escalation_id, frontend, delivered_at)"
             " SELECT id, ?, ? FROM escalations WHERE status != 'open'",
-            (frontend, time.time()),
+            (frontend, _stamp(now)),
         )
 
     async def allow_for_session(self, agent_id: str, session_id: str | None, key: str,
-                                tool_name: str, by: str) -> None:
+                                tool_name: str, by: str, *, now: float | None = None) -> None:
         await self.db.execute(
             "INSERT OR REPLACE INTO session_allowances (agent_id, session_id, key, tool_name,"
             " granted_by, created_at) VALUES (?,?,?,?,?,?)",
-            (agent_id, session_id, key, tool_name, by, time.time()),
+            (agent_id, session_id, key, tool_name, by, _stamp(now)),
         )
 
     async def session_allowed(self, agent_id: str, session_id: str | None, key: str) -> bool:

@@ -189,4 +189,21 @@ MIGRATIONS: tuple[str, ...] = (
     UPDATE invites SET code_hash = 'cleared-' || rowid,
                        revoked = CASE WHEN used_by IS NULL THEN 1 ELSE revoked END;
     """,
+    # 8: escalation timers as rows. remind_at / expires_at: when the reminder is due
+    # and when the timeout applies, wall-clock epoch seconds, NULL for never; reminded_at /
+    # timed_out_at: when each fired, so each fires once; on_timeout: deny | pause;
+    # survives_restart: the answer is read from the row, not handed to a call waiting in the
+    # process that opened it, so a restart leaves the row open and its timers still fire.
+    """
+    ALTER TABLE escalations ADD COLUMN remind_at REAL;
+    ALTER TABLE escalations ADD COLUMN expires_at REAL;
+    ALTER TABLE escalations ADD COLUMN reminded_at REAL;
+    ALTER TABLE escalations ADD COLUMN timed_out_at REAL;
+    ALTER TABLE escalations ADD COLUMN on_timeout TEXT NOT NULL DEFAULT 'deny';
+    ALTER TABLE escalations ADD COLUMN survives_restart INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX escalations_remind_due ON escalations(remind_at)
+        WHERE status = 'open' AND reminded_at IS NULL AND timed_out_at IS NULL;
+    CREATE INDEX escalations_expiry_due ON escalations(expires_at)
+        WHERE status = 'open' AND timed_out_at IS NULL;
+    """,
 )

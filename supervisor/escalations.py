@@ -3,22 +3,50 @@
 An escalation is a row first and a future second: the row survives a restart, the future only
 lets a waiting agent continue the moment the first answer lands. Front ends read the outbox with
 `follow(frontend)` and acknowledge what they delivered; ids make redelivery harmless.
+
+Reminders and timeouts are part of the row, not of a sleeping coroutine. `open` stamps
+`remind_at` and `expires_at` (wall-clock seconds from the injected clock, None for never) and
+the timeout action (`deny` or `pause`). `fire_due(now)` is the run-once step that a timer
+service (supervisor/timers.py) calls whenever the earliest stored time comes due: it sends the
+reminder notice, or applies the timeout (deny closes the row as expired and hands the waiter a
+deny; pause calls the waiter's `on_pause` and leaves the question open, and the answer that
+arrives later calls `on_resume`). Each firing is claimed by a conditional update in the same
+transaction as the notice it writes, so it happens once however many ticks, services or
+restarts see it due. A timeout that is due skips a reminder that is due with it: after a long
+outage the operator gets "denied", not "reminder" followed at once by "denied".
+
+What a restart does to an open row depends on who is waiting for its answer:
+
+- Most rows are answered to a call waiting in the process that opened them: a permission
+  request, AskUserQuestion or ExitPlanMode is the CLI's `can_use_tool` control request, and
+  that CLI is swept with the old supervisor; a watchdog budget offer is an in-process
+  coroutine. After a restart nothing can receive their answer, so `expire_orphans` (run by the
+  pool at start, before the timer service starts) closes them as expired with a notice, and
+  the pool tells a resumed agent its request went unanswered. Their stored timers die with
+  them: the timer service only fires open rows.
+- A row opened with `survives_restart=True` is answered from the row itself (whoever acts on
+  it reads the answer from the store or the `answered` event, not from a future), so a restart
+  leaves it open, front ends still show it, `answer` still works, and its reminder and timeout
+  fire at their stored times; a time that passed while the supervisor was down fires on the
+  first tick after start. Such a row has no waiter to pause, so `on_timeout="pause"` is
+  applied to it as a deny.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import math
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from store import Store
-from store.escalations import EscalationRow
+from store.escalations import EscalationRow, Notice
+from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.errors import SupervisorError
 
 logger = logging.getLogger(__name__)
@@ -81,13 +109,43 @@ class Timeouts:
     timeout_s: float = 900.0
     on_timeout: str = "deny"  # deny | pause
 
+    def schedule(self, opened_at: float) -> tuple[float | None, float | None]:
+        """(remind_at, expires_at) for a row opened at `opened_at`; None where infinite."""
+        def at(after_s: float) -> float | None:
+            return opened_at + after_s if math.isfinite(after_s) else None
+        return at(self.reminder_s), at(self.timeout_s)
+
+
+Hook = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """What one tick did: `what` is reminder | expired | paused."""
+
+    esc_id: str
+    what: str
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """A call in this process waiting for an answer, with what its timeout may do to it."""
+
+    future: asyncio.Future[Answer]
+    on_pause: Hook | None = None
+    on_resume: Hook | None = None
+    pausing: asyncio.Event | None = None  # a pause timeout is being applied; set when done
+    paused: bool = False  # the pause timeout was applied, so the answer resumes
+
 
 class Escalations:
-    def __init__(self, store: Store, hub: Any, timeouts: Timeouts) -> None:
+    def __init__(self, store: Store, hub: Any, timeouts: Timeouts,
+                 clock: Clock | None = None) -> None:
         self.store = store
         self.hub = hub
         self.timeouts = timeouts
-        self._waiters: dict[str, asyncio.Future[Answer]] = {}
+        self.clock: Clock = clock or SYSTEM_CLOCK
+        self._waiting: dict[str, _Waiting] = {}
 
     async def _new_id(self) -> str:
         for length in (4, 4, 4, 5, 6, 8):
@@ -100,17 +158,24 @@ class Escalations:
         self, *, agent_id: str | None, kind: Kind, title: str, body: str,
         tool_name: str | None = None, tool_input: dict[str, Any] | None = None,
         options: tuple[str, ...] = (), free_text: bool = False, detail: str | None = None,
-        detail_name: str | None = None,
+        detail_name: str | None = None, timeouts: Timeouts | None = None,
+        survives_restart: bool = False,
     ) -> EscalationRow:
         """`body` is short (what kind of call, why asked); `detail` is the complete thing
-        being asked about, which every front end must be able to show whole."""
+        being asked about, which every front end must be able to show whole. `timeouts`
+        overrides the default reminder and timeout for this row; `survives_restart` marks a
+        row answered from the store rather than by a waiting call (see the module docstring)."""
+        t = timeouts or self.timeouts
+        now = self.clock.now()
+        remind_at, expires_at = t.schedule(now)
         row = await self.store.escalations.create(
             id=await self._new_id(), agent_id=agent_id, kind=kind, title=title, body=body,
             tool_name=tool_name, tool_input=tool_input, options=options, free_text=free_text,
-            detail=detail, detail_name=detail_name,
+            detail=detail, detail_name=detail_name, remind_at=remind_at, expires_at=expires_at,
+            on_timeout=t.on_timeout, survives_restart=survives_restart, now=now,
         )
-        self._waiters[row.id] = asyncio.get_running_loop().create_future()
-        self.hub.publish(EscalationEvent("created", row))
+        self._waiting[row.id] = _Waiting(asyncio.get_running_loop().create_future())
+        self._publish("created", row)
         logger.info("escalation opened id=%s agent=%s kind=%s", row.id, agent_id, kind)
         return row
 
@@ -121,57 +186,115 @@ class Escalations:
         row = await self.store.escalations.create(
             id=await self._new_id(), agent_id=agent_id, kind=Kind.NOTICE, title=title, body=body,
             ref_id=ref_id, status="info", detail=detail, detail_name=detail_name,
+            now=self.clock.now(),
         )
-        self.hub.publish(EscalationEvent("created", row))
+        self._publish("created", row)
         return row
 
-    async def wait(self, row: EscalationRow, *, on_pause: Any = None,
-                   on_resume: Any = None, timeouts: Timeouts | None = None) -> Answer:
-        """Wait for the first answer; remind, then apply the timeout default."""
-        fut = self._waiters.get(row.id)
-        if fut is None:
-            raise UnknownEscalation(row.id)
-        t = timeouts or self.timeouts
-        try:
-            with contextlib.suppress(TimeoutError):
-                return await asyncio.wait_for(asyncio.shield(fut), t.reminder_s)
-            await self.notify(row.agent_id, f"Reminder: {row.title}",
-                              f"Still waiting for an answer to {row.id}.", ref_id=row.id)
-            remaining = max(0.0, t.timeout_s - t.reminder_s)
-            with contextlib.suppress(TimeoutError):
-                return await asyncio.wait_for(asyncio.shield(fut), remaining)
-            if t.on_timeout == "pause" and on_pause is not None:
-                await on_pause()
-                await self.notify(row.agent_id, f"No answer to {row.id}: agent paused",
-                                  "The question stays open; answering it resumes the agent.",
-                                  ref_id=row.id)
-                answer = await asyncio.shield(fut)
-                if on_resume is not None:
-                    await on_resume()
-                return answer
-            answer = Answer(Decision.DENY, "no answer from the operator in time", "timeout",
-                            "switchboard")
-            if await self._close(row.id, "expired", answer) is not None:
-                await self.notify(row.agent_id, f"No answer to {row.id}: denied",
-                                  row.title, ref_id=row.id)
-                return answer
-            return await asyncio.shield(fut)  # an answer won the race with the timeout
-        finally:
-            self._waiters.pop(row.id, None)
+    def _publish(self, what: str, row: EscalationRow) -> None:
+        self.hub.publish(EscalationEvent(what, row, self.clock.now()))
 
-    async def _close(self, esc_id: str, status: str, answer: Answer) -> EscalationRow | None:
+    async def _notice(self, agent_id: str | None, title: str, body: str,
+                      ref_id: str) -> Notice:
+        return Notice(await self._new_id(), agent_id, title, body, ref_id)
+
+    async def _published_notice(self, notice: Notice) -> None:
+        row = await self.store.escalations.get(notice.id)
+        if row is not None:
+            self._publish("created", row)
+
+    async def wait(self, row: EscalationRow, *, on_pause: Hook | None = None,
+                   on_resume: Hook | None = None) -> Answer:
+        """Wait for the first answer. The reminder and the timeout come from the row's stored
+        times, fired by the timer service; a pause timeout calls `on_pause`, and the answer
+        that ends the pause calls `on_resume` before it is returned."""
+        waiting = self._waiting.get(row.id)
+        if waiting is None:
+            raise UnknownEscalation(row.id)
+        waiting.on_pause, waiting.on_resume = on_pause, on_resume
+        try:
+            answer = await asyncio.shield(waiting.future)
+            if waiting.pausing is not None:
+                await waiting.pausing.wait()  # a pause still in progress finishes first
+            if waiting.paused and on_resume is not None:
+                await on_resume()
+            return answer
+        finally:
+            self._waiting.pop(row.id, None)
+
+    # -- timers (the run-once step the timer service calls) -----------------------------------
+
+    async def next_due(self) -> float | None:
+        """The earliest stored time a reminder or timeout is due, or None."""
+        return await self.store.escalations.next_due()
+
+    async def fire_due(self, now: float | None = None) -> list[Fired]:
+        """Send every reminder and apply every timeout due at `now` (the clock's time if not
+        given). Safe to call at any time and from several places: each fires once."""
+        now = self.clock.now() if now is None else now
+        fired: list[Fired] = []
+        for row in await self.store.escalations.due(now):
+            expires_at = row.timeout_due_at
+            if expires_at is not None and expires_at <= now:
+                what = await self._time_out(row, now)
+            else:
+                what = await self._remind(row, now)
+            if what is not None:
+                fired.append(Fired(row.id, what))
+                logger.info("escalation timer fired id=%s what=%s", row.id, what)
+        return fired
+
+    async def _remind(self, row: EscalationRow, now: float) -> str | None:
+        notice = await self._notice(row.agent_id, f"Reminder: {row.title}",
+                                    f"Still waiting for an answer to {row.id}.", row.id)
+        if not await self.store.escalations.mark_reminded(row.id, now=now, notice=notice):
+            return None
+        await self._published_notice(notice)
+        return "reminder"
+
+    async def _time_out(self, row: EscalationRow, now: float) -> str | None:
+        waiting = self._waiting.get(row.id)
+        if row.on_timeout == "pause" and waiting is not None and waiting.on_pause is not None:
+            # Marked before the claim, so an answer landing meanwhile waits for the pause
+            # to finish and then resumes, instead of leaving the agent paused.
+            waiting.pausing = pausing = asyncio.Event()
+            try:
+                if not await self.store.escalations.mark_timed_out(row.id, now=now):
+                    return None
+                waiting.paused = True
+                await waiting.on_pause()
+            finally:
+                pausing.set()
+            await self.notify(row.agent_id, f"No answer to {row.id}: agent paused",
+                              "The question stays open; answering it resumes the agent.",
+                              ref_id=row.id)
+            return "paused"
+        answer = Answer(Decision.DENY, "no answer from the operator in time", "timeout",
+                        "switchboard")
+        notice = await self._notice(row.agent_id, f"No answer to {row.id}: denied", row.title,
+                                    row.id)
+        if await self._close(row.id, "expired", answer, notice=notice, timed_out=True) is None:
+            return None  # an answer won the race with the timeout
+        return "expired"
+
+    async def _close(self, esc_id: str, status: str, answer: Answer, *,
+                     notice: Notice | None = None, timed_out: bool = False
+                     ) -> EscalationRow | None:
         """Close an open row, hand the answer to whoever waits, tell the front ends. Returns
         the closed row, or None if it was no longer open (an earlier answer won)."""
         if not await self.store.escalations.close(esc_id, status=status,
                                                   answer=answer.as_json(), by=answer.by,
-                                                  via=answer.via):
+                                                  via=answer.via, now=self.clock.now(),
+                                                  notice=notice, timed_out=timed_out):
             return None
-        fut = self._waiters.get(esc_id)
-        if fut is not None and not fut.done():
-            fut.set_result(answer)
+        waiting = self._waiting.get(esc_id)
+        if waiting is not None and not waiting.future.done():
+            waiting.future.set_result(answer)
         closed = await self.store.escalations.get(esc_id)
         if closed is not None:
-            self.hub.publish(EscalationEvent("answered", closed))
+            self._publish("answered", closed)
+        if notice is not None:
+            await self._published_notice(notice)
         return closed
 
     async def answer(self, esc_id: str, answer: Answer) -> EscalationRow:
@@ -203,16 +326,17 @@ class Escalations:
         return sum([await self.cancel_one(row.id, reason) for row in rows])
 
     async def expire_orphans(self, reason: str) -> list[EscalationRow]:
-        """After a restart: open rows whose waiting process is gone are closed as expired."""
+        """After a restart: open rows answered to a waiting call that died with the old
+        process are closed as expired. Rows that survive restarts stay open with their timers."""
         expired = []
         for row in await self.store.escalations.open_rows():
-            if row.id in self._waiters:
+            if row.id in self._waiting or row.survives_restart:
                 continue
             answer = Answer(Decision.DENY, reason, "switchboard", "restart")
-            if await self._close(row.id, "expired", answer) is not None:
+            notice = await self._notice(row.agent_id, f"Expired: {row.title}",
+                                        f"{row.id} was not answered before {reason}.", row.id)
+            if await self._close(row.id, "expired", answer, notice=notice) is not None:
                 expired.append(row)
-                await self.notify(row.agent_id, f"Expired: {row.title}",
-                                  f"{row.id} was not answered before {reason}.", ref_id=row.id)
         return expired
 
     async def pending(self, agent_id: str | None = None) -> list[EscalationRow]:
@@ -234,4 +358,4 @@ class Escalations:
                         break
 
     async def ack(self, esc_id: str, frontend: str) -> None:
-        await self.store.escalations.ack(esc_id, frontend)
+        await self.store.escalations.ack(esc_id, frontend, now=self.clock.now())

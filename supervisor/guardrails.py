@@ -3,14 +3,13 @@ admission, session TTL, budgets, stall and crash-loop detection. Enforced here, 
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict, deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
+from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.errors import SupervisorError
 
 
@@ -69,14 +68,14 @@ class MemoryProbe:
 
 
 class RateLimiter:
-    """Sliding one-minute windows per key."""
+    """Sliding one-minute windows per key, in the clock's monotonic time."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
         self._hits: dict[str, deque[float]] = defaultdict(deque)
         self._clock = clock
 
     def hit(self, key: str, per_minute: int, what: str) -> None:
-        now = self._clock()
+        now = self._clock.monotonic()
         hits = self._hits[key]
         while hits and now - hits[0] >= 60.0:
             hits.popleft()
@@ -90,17 +89,18 @@ class RateLimiter:
 class CrashTracker:
     """Remembers recent crashes per agent, so a crashing CLI is not restarted in a loop."""
 
-    def __init__(self, max_crashes: int, window_s: float) -> None:
+    def __init__(self, max_crashes: int, window_s: float, clock: Clock = SYSTEM_CLOCK) -> None:
         self.max_crashes = max_crashes
         self.window_s = window_s
+        self._clock = clock
         self._crashes: dict[str, deque[float]] = defaultdict(deque)
 
     def record(self, agent_id: str, now: float | None = None) -> None:
-        self._crashes[agent_id].append(time.time() if now is None else now)
+        self._crashes[agent_id].append(self._clock.now() if now is None else now)
 
     def in_loop(self, agent_id: str, now: float | None = None) -> float | None:
         """Seconds until a restart is allowed again, or None if it is allowed now."""
-        now = time.time() if now is None else now
+        now = self._clock.now() if now is None else now
         crashes = self._crashes[agent_id]
         window = self.window_s
         while crashes and now - crashes[0] > window:
@@ -113,7 +113,8 @@ class CrashTracker:
         self._crashes.pop(agent_id, None)
 
 
-def day_start(now: float | None = None) -> float:
-    """Start of the current UTC day: budgets are per day."""
-    now = time.time() if now is None else now
+def day_start(now: float | None = None, clock: Clock = SYSTEM_CLOCK) -> float:
+    """Start of the UTC day `now` falls in (the clock's now if not given): budgets are per
+    day, and a raised budget is keyed by this day's start."""
+    now = clock.now() if now is None else now
     return now - (now % 86400)

@@ -5,7 +5,8 @@
 open escalations denied, plus whatever front ends register (invite codes, tokens); (4) spawns
 refused and (5) every tool call denied while halted; (6) triggers that need no chat front end:
 a local file in the data directory and an object in the GCS bucket, each watched by a thread
-that acts on its own, so the switch works while the event loop is busy or wedged.
+that acts on its own, so the switch works while the event loop is busy or wedged. Each watcher
+is a loop around a run-once poll (`poll_local`, `poll_gcs`) that tests call directly.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import contextlib
 import json
 import logging
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +23,7 @@ from typing import Any
 
 from store import Store
 from store.kv import get_sync, set_sync
+from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import SupervisorError
 from supervisor.process import sweep
@@ -63,10 +64,12 @@ Revoker = Callable[[], Awaitable[int]]
 
 
 class KillSwitch:
-    def __init__(self, settings: Settings, store: Store, pool: Any) -> None:
+    def __init__(self, settings: Settings, store: Store, pool: Any,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.settings = settings
         self.store = store
         self.pool = pool
+        self.clock = clock
         self.halt: dict[str, Any] | None = None
         self.revokers: list[Revoker] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -109,7 +112,7 @@ class KillSwitch:
         """Layers 1 and 2, synchronously, from any thread: persist the flag, SIGKILL everything.
         Safe to call twice; the async rest (revoke, states, notices) follows on the loop."""
         with self._fire_lock:
-            halt = {"by": by, "via": via, "reason": reason, "at": time.time()}
+            halt = {"by": by, "via": via, "reason": reason, "at": self.clock.now()}
             if self.halt is None:
                 self.halt = halt
                 try:
@@ -121,14 +124,14 @@ class KillSwitch:
             return sweep(f"{self.settings.instance_id}/")
 
     async def trigger(self, by: str, via: str, reason: str = "") -> KillReport:
-        started = time.monotonic()
+        started = self.clock.monotonic()
         live = [r for r in self.pool.runners() if r.state.live]
         pids = await asyncio.to_thread(self.fire_now, by, via, reason)
         return await self._after(live, pids, started, by, via)
 
     async def _after(self, live: list[Any], pids: list[int], started: float, by: str,
                      via: str) -> KillReport:
-        took = time.monotonic() - started
+        took = self.clock.monotonic() - started
         for runner in live:
             with contextlib.suppress(Exception):  # one agent's bookkeeping never blocks the rest
                 await runner.mark_killed("kill switch")
@@ -155,7 +158,7 @@ class KillSwitch:
     def _fire_from_thread(self, by: str, via: str, reason: str) -> None:
         if self.halt is not None:
             return
-        started = time.monotonic()
+        started = self.clock.monotonic()
         live = [r for r in self.pool.runners() if r.state.live]
         pids = self.fire_now(by, via, reason)
         loop = self._loop
@@ -183,15 +186,21 @@ class KillSwitch:
     # -- remote triggers (threads) ----------------------------------------------------------------
 
     def _watch_local(self) -> None:
-        path = self.local_file
         while not self._stop.wait(0.25):
-            if self.halt is None and path.exists():
-                try:
-                    data = json.loads(path.read_text() or "{}")
-                except (OSError, ValueError):
-                    data = {}
-                self._fire_from_thread(str(data.get("by", "local file")), "file",
-                                       str(data.get("reason", "")))
+            self.poll_local()
+
+    def poll_local(self) -> bool:
+        """Run once: act on the local trigger file if it is there. True if it fired."""
+        path = self.local_file
+        if self.halt is not None or not path.exists():
+            return False
+        try:
+            data = json.loads(path.read_text() or "{}")
+        except (OSError, ValueError):
+            data = {}
+        self._fire_from_thread(str(data.get("by", "local file")), "file",
+                               str(data.get("reason", "")))
+        return True
 
     def _watch_gcs(self) -> None:
         try:
@@ -199,35 +208,40 @@ class KillSwitch:
         except ImportError:
             logger.error("kill switch: google-cloud-storage is not installed; GCS trigger off")
             return
-        bucket_name = self.settings.gcs_bucket
         client = None
         while not self._stop.wait(self.settings.kill_poll_s):
             try:
                 if client is None:
                     client = storage.Client(**self.settings.gcs_client_kwargs())
-                blob = client.bucket(bucket_name).get_blob(GCS_OBJECT)
-                if blob is None or self.halt is not None:
-                    continue
-                if get_sync(self.settings.db_path, GCS_CURSOR_KEY) == blob.generation:
-                    continue  # this object was acted on, then deactivated
-                set_sync(self.settings.db_path, GCS_CURSOR_KEY, blob.generation)
-                try:
-                    data = json.loads(blob.download_as_text() or "{}")
-                except ValueError:
-                    data = {}
-                self._fire_from_thread(str(data.get("by", "cloud console")), "gcs",
-                                       str(data.get("reason", "")))
+                self.poll_gcs(client)
             except Exception:  # noqa: BLE001 - keep polling through outages
-                logger.warning("kill switch: GCS poll failed bucket=%s", bucket_name,
+                logger.warning("kill switch: GCS poll failed bucket=%s", self.settings.gcs_bucket,
                                exc_info=True)
                 client = None
 
+    def poll_gcs(self, client: Any) -> bool:
+        """Run once: act on the trigger object in the bucket if it is new. True if it fired."""
+        blob = client.bucket(self.settings.gcs_bucket).get_blob(GCS_OBJECT)
+        if blob is None or self.halt is not None:
+            return False
+        if get_sync(self.settings.db_path, GCS_CURSOR_KEY) == blob.generation:
+            return False  # this object was acted on, then deactivated
+        set_sync(self.settings.db_path, GCS_CURSOR_KEY, blob.generation)
+        try:
+            data = json.loads(blob.download_as_text() or "{}")
+        except ValueError:
+            data = {}
+        self._fire_from_thread(str(data.get("by", "cloud console")), "gcs",
+                               str(data.get("reason", "")))
+        return True
 
-def write_local_trigger(settings: Settings, by: str, reason: str) -> Path:
+
+def write_local_trigger(settings: Settings, by: str, reason: str,
+                        clock: Clock = SYSTEM_CLOCK) -> Path:
     """What `switchboard kill` does first: the running supervisor's watcher acts on it."""
     path = settings.home / LOCAL_FILE
     settings.home.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"by": by, "reason": reason, "at": time.time()}))
+    tmp.write_text(json.dumps({"by": by, "reason": reason, "at": clock.now()}))
     tmp.replace(path)
     return path

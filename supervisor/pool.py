@@ -15,6 +15,7 @@ from pathlib import Path
 from store import Store
 from store.agents import LIVE_STATES
 from store.errors import Conflict, StoreError
+from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import PERMISSION_MODES, Settings
 from supervisor.errors import AgentExists, ConfigError, InvalidRequest, ShuttingDown, UnknownAgent
 from supervisor.escalations import Escalations, Timeouts
@@ -26,6 +27,7 @@ from supervisor.process import bundled_cli, install_launcher, sweep
 from supervisor.protected import ProtectedPaths
 from supervisor.runner import AgentRunner, RunnerDeps
 from supervisor.sandbox import Isolation, describe, hide_in, probe, unwritable_reason
+from supervisor.timers import EscalationTimers
 from supervisor.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
@@ -68,7 +70,9 @@ def resolve_cli(settings: Settings) -> Path:
 
 
 class AgentPool:
-    def __init__(self, settings: Settings, store: Store, hub: EventHub) -> None:
+    def __init__(self, settings: Settings, store: Store, hub: EventHub,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
         self.settings = settings
         self.store = store
         self.hub = hub
@@ -90,12 +94,13 @@ class AgentPool:
         self.escalations = Escalations(store, hub, Timeouts(
             reminder_s=settings.approval_reminder_s, timeout_s=settings.approval_timeout_s,
             on_timeout=settings.approval_on_timeout,
-        ))
-        self.killswitch = KillSwitch(settings, store, self)
-        self.crashes = CrashTracker(settings.crash_loop_max, settings.crash_loop_window_s)
-        self.rates = RateLimiter()
+        ), clock)
+        self.timers = EscalationTimers(self.escalations, clock)
+        self.killswitch = KillSwitch(settings, store, self, clock)
+        self.crashes = CrashTracker(settings.crash_loop_max, settings.crash_loop_window_s, clock)
+        self.rates = RateLimiter(clock)
         self.memory = MemoryProbe(settings.cgroup_dir)
-        self.watchdog = Watchdog(self, self.memory)
+        self.watchdog = Watchdog(self, self.memory, clock)
         self._watchdog_task: asyncio.Task[None] | None = None
         self.isolation: Isolation | None = None
 
@@ -168,6 +173,7 @@ class AgentPool:
                     f"[Switchboard] Your earlier request was not answered because the supervisor "
                     f"restarted: {row.title}. If you still need it, ask again."
                 )
+        await self.timers.start()  # after expire_orphans: stored reminders and timeouts fire
         self.recovery = RecoveryReport(tuple(swept), tuple(resumed), interrupted)
         self._watchdog_task = asyncio.create_task(self.watchdog.run(), name="watchdog")
         return self.recovery
@@ -395,6 +401,7 @@ class AgentPool:
         if self.state == PoolState.CLOSED:
             return
         self.state = PoolState.CLOSED
+        await self.timers.stop()  # no timeout acts on an agent that is shutting down
         self.killswitch.close()
         if self._watchdog_task is not None:
             self._watchdog_task.cancel()

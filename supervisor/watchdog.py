@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from typing import Any
 
+from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.escalations import Decision, Kind, Timeouts
 from supervisor.events import AgentState
 from supervisor.guardrails import MemoryProbe, day_start
@@ -20,10 +20,11 @@ RAISE_STEPS_USD = (5.0, 20.0)
 
 
 class Watchdog:
-    def __init__(self, pool: Any, memory: MemoryProbe) -> None:
+    def __init__(self, pool: Any, memory: MemoryProbe, clock: Clock = SYSTEM_CLOCK) -> None:
         self.pool = pool
         self.settings = pool.settings
         self.memory = memory
+        self.clock = clock
         self._memory_warned_at = 0.0
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -31,13 +32,14 @@ class Watchdog:
 
     async def run(self) -> None:
         while True:
-            await asyncio.sleep(self.settings.watchdog_interval_s)
+            await self.clock.sleep(self.settings.watchdog_interval_s)
             try:
-                await self.tick(time.time())
+                await self.tick(self.clock.now())
             except Exception:  # noqa: BLE001 - the guard keeps guarding
                 logger.exception("watchdog tick failed")
 
     async def tick(self, now: float) -> None:
+        """Run once: every periodic check, as of `now` (wall-clock seconds)."""
         s = self.settings
         notify = self.pool.escalations.notify
         for r in self.pool.runners():
@@ -86,7 +88,8 @@ class Watchdog:
         base = self.settings.agent_budget_usd
         if base is None:
             return None
-        raised = await self.pool.store.kv.get(f"budget:{agent_id}:{int(day_start())}") or 0.0
+        day = int(day_start(self.clock.now()))
+        raised = await self.pool.store.kv.get(f"budget:{agent_id}:{day}") or 0.0
         return base + float(raised)
 
     async def over_budget(self, runner: Any) -> str | None:
@@ -95,7 +98,7 @@ class Watchdog:
         if self.settings.agent_budget_usd is None and self.settings.global_budget_usd is None:
             return None
         turns = self.pool.store.turns
-        since = day_start()
+        since = day_start(self.clock.now())
         budget = await self.budget_for(runner.id)
         if budget is not None:
             spent = await turns.spent_since(since, runner.id)
@@ -129,13 +132,13 @@ class Watchdog:
             title=f"{runner.name} crossed its daily budget: ${spent:.4f} of ${budget:.2f}",
             body="It was stopped after its turn. Raise today's budget to let it continue "
                  f"(then /ask {runner.name} <text>), or leave it stopped.",
-            options=options,
+            options=options, timeouts=NO_TIMEOUT,
         )
-        answer = await esc.wait(row, timeouts=NO_TIMEOUT)
+        answer = await esc.wait(row)
         if answer.decision != Decision.ANSWER or not answer.text.startswith("Raise by $"):
             return
         step = float(answer.text.removeprefix("Raise by $"))
-        key = f"budget:{runner.id}:{int(day_start())}"
+        key = f"budget:{runner.id}:{int(day_start(self.clock.now()))}"
         raised = float(await self.pool.store.kv.get(key) or 0.0) + step
         await self.pool.store.kv.set(key, raised)
         runner.budget_blocked = None

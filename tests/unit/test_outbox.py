@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from store import open_store
+from supervisor.clock import FakeClock
 from supervisor.escalations import (
     AlreadyAnswered,
     Answer,
@@ -83,18 +84,30 @@ async def test_unknown_id_and_notice_answers_are_refused(esc):
         await esc.answer(note.id, Answer(Decision.ALLOW))
 
 
-async def test_timeout_reminds_then_denies(esc):
-    row = await esc.open(agent_id=None, kind=Kind.PERMISSION, title="slow", body="b")
-    answer = await esc.wait(row)
-    assert answer.decision == Decision.DENY and answer.by == "timeout"
-    titles = [r.title for r in await esc.store.escalations.undelivered("x")]
-    assert "Reminder: slow" in titles and any("denied" in t for t in titles)
-    assert (await esc.get(row.id)).status == "expired"
+async def test_timeout_reminds_then_denies(tmp_path):
+    clock = FakeClock()
+    store = await open_store(tmp_path / "db.sqlite")
+    esc = Escalations(store, EventHub(), Timeouts(reminder_s=0.2, timeout_s=0.5), clock)
+    try:
+        row = await esc.open(agent_id=None, kind=Kind.PERMISSION, title="slow", body="b")
+        waiter = asyncio.create_task(esc.wait(row))
+        clock.advance(0.2)
+        await esc.fire_due()
+        clock.advance(0.3)
+        await esc.fire_due()
+        answer = await waiter
+        assert answer.decision == Decision.DENY and answer.by == "timeout"
+        titles = [r.title for r in await esc.store.escalations.undelivered("x")]
+        assert "Reminder: slow" in titles and any("denied" in t for t in titles)
+        assert (await esc.get(row.id)).status == "expired"
+    finally:
+        await store.db.close()
 
 
 async def test_timeout_can_pause_and_keep_the_question_open(tmp_path):
+    clock = FakeClock()
     store = await open_store(tmp_path / "db.sqlite")
-    esc = Escalations(store, EventHub(), Timeouts(0.1, 0.2, on_timeout="pause"))
+    esc = Escalations(store, EventHub(), Timeouts(0.1, 0.2, on_timeout="pause"), clock)
     calls = []
 
     async def on_pause():
@@ -106,11 +119,12 @@ async def test_timeout_can_pause_and_keep_the_question_open(tmp_path):
     try:
         row = await esc.open(agent_id=None, kind=Kind.QUESTION, title="q", body="?")
         waiter = asyncio.create_task(esc.wait(row, on_pause=on_pause, on_resume=on_resume))
-        for _ in range(100):
-            if calls:
-                break
-            await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # the waiter registers its hooks
+        clock.advance(0.2)
+        assert [f.what for f in await esc.fire_due()] == ["paused"]
         assert calls == ["pause"] and (await esc.get(row.id)).status == "open"
+        clock.advance(3600)
+        assert await esc.fire_due() == []  # paused once; no reminder after the timeout
         await esc.answer(row.id, Answer(Decision.ANSWER, "late but fine", "alice", "console"))
         assert (await waiter).text == "late but fine"
         assert calls == ["pause", "resume"]

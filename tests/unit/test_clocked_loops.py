@@ -1,0 +1,91 @@
+"""The watchdog and the kill switch's file watcher read time from the injected clock and have
+run-once modes: the watchdog's loop sleeps on the clock and ticks with its time; one poll of
+the trigger file halts with the clock's time stamped on the flag."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from store import open_store
+from store.kv import get_sync
+from supervisor.clock import FakeClock
+from supervisor.config import Settings
+from supervisor.escalations import Escalations, Timeouts
+from supervisor.events import EventHub
+from supervisor.guardrails import MemoryReading
+from supervisor.killswitch import HALT_KEY, KillSwitch, write_local_trigger
+from supervisor.watchdog import Watchdog
+
+BOUND_S = 10.0
+
+
+class HighMemory:
+    def read(self) -> MemoryReading:
+        return MemoryReading(90, 100, "test")
+
+
+@dataclass
+class StubPool:
+    settings: Settings
+    escalations: Any
+    store: Any = None
+    agents: list[Any] = field(default_factory=list)
+
+    def runners(self) -> list[Any]:
+        return self.agents
+
+
+async def memory_notices(store) -> list[float]:
+    return [r.created_at for r in await store.escalations.undelivered("t")
+            if r.title.startswith("Memory at")]
+
+
+async def test_watchdog_ticks_on_the_clock_and_warns_about_memory_once_per_window(tmp_path):
+    clock = FakeClock()
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        settings = Settings(home=tmp_path, watchdog_interval_s=5.0)
+        esc = Escalations(store, EventHub(), Timeouts(), clock)
+        dog = Watchdog(StubPool(settings, esc, store), HighMemory(), clock)
+        t0 = clock.now()
+        await dog.tick(t0)  # run once
+        await dog.tick(t0 + 599)
+        assert await memory_notices(store) == [t0]
+
+        loop = asyncio.create_task(dog.run())
+        try:
+            await asyncio.wait_for(clock.wait_sleep_calls(1), BOUND_S)
+            clock.advance(4.999)
+            await asyncio.sleep(0)
+            assert clock.sleep_calls == 1  # not yet
+            clock.advance(601 - 4.999)  # one wake, ticking at the clock's time
+            await asyncio.wait_for(clock.wait_sleep_calls(2), BOUND_S)
+            assert await memory_notices(store) == [t0, t0 + 601]
+        finally:
+            loop.cancel()
+            await asyncio.gather(loop, return_exceptions=True)
+        assert await dog.budget_for("a") is None  # no budget configured
+    finally:
+        await store.db.close()
+
+
+def test_one_poll_of_the_trigger_file_halts_with_the_clocks_time(tmp_path):
+    async def prepare():  # the kv table the halt flag lives in
+        store = await open_store(Settings(home=tmp_path).db_path)
+        await store.db.close()
+        return store
+
+    store = asyncio.run(prepare())
+    clock = FakeClock(start=1_900_000_000.0)
+    settings = Settings(home=tmp_path)
+    switch = KillSwitch(settings, store, StubPool(settings, None), clock)
+    assert switch.poll_local() is False
+    write_local_trigger(settings, "ops", "drill", clock)
+    assert json.loads(switch.local_file.read_text())["at"] == 1_900_000_000.0
+    assert switch.poll_local() is True
+    assert switch.halt is not None and switch.halt["at"] == 1_900_000_000.0
+    assert get_sync(settings.db_path, HALT_KEY)["by"] == "ops"
+    assert switch.poll_local() is False  # already halted
