@@ -138,6 +138,7 @@ class AgentPool:
             over_budget=self.watchdog.over_budget,
             isolation=iso,
             peer_dirs=self._peer_dirs,
+            clock=self.clock,
         )
         await self.killswitch.start()
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)

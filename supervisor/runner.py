@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from store import Store
 from store.agents import AgentRow
 from store.errors import StoreError
 from supervisor import launcher as launcher_module
+from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import AgentFailed, AgentNotRunning, InvalidRequest
 from supervisor.escalations import Escalations
@@ -56,6 +56,7 @@ class RunnerDeps:
     over_budget: Callable[[AgentRunner], Awaitable[str | None]]
     isolation: Isolation
     peer_dirs: Callable[[str], tuple[str, ...]] = lambda _agent_id: ()  # others' --cwd
+    clock: Clock = SYSTEM_CLOCK
 
 
 # Claude Code's own tools that would bypass the supervisor: cross-session messaging, session
@@ -101,7 +102,7 @@ class AgentRunner:
         self.budget_blocked: str | None = None
         self._budget_day = 0
         self.session_started_at: float | None = None  # when the current CLI process started
-        self.last_activity_at = time.time()
+        self.last_activity_at = deps.clock.now()
         self.ttl_warned = False
         self.gate = ToolGate(self, GateDeps(deps.store, deps.policy, deps.escalations,
                                             lambda: deps.killswitch.halted))
@@ -129,7 +130,7 @@ class AgentRunner:
         if self.state == AgentState.KILLED:
             raise AgentNotRunning(self.name, self.state, "message")
         self._deps.killswitch.check()
-        if self.budget_blocked and self._budget_day != int(day_start()):
+        if self.budget_blocked and self._budget_day != int(day_start(clock=self._deps.clock)):
             self.budget_blocked = None  # budgets are per day: a new day, a new budget
         if self.budget_blocked:
             raise LimitExceeded(f"{self.name} is stopped: {self.budget_blocked}.",
@@ -382,7 +383,7 @@ class AgentRunner:
             raise AgentFailed(None, proc.stderr_text(), f"the claude CLI did not start: {exc}") \
                 from exc
         self._proc = proc
-        self.session_started_at = time.time()
+        self.session_started_at = self._deps.clock.now()
         self.ttl_warned = False
         await self._deps.store.agents.update(
             self.id, launcher_pid=proc.launcher_pid, cli_pid=proc.cli_pid
@@ -410,7 +411,7 @@ class AgentRunner:
             turn_id = await self._deps.store.turns.start(self.id, prompt)
             await self._deps.store.events.append(self.id, turn_id, "prompt", prompt[:200],
                                                  {"prompt": prompt})
-            self.turn_started_at = self.last_activity_at = time.time()
+            self.turn_started_at = self.last_activity_at = self._deps.clock.now()
             await self._set_state(AgentState.WORKING, "")
             await proc.query(prompt)
             result: ResultMessage | None = None
@@ -469,7 +470,7 @@ class AgentRunner:
 
     async def _record(self, msg: Any, turn_id: int) -> None:
         rec = record_of(msg)
-        self.last_activity_at = time.time()
+        self.last_activity_at = self._deps.clock.now()
         if self.first_event_at is None:
             self.first_event_at = self.last_activity_at
         if self.state == AgentState.STALLED:
@@ -517,6 +518,6 @@ class AgentRunner:
             if proc is not None:
                 await proc.close(kill=True, timeout_s=self._deps.settings.stop_grace_s)
             self.budget_blocked = reason
-            self._budget_day = int(day_start())
+            self._budget_day = int(day_start(clock=self._deps.clock))
             self._inbox.drop_all()  # queued messages would restart it past its budget
             await self._set_state(AgentState.STOPPED, reason)
