@@ -428,7 +428,8 @@ class Settings(BaseSettings):
         try:
             return cls(home=home, config_file=cfg_path if cfg_path.exists() else None)
         except ValidationError as exc:
-            raise explain(exc, cls, sources) from exc
+            # Not chained: pydantic's own text shows every input, secrets included.
+            raise explain(exc, cls, sources) from None
         finally:
             _LOADING.reset(token)
 

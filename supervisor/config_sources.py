@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 SECTIONS = ("telegram", "slack", "limits", "gcs")
 AGENT_ENV_TABLE = "agent_env"
 OUR_PREFIX = "SWITCHBOARD_"
+ENVIRONMENT = "environment"  # where a value was given, when not in the file
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +80,7 @@ class Given:
 
     value: Any
     key: str  # the environment variable or the TOML key as written
-    where: str  # "the environment" or the file's path
+    where: str  # ENVIRONMENT or the file's path: every message starts with it
 
 
 class _Source(PydanticBaseSettingsSource):
@@ -113,11 +114,11 @@ class EnvironmentSource(_Source):
         if unknown:
             candidates = [v for v in by_var if v.startswith(OUR_PREFIX)]
             raise problems_error([
-                f"the environment: {v} is not a setting{_did_you_mean(v, candidates)}"
+                f"{ENVIRONMENT}: {v} is not a setting{_did_you_mean(v, candidates)}"
                 for v in unknown])
         for var, name in by_var.items():
             if environ.get(var, "") != "":
-                self.given[name] = Given(environ[var], var, "the environment")
+                self.given[name] = Given(environ[var], var, ENVIRONMENT)
 
 
 class FileSource(_Source):
@@ -220,7 +221,7 @@ def shape(value: Any) -> str:
 
 def _sentence(name: str, field: FieldInfo, err: Any, given: Given | None) -> str:
     key = key_of(field)
-    toml = given.key if given and given.where != "the environment" else key.toml
+    toml = given.key if given and given.where != ENVIRONMENT else key.toml
     subject = " / ".join(k for k in (key.env, toml) if k) or name
     ctx = err.get("ctx") or {}
     kind = kind_of(field)
@@ -242,5 +243,5 @@ def _sentence(name: str, field: FieldInfo, err: Any, given: Given | None) -> str
     raw = given.value if given else err.get("input")
     hidden = (kind is not None and kind.name == "secret text") or not field.repr
     got = shape(raw) if hidden else repr(raw)
-    where = f" (in {given.where})" if given else ""
-    return f"{subject} {predicate}, got {got}{where}"
+    where = f"{given.where}: " if given else ""
+    return f"{where}{subject} {predicate}, got {got}"

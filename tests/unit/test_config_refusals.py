@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from pathlib import Path
 
 import pytest
@@ -116,14 +117,14 @@ def test_a_fraction_for_a_whole_number_is_refused_from_the_environment(env, fiel
     key = key_of(Settings.model_fields[field])
     env[key.env] = "2.9"
     text = refusal(env)
-    assert f"{key.env} / {key.toml} must be a whole number, got '2.9' (in the environment)" in text
+    assert f"environment: {key.env} / {key.toml} must be a whole number, got '2.9'" in text
 
 
 @pytest.mark.parametrize("field", WHOLE)
 def test_a_fraction_for_a_whole_number_is_refused_from_the_file(env, settings_file, field):
     key = key_of(Settings.model_fields[field])
     text = refusal(env, settings_file, f"{key.toml} = 2.9\n")
-    assert f"{key.toml} must be a whole number, got 2.9 (in {settings_file})" in text
+    assert f"{settings_file}: {key.env} / {key.toml} must be a whole number, got 2.9" in text
 
 
 def test_a_whole_number_written_with_a_point_zero_is_that_number(env, settings_file):
@@ -230,6 +231,14 @@ def test_a_refused_secret_is_not_shown(env, settings_file):
     assert "telegram.bot_token must be text (a quoted string), got a number" in text
     assert "123456789" not in text and "sk-ant-hidden" not in text
     assert "NESTED is not" in text
+
+
+# Regression: the ConfigError was chained to pydantic's error, whose text shows every input.
+def test_a_refused_secret_is_not_in_the_traceback_either(env, settings_file):
+    settings_file.write_text("[telegram]\nbot_token = 123456789\n")
+    with pytest.raises(ConfigError) as info:
+        Settings.load(env)
+    assert "123456789" not in "".join(traceback.format_exception(info.value))
 
 
 def test_agent_env_passthrough_still_refuses_withheld_names(env):
