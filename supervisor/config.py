@@ -323,7 +323,7 @@ class Settings(BaseSettings):
                                                  "limits.watchdog_interval_s",
                                                  "watchdog_interval_s")] = 5.0
     # Where memory.current/memory.max live (auto-detected; not configurable, tests inject it).
-    cgroup_dir: Annotated[UserPath | None, Key()] = None
+    cgroup_dir: UserPath | None = None
 
     # The sandbox (supervisor/sandbox.py): bwrap to use (default: found on PATH), whether agents
     # may run without one when the host cannot isolate, the uid/gid agents run as when we are

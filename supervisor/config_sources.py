@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
 from pydantic_settings import PydanticBaseSettingsSource
 
 from supervisor.errors import ConfigError
@@ -46,7 +47,18 @@ def key_of(field: FieldInfo) -> Key:
 
 
 def kind_of(field: FieldInfo) -> Kind | None:
-    return _find(field.metadata, field.annotation, Kind)
+    # A field's own Kind first; else its type alias's (Annotated[int, Kind(...)]), which may sit
+    # inside `X | None`.
+    for item in field.metadata:
+        if isinstance(item, Kind):
+            return item
+    stack: list[Any] = [field.annotation]
+    while stack:
+        for arg in get_args(stack.pop()):
+            if isinstance(arg, Kind):
+                return arg
+            stack.append(arg)
+    return None
 
 
 def choices_of(field: FieldInfo) -> tuple[str, ...]:
@@ -58,20 +70,6 @@ def choices_of(field: FieldInfo) -> tuple[str, ...]:
             return tuple(str(a) for a in get_args(tp))
         stack.extend(get_args(tp))
     return ()
-
-
-def _find(metadata: list[Any], annotation: Any, kind: type) -> Any:
-    # Kind sits on the type alias (Annotated[int, Kind(...)]), which may be inside `X | None`.
-    for item in metadata:
-        if isinstance(item, kind):
-            return item
-    stack = [annotation]
-    while stack:
-        for arg in get_args(stack.pop()):
-            if isinstance(arg, kind):
-                return arg
-            stack.append(arg)
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,11 +186,13 @@ def explain(exc: ValidationError, settings_cls: type[BaseSettings],
     seen: set[str] = set()
     for err in exc.errors():
         name = str(err["loc"][0]) if err["loc"] else ""
-        field = settings_cls.model_fields.get(name)
-        if field is None or name in seen:
-            lines.append(err["msg"])
+        if name in seen:  # one sentence per setting (a list may have several bad items)
             continue
         seen.add(name)
+        field = settings_cls.model_fields.get(name)
+        if field is None:
+            lines.append(f"{name}: {err['msg']}")
+            continue
         given = next((s.given[name] for s in sources if name in s.given), None)
         lines.append(_sentence(name, field, err, given))
     return problems_error(lines)
@@ -219,7 +219,7 @@ def shape(value: Any) -> str:
     return type(value).__name__
 
 
-def _sentence(name: str, field: FieldInfo, err: Any, given: Given | None) -> str:
+def _sentence(name: str, field: FieldInfo, err: ErrorDetails, given: Given | None) -> str:
     key = key_of(field)
     toml = given.key if given and given.where != ENVIRONMENT else key.toml
     subject = " / ".join(k for k in (key.env, toml) if k) or name

@@ -216,6 +216,12 @@ def test_text_settings_must_be_text(env, settings_file):
                                                                     "model = 3\n")
 
 
+def test_a_list_with_several_bad_items_is_one_problem(env, settings_file):
+    text = refusal(env, settings_file, "sandbox_hide = [1, 2]\n")
+    assert text == (f"{settings_file}: SWITCHBOARD_SANDBOX_HIDE / sandbox_hide must be a list of "
+                    "paths (or a ':'-separated string), got [1, 2]")
+
+
 def test_every_bad_value_is_named_at_once(env, settings_file):
     env["SWITCHBOARD_CONSOLE"] = "maybe"
     text = refusal(env, settings_file, "kill_grace_s = -1\n[limits]\nmax_agents = 2.9\n")
