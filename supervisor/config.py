@@ -1,5 +1,13 @@
 """Typed settings, read once from the environment and an optional TOML file (the only reader)."""
 
+# Loading is pydantic-settings rather than hand parsing because each setting is then declared
+# once, as a typed field with its constraints, and the library does the rest: coercing
+# environment strings, refusing what does not fit (a fraction for a whole number, an unknown
+# key), checking ranges, and reporting every problem at once. The hand-written parser needed a
+# helper per type, and each had to remember to refuse: int() truncated 2.9, a misspelt key was
+# ignored, `console = "on"` meant off. What is ours is only where each setting is read
+# (supervisor/config_sources.py: variable names, TOML sections) and the wording of a refusal.
+
 from __future__ import annotations
 
 import hashlib
@@ -7,13 +15,24 @@ import json
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
+from pydantic import AfterValidator, BeforeValidator, Field, PrivateAttr, ValidationError
+from pydantic_core import PydanticCustomError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from supervisor import launcher
+from supervisor.config_sources import EnvironmentSource, FileSource, Key, Kind, explain
 from supervisor.errors import ConfigError
 
-PERMISSION_MODES = ("default", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions")
+PermissionMode = Literal["default", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions"]
+PERMISSION_MODES: tuple[str, ...] = get_args(PermissionMode)
+OnTimeout = Literal["deny", "pause"]
+ON_TIMEOUT: tuple[str, ...] = get_args(OnTimeout)
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 # Variables an agent may see. Everything else in the supervisor's environment (chat tokens,
 # cloud credentials, our own secrets) is withheld.
@@ -31,12 +50,17 @@ AGENT_ENV_DEFAULTS = {
     # ask_operator waits for a human: the CLI must not give up on the tool call first.
     "MCP_TOOL_TIMEOUT": "86400000",
 }
-ON_TIMEOUT = ("deny", "pause")
 # Names that may never be passed through to an agent, whatever the configuration says.
 WITHHELD_PREFIXES = (
     "TELEGRAM_", "SLACK_", "SWITCHBOARD_", "GOOGLE_", "GCLOUD_", "CLOUDSDK_", "AWS_", "AZURE_",
     "STORAGE_EMULATOR_HOST",
 )
+# SWITCHBOARD_ variables that are not settings: the ones we set for our own agents' launchers.
+INTERNAL_VARS = (*launcher.CONTROL, launcher.KEYS_VAR)
+TRUE_WORDS = ("true", "yes", "on", "1")
+FALSE_WORDS = ("false", "no", "off", "0")
+
+
 # A variable whose name holds one of these is taken for a secret, and its value kept out of logs.
 SECRET_NAME_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "PRIVATE")
 
@@ -58,76 +82,292 @@ class Secret:
     __str__ = __repr__
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
-    home: Path
-    claude_cli: Path | None = None
-    default_model: str | None = None
-    permission_mode: str = "default"
-    anthropic_api_key: Secret | None = None
-    anthropic_auth_token: Secret | None = None
-    anthropic_base_url: str | None = None
-    claude_oauth_token: Secret | None = None
-    claude_config_dir: Path | None = None
+# -- what each type of setting accepts -----------------------------------------------------------
+
+
+def _not_a_bool(value: Any) -> Any:
+    # TOML's `true` is not 1; pydantic would take it as one.
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a number")
+    return value
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower() if isinstance(value, str | int) else None
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ValueError("not a clear true or false")
+
+
+def _none_word(value: Any) -> Any:
+    return None if isinstance(value, str) and value.strip().lower() == "none" else value
+
+
+def _upper(value: Any) -> Any:
+    return value.strip().upper() if isinstance(value, str) else value
+
+
+def _secret(value: Any) -> Any:
+    if isinstance(value, str):
+        return Secret(value) if value else None
+    if value is None or isinstance(value, Secret):
+        return value
+    raise ValueError("a secret is text")
+
+
+def _split(sep: str) -> Any:
+    def split(value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(sep) if part.strip()]
+        return value
+
+    return split
+
+
+def _not_withheld(names: tuple[str, ...]) -> tuple[str, ...]:
+    leaked = [n for n in names if n.upper().startswith(WITHHELD_PREFIXES)]
+    if leaked:
+        raise PydanticCustomError(
+            "setting", "may not name {names}: chat tokens, cloud credentials and Switchboard's "
+            "own settings never reach an agent", {"names": ", ".join(leaked)})
+    return names
+
+
+def _ids(value: Any) -> Any:
+    items = _split(",")(value)
+    if isinstance(items, list | tuple):
+        return [str(i).strip() if isinstance(i, int) and not isinstance(i, bool) else i
+                for i in items]
+    return items
+
+
+def _numeric(ids: tuple[str, ...]) -> tuple[str, ...]:
+    bad = [i for i in ids if not i.lstrip("-").isdigit()]
+    if bad:
+        raise PydanticCustomError("setting", "must be numeric Telegram user ids (not {bad})",
+                                  {"bad": ", ".join(map(repr, bad))})
+    return ids
+
+
+def _env_values(value: Any) -> Any:
+    if not isinstance(value, Mapping):
+        return value
+    out: dict[str, str] = {}
+    for name, item in value.items():
+        if isinstance(item, bool):
+            out[str(name)] = "true" if item else "false"
+        elif isinstance(item, str | int | float):
+            out[str(name)] = str(item)
+        else:
+            raise PydanticCustomError("setting", "values must be text, numbers or true/false "
+                                      "({name} is not)", {"name": str(name)})
+    return out
+
+
+_NUMBER = Kind("number", "a number")
+_WHOLE = Kind("whole number", "a whole number")
+Seconds = Annotated[float, _NUMBER, BeforeValidator(_not_a_bool), Field(ge=0, allow_inf_nan=False)]
+Interval = Annotated[float, _NUMBER, BeforeValidator(_not_a_bool), Field(gt=0, allow_inf_nan=False)]
+Percent = Annotated[float, _NUMBER, BeforeValidator(_not_a_bool),
+                    Field(ge=0, le=100, allow_inf_nan=False)]
+Budget = Annotated[Seconds | None, Kind("number", 'a number (or "none")'),
+                   BeforeValidator(_none_word)]
+Whole = Annotated[int, _WHOLE, BeforeValidator(_not_a_bool), Field(ge=0)]
+Port = Annotated[int, _WHOLE, BeforeValidator(_not_a_bool), Field(ge=1, le=65535)]
+Flag = Annotated[bool, Kind("true or false", "true or false (also yes/no/on/off/1/0)"),
+                 BeforeValidator(_flag)]
+Text = Annotated[str, Kind("text", "text (a quoted string)")]
+SecretText = Annotated[Secret | None, Kind("secret text", "text (a quoted string)"),
+                       BeforeValidator(_secret)]
+Choice = Kind("one of", "one of the listed values")
+UserPath = Annotated[Path, Kind("path", "a path"), AfterValidator(Path.expanduser)]
+CliPath = Annotated[Path, Kind("path", "a path"),
+                    AfterValidator(lambda p: p.expanduser().absolute())]
+Names = Annotated[tuple[str, ...],
+                  Kind("list of names", "a list of variable names (or a comma-separated string)"),
+                  BeforeValidator(_split(",")), AfterValidator(_not_withheld)]
+UserIds = Annotated[tuple[str, ...],
+                    Kind("list of user ids", "a list of user ids (or a comma-separated string)"),
+                    BeforeValidator(_ids), AfterValidator(_numeric)]
+Paths = Annotated[tuple[UserPath, ...],
+                  Kind("list of paths", "a list of paths (or a ':'-separated string)"),
+                  BeforeValidator(_split(":"))]
+AgentEnv = Annotated[Mapping[str, str], Kind("table", "a table of NAME = value"),
+                     BeforeValidator(_env_values)]
+
+# Which sources a construction reads besides its keyword arguments. Empty, so that
+# Settings(home=...) (tests, with_) never picks up the environment; `load` sets it for the
+# length of its one call.
+_LOADING: ContextVar[tuple[PydanticBaseSettingsSource, ...]] = ContextVar("_LOADING", default=())
+
+
+class Settings(BaseSettings):
+    """Everything configurable, flat (settings.max_agents), whatever section the file puts it in.
+
+    Each field's Key names its environment variable and its TOML key (docs/configuration.md
+    lists them all, and tests/unit/test_config_docs.py holds the two together).
+    """
+
+    model_config = SettingsConfigDict(frozen=True, extra="forbid")
+
+    home: Annotated[UserPath, Key(env="SWITCHBOARD_HOME")]
+    config_file: Annotated[UserPath | None, Key(env="SWITCHBOARD_CONFIG")] = None
+    claude_cli: Annotated[CliPath | None, Key("SWITCHBOARD_CLAUDE_CLI", "claude_cli")] = None
+    default_model: Annotated[Text | None, Key("SWITCHBOARD_MODEL", "model")] = None
+    permission_mode: Annotated[PermissionMode, Choice,
+                               Key("SWITCHBOARD_PERMISSION_MODE", "permission_mode")] = "default"
+    anthropic_api_key: Annotated[SecretText, Key("ANTHROPIC_API_KEY", "anthropic_api_key")] = None
+    anthropic_auth_token: Annotated[SecretText,
+                                    Key("ANTHROPIC_AUTH_TOKEN", "anthropic_auth_token")] = None
+    anthropic_base_url: Annotated[Text | None,
+                                  Key("ANTHROPIC_BASE_URL", "anthropic_base_url")] = None
+    claude_oauth_token: Annotated[SecretText,
+                                  Key("CLAUDE_CODE_OAUTH_TOKEN", "claude_oauth_token")] = None
+    claude_config_dir: Annotated[UserPath | None,
+                                 Key("CLAUDE_CONFIG_DIR", "claude_config_dir")] = None
     # Extra values given to agents; may hold a Claude key, so never shown in a repr.
-    agent_env: Mapping[str, str] = field(default_factory=dict, repr=False)
-    agent_env_passthrough: tuple[str, ...] = ()  # extra names copied from our environment
-    kill_grace_s: float = 5.0
-    stop_grace_s: float = 10.0
-    shutdown_grace_s: float = 30.0
-    max_prompt_chars: int = 100_000
-    max_line_bytes: int = 64 * 1024 * 1024
-    telegram_token: Secret | None = None
-    slack_bot_token: Secret | None = None
-    slack_app_token: Secret | None = None
-    telegram_api_base_url: str | None = None  # a self-hosted Bot API server (or a test fake)
-    telegram_admin_ids: tuple[str, ...] = ()  # seeded as admins at start
-    invite_ttl_s: float = 3600.0
-    telegram_webhook_url: str | None = None  # public HTTPS URL: webhook mode instead of polling
-    telegram_webhook_listen: str = "0.0.0.0"  # noqa: S104 - behind the operator's proxy
-    telegram_webhook_port: int = 8443
-    telegram_webhook_secret: Secret | None = None  # checked on every call; random if unset
-    status_card_interval_s: float = 2.0
-    console: bool | None = None  # None: on when stdin is a terminal
-    log_level: str = "INFO"
-    config_file: Path | None = None
-    policy_file: Path | None = None
-    approval_reminder_s: float = 300.0
-    approval_timeout_s: float = 900.0
-    approval_on_timeout: str = "deny"
-    gcs_bucket: str | None = None
-    gcs_project: str | None = None
-    storage_emulator_host: str | None = None
-    kill_poll_s: float = 10.0
-    max_agents: int = 100
-    max_depth: int = 3
-    max_children: int = 20
-    session_ttl_s: float = 4 * 3600.0
-    ttl_warn_s: float = 600.0
-    agent_budget_usd: float | None = None
-    global_budget_usd: float | None = None
-    spawns_per_minute: int = 30
-    commands_per_minute: int = 120
-    messages_per_minute: int = 60
-    memory_refuse_pct: float = 85.0
-    memory_warn_pct: float = 75.0
-    stall_s: float = 900.0
-    crash_loop_max: int = 3
-    crash_loop_window_s: float = 600.0
-    cgroup_dir: Path | None = None  # where memory.current/memory.max live (auto-detected)
-    watchdog_interval_s: float = 5.0
+    agent_env: Annotated[AgentEnv, Key(toml="agent_env")] = Field(default_factory=dict,
+                                                                   repr=False)
+    # Extra names copied from our environment.
+    agent_env_passthrough: Annotated[Names, Key("SWITCHBOARD_AGENT_ENV_PASSTHROUGH",
+                                                "agent_env_passthrough")] = ()
+    kill_grace_s: Annotated[Seconds, Key("SWITCHBOARD_KILL_GRACE_S", "kill_grace_s")] = 5.0
+    stop_grace_s: Annotated[Seconds, Key("SWITCHBOARD_STOP_GRACE_S", "stop_grace_s")] = 10.0
+    shutdown_grace_s: Annotated[Seconds,
+                                Key("SWITCHBOARD_SHUTDOWN_GRACE_S", "shutdown_grace_s")] = 30.0
+    max_prompt_chars: Annotated[Whole,
+                                Key("SWITCHBOARD_MAX_PROMPT_CHARS", "max_prompt_chars")] = 100_000
+    max_line_bytes: Whole = 64 * 1024 * 1024  # not configurable
+    policy_file: Annotated[UserPath | None, Key("SWITCHBOARD_POLICY", "policy_file")] = None
+    approval_reminder_s: Annotated[Seconds, Key("SWITCHBOARD_APPROVAL_REMINDER_S",
+                                                "approval_reminder_s")] = 300.0
+    approval_timeout_s: Annotated[Seconds, Key("SWITCHBOARD_APPROVAL_TIMEOUT_S",
+                                               "approval_timeout_s")] = 900.0
+    approval_on_timeout: Annotated[OnTimeout, Choice, Key("SWITCHBOARD_APPROVAL_ON_TIMEOUT",
+                                                          "approval_on_timeout")] = "deny"
+    invite_ttl_s: Annotated[Seconds, Key("SWITCHBOARD_INVITE_TTL_S", "invite_ttl_s")] = 3600.0
+    status_card_interval_s: Annotated[Seconds, Key("SWITCHBOARD_STATUS_CARD_INTERVAL_S",
+                                                   "status_card_interval_s")] = 2.0
+    console: Annotated[Flag | None, Key("SWITCHBOARD_CONSOLE", "console")] = None  # None: a tty?
+    log_level: Annotated[LogLevel, Choice, BeforeValidator(_upper),
+                         Key("SWITCHBOARD_LOG_LEVEL", "log_level")] = "INFO"
+
+    # [telegram]
+    telegram_token: Annotated[SecretText, Key("TELEGRAM_BOT_TOKEN", "telegram.bot_token",
+                                              "telegram_bot_token")] = None
+    telegram_admin_ids: Annotated[UserIds, Key("TELEGRAM_ADMIN_IDS", "telegram.admin_ids",
+                                               "telegram_admin_ids")] = ()  # admins at start
+    # A self-hosted Bot API server (or a test fake).
+    telegram_api_base_url: Annotated[Text | None, Key("TELEGRAM_API_BASE_URL",
+                                                      "telegram.api_base_url",
+                                                      "telegram_api_base_url")] = None
+    # A public HTTPS URL: webhook mode instead of polling.
+    telegram_webhook_url: Annotated[Text | None, Key("TELEGRAM_WEBHOOK_URL", "telegram.webhook_url",
+                                                     "telegram_webhook_url")] = None
+    telegram_webhook_listen: Annotated[Text, Key("TELEGRAM_WEBHOOK_LISTEN",
+                                                 "telegram.webhook_listen",
+                                                 "telegram_webhook_listen")] = "0.0.0.0"  # noqa: S104
+    telegram_webhook_port: Annotated[Port, Key("TELEGRAM_WEBHOOK_PORT", "telegram.webhook_port",
+                                               "telegram_webhook_port")] = 8443
+    # Checked on every call; random if unset.
+    telegram_webhook_secret: Annotated[SecretText, Key("TELEGRAM_WEBHOOK_SECRET",
+                                                       "telegram.webhook_secret",
+                                                       "telegram_webhook_secret")] = None
+
+    # [slack]
+    slack_bot_token: Annotated[SecretText, Key("SLACK_BOT_TOKEN", "slack.bot_token",
+                                               "slack_bot_token")] = None
+    slack_app_token: Annotated[SecretText, Key("SLACK_APP_TOKEN", "slack.app_token",
+                                               "slack_app_token")] = None
+
+    # [gcs]
+    gcs_bucket: Annotated[Text | None, Key("SWITCHBOARD_GCS_BUCKET", "gcs.bucket",
+                                           "gcs_bucket")] = None
+    gcs_project: Annotated[Text | None, Key("GOOGLE_CLOUD_PROJECT", "gcs.project",
+                                            "gcs_project")] = None
+    kill_poll_s: Annotated[Interval, Key("SWITCHBOARD_KILL_POLL_S", "gcs.poll_s",
+                                         "kill_poll_s")] = 10.0
+    storage_emulator_host: Annotated[Text | None, Key(env="STORAGE_EMULATOR_HOST")] = None
+    # The service-account key file google-auth uses: hidden from agents and protected by policy.
+    gcs_credentials_file: Annotated[UserPath | None,
+                                    Key(env="GOOGLE_APPLICATION_CREDENTIALS")] = None
+
+    # [limits]: the guardrails
+    max_agents: Annotated[Whole, Key("SWITCHBOARD_MAX_AGENTS", "limits.max_agents",
+                                     "max_agents")] = 100
+    max_depth: Annotated[Whole, Key("SWITCHBOARD_MAX_DEPTH", "limits.max_depth",
+                                    "max_depth")] = 3
+    max_children: Annotated[Whole, Key("SWITCHBOARD_MAX_CHILDREN", "limits.max_children",
+                                       "max_children")] = 20
+    session_ttl_s: Annotated[Seconds, Key("SWITCHBOARD_SESSION_TTL_S", "limits.session_ttl_s",
+                                          "session_ttl_s")] = 4 * 3600.0
+    ttl_warn_s: Annotated[Seconds, Key("SWITCHBOARD_TTL_WARN_S", "limits.ttl_warn_s",
+                                       "ttl_warn_s")] = 600.0
+    agent_budget_usd: Annotated[Budget, Key("SWITCHBOARD_AGENT_BUDGET_USD",
+                                            "limits.agent_budget_usd", "agent_budget_usd")] = None
+    global_budget_usd: Annotated[Budget, Key("SWITCHBOARD_GLOBAL_BUDGET_USD",
+                                             "limits.global_budget_usd",
+                                             "global_budget_usd")] = None
+    spawns_per_minute: Annotated[Whole, Key("SWITCHBOARD_SPAWNS_PER_MINUTE",
+                                            "limits.spawns_per_minute",
+                                            "spawns_per_minute")] = 30
+    commands_per_minute: Annotated[Whole, Key("SWITCHBOARD_COMMANDS_PER_MINUTE",
+                                              "limits.commands_per_minute",
+                                              "commands_per_minute")] = 120
+    messages_per_minute: Annotated[Whole, Key("SWITCHBOARD_MESSAGES_PER_MINUTE",
+                                              "limits.messages_per_minute",
+                                              "messages_per_minute")] = 60
+    memory_refuse_pct: Annotated[Percent, Key("SWITCHBOARD_MEMORY_REFUSE_PCT",
+                                              "limits.memory_refuse_pct",
+                                              "memory_refuse_pct")] = 85.0
+    memory_warn_pct: Annotated[Percent, Key("SWITCHBOARD_MEMORY_WARN_PCT",
+                                            "limits.memory_warn_pct", "memory_warn_pct")] = 75.0
+    stall_s: Annotated[Seconds, Key("SWITCHBOARD_STALL_S", "limits.stall_s", "stall_s")] = 900.0
+    crash_loop_max: Annotated[Whole, Key("SWITCHBOARD_CRASH_LOOP_MAX", "limits.crash_loop_max",
+                                         "crash_loop_max")] = 3
+    crash_loop_window_s: Annotated[Seconds, Key("SWITCHBOARD_CRASH_LOOP_WINDOW_S",
+                                                "limits.crash_loop_window_s",
+                                                "crash_loop_window_s")] = 600.0
+    watchdog_interval_s: Annotated[Interval, Key("SWITCHBOARD_WATCHDOG_INTERVAL_S",
+                                                 "limits.watchdog_interval_s",
+                                                 "watchdog_interval_s")] = 5.0
+    # Where memory.current/memory.max live (auto-detected; not configurable, tests inject it).
+    cgroup_dir: UserPath | None = None
+
     # The sandbox (supervisor/sandbox.py): bwrap to use (default: found on PATH), whether agents
     # may run without one when the host cannot isolate, the uid/gid agents run as when we are
     # root (default: user switchboard-agent, else 61000), and extra paths agents must not see.
-    bwrap_path: Path | None = None
-    allow_unisolated_agents: bool = False
-    sandbox_uid: int | None = None
-    sandbox_gid: int | None = None
-    sandbox_hide: tuple[Path, ...] = ()
-    gcs_credentials_file: Path | None = None  # GOOGLE_APPLICATION_CREDENTIALS: hidden, protected
-    # Secrets found in our own environment at load (AWS_SECRET_ACCESS_KEY, the service account
-    # key file's private key, ...): never used, only kept out of logs and audit rows.
-    env_secrets: tuple[Secret, ...] = field(default=(), repr=False)
+    bwrap_path: Annotated[UserPath | None, Key("SWITCHBOARD_BWRAP", "bwrap_path")] = None
+    allow_unisolated_agents: Annotated[Flag, Key("SWITCHBOARD_ALLOW_UNISOLATED_AGENTS",
+                                                 "allow_unisolated_agents")] = False
+    sandbox_uid: Annotated[Whole | None, Key("SWITCHBOARD_SANDBOX_UID", "sandbox_uid")] = None
+    sandbox_gid: Annotated[Whole | None, Key("SWITCHBOARD_SANDBOX_GID", "sandbox_gid")] = None
+    sandbox_hide: Annotated[Paths, Key("SWITCHBOARD_SANDBOX_HIDE", "sandbox_hide")] = ()
+
+    _env_secrets: tuple[Secret, ...] = PrivateAttr(default=())
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Keyword arguments win, then the environment, then the file (see `load`).
+        return (init_settings, *_LOADING.get())
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # As the frozen dataclass this was: pydantic's frozen models raise ValidationError.
+        raise AttributeError(f"settings are frozen: use settings.with_({name}=...)")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("settings are frozen")
 
     @property
     def db_path(self) -> Path:
@@ -167,11 +407,13 @@ class Settings:
         return "claude login"
 
     def secret_values(self) -> tuple[str, ...]:
-        """Every secret this process knows: for the log and audit redactor, nothing else."""
-        values = [getattr(self, f.name).value for f in fields(self)
-                  if isinstance(getattr(self, f.name), Secret)]
+        """Every secret this process knows, for the log and audit redactor and nothing else:
+        the Secret settings, secret-looking [agent_env] values, and what our own environment
+        holds (AWS_SECRET_ACCESS_KEY, the service-account key file's private key...)."""
+        values = [v.value for name in type(self).model_fields
+                  if isinstance(v := getattr(self, name), Secret)]
         values += [v for k, v in self.agent_env.items() if looks_secret(k)]
-        values += [s.value for s in self.env_secrets]
+        values += [s.value for s in (self.__pydantic_private__ or {}).get("_env_secrets", ())]
         return tuple(dict.fromkeys(v for v in values if v))
 
     def gcs_client_kwargs(self) -> dict[str, Any]:
@@ -183,139 +425,43 @@ class Settings:
         return kwargs
 
     def with_(self, **changes: Any) -> Settings:
-        return replace(self, **changes)
+        """A copy with some settings changed, checked like any other construction."""
+        values = {name: getattr(self, name) for name in type(self).model_fields}
+        copy = type(self)(**{**values, **changes})
+        copy.__pydantic_private__.update(self.__pydantic_private__ or {})
+        return copy
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read the environment (os.environ unless given) and the settings file, once.
+
+        Raises ConfigError naming every setting refused: an unknown key, a value of the wrong
+        type, out of range or not among the accepted ones.
+        """
         env = dict(os.environ if environ is None else environ)
         home = Path(env.get("SWITCHBOARD_HOME") or Path(env.get("HOME", ".")) / ".switchboard")
         home = home.expanduser()
         cfg_path = Path(env.get("SWITCHBOARD_CONFIG") or home / "switchboard.toml").expanduser()
-        file: dict[str, Any] = {}
+        data: dict[str, Any] = {}
         if cfg_path.exists():
             try:
-                file = tomllib.loads(cfg_path.read_text())
-            except (OSError, tomllib.TOMLDecodeError) as exc:
+                data = tomllib.loads(cfg_path.read_text())
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
                 raise ConfigError(f"cannot read {cfg_path}: {exc}") from exc
         elif env.get("SWITCHBOARD_CONFIG"):
             raise ConfigError(f"SWITCHBOARD_CONFIG points at {cfg_path}, which does not exist")
-
-        def pick(key: str, env_key: str, default: Any = None) -> Any:
-            if env_key in env and env[env_key] != "":
-                return env[env_key]
-            return file.get(key, default)
-
-        def secret(key: str, env_key: str) -> Secret | None:
-            value = pick(key, env_key)
-            return Secret(str(value)) if value else None
-
-        def optional(key: str, env_key: str) -> float | None:
-            raw = pick(key, env_key)
-            return None if raw in (None, "", "none") else number(key, env_key, 0.0)
-
-        def number(key: str, env_key: str, default: float) -> float:
-            raw = pick(key, env_key, default)
-            try:
-                value = float(raw)
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"{env_key} / {key} must be a number, got {raw!r}") from exc
-            if value < 0:
-                raise ConfigError(f"{env_key} / {key} must not be negative, got {raw!r}")
-            return value
-
-        def boolean(key: str, env_key: str, default: bool) -> bool:
-            raw = pick(key, env_key, default)
-            if isinstance(raw, bool):
-                return raw
-            word = str(raw).strip().lower()
-            if word in ("1", "true", "yes", "on"):
-                return True
-            if word in ("0", "false", "no", "off"):
-                return False
-            raise ConfigError(f"{env_key} / {key} must be true or false, got {raw!r}")
-
-        def whole(key: str, env_key: str) -> int | None:
-            raw = pick(key, env_key)
-            if raw in (None, ""):
-                return None
-            try:
-                return int(str(raw))
-            except ValueError as exc:
-                raise ConfigError(f"{env_key} / {key} must be a whole number, got {raw!r}") \
-                    from exc
-
-        mode = str(pick("permission_mode", "SWITCHBOARD_PERMISSION_MODE", "default"))
-        if mode not in PERMISSION_MODES:
-            raise ConfigError(f"permission_mode must be one of {', '.join(PERMISSION_MODES)}")
-        console_raw = pick("console", "SWITCHBOARD_CONSOLE")
-        console = None if console_raw is None else str(console_raw).lower() in ("1", "true", "yes")
-        agent_env = file.get("agent_env", {})
-        if not isinstance(agent_env, dict):
-            raise ConfigError("[agent_env] in the config file must be a table of strings")
-        passthrough = _passthrough(
-            pick("agent_env_passthrough", "SWITCHBOARD_AGENT_ENV_PASSTHROUGH", ()))
-        on_timeout = str(pick("approval_on_timeout", "SWITCHBOARD_APPROVAL_ON_TIMEOUT", "deny"))
-        if on_timeout not in ON_TIMEOUT:
-            raise ConfigError("approval_on_timeout must be 'deny' or 'pause'")
-        policy = pick("policy_file", "SWITCHBOARD_POLICY")
-        cli = pick("claude_cli", "SWITCHBOARD_CLAUDE_CLI")
-        config_dir = pick("claude_config_dir", "CLAUDE_CONFIG_DIR")
-        return cls(
-            home=home,
-            claude_cli=Path(cli).expanduser().absolute() if cli else None,
-            default_model=pick("model", "SWITCHBOARD_MODEL"),
-            permission_mode=mode,
-            anthropic_api_key=secret("anthropic_api_key", "ANTHROPIC_API_KEY"),
-            anthropic_auth_token=secret("anthropic_auth_token", "ANTHROPIC_AUTH_TOKEN"),
-            anthropic_base_url=pick("anthropic_base_url", "ANTHROPIC_BASE_URL"),
-            claude_oauth_token=secret("claude_oauth_token", "CLAUDE_CODE_OAUTH_TOKEN"),
-            claude_config_dir=Path(config_dir).expanduser() if config_dir else None,
-            agent_env={str(k): str(v) for k, v in agent_env.items()},
-            agent_env_passthrough=tuple(passthrough),
-            kill_grace_s=number("kill_grace_s", "SWITCHBOARD_KILL_GRACE_S", 5.0),
-            stop_grace_s=number("stop_grace_s", "SWITCHBOARD_STOP_GRACE_S", 10.0),
-            shutdown_grace_s=number("shutdown_grace_s", "SWITCHBOARD_SHUTDOWN_GRACE_S", 30.0),
-            max_prompt_chars=int(number("max_prompt_chars", "SWITCHBOARD_MAX_PROMPT_CHARS", 1e5)),
-            telegram_token=secret("telegram_bot_token", "TELEGRAM_BOT_TOKEN"),
-            telegram_api_base_url=pick("telegram_api_base_url", "TELEGRAM_API_BASE_URL"),
-            telegram_admin_ids=_id_list(pick("telegram_admin_ids", "TELEGRAM_ADMIN_IDS", ())),
-            invite_ttl_s=number("invite_ttl_s", "SWITCHBOARD_INVITE_TTL_S", 3600.0),
-            telegram_webhook_url=pick("telegram_webhook_url", "TELEGRAM_WEBHOOK_URL"),
-            telegram_webhook_listen=str(pick("telegram_webhook_listen", "TELEGRAM_WEBHOOK_LISTEN",
-                                             "0.0.0.0")),  # noqa: S104
-            telegram_webhook_port=int(number("telegram_webhook_port", "TELEGRAM_WEBHOOK_PORT",
-                                             8443)),
-            telegram_webhook_secret=secret("telegram_webhook_secret", "TELEGRAM_WEBHOOK_SECRET"),
-            status_card_interval_s=number("status_card_interval_s",
-                                          "SWITCHBOARD_STATUS_CARD_INTERVAL_S", 2.0),
-            slack_bot_token=secret("slack_bot_token", "SLACK_BOT_TOKEN"),
-            slack_app_token=secret("slack_app_token", "SLACK_APP_TOKEN"),
-            console=console,
-            log_level=str(pick("log_level", "SWITCHBOARD_LOG_LEVEL", "INFO")).upper(),
-            config_file=cfg_path if cfg_path.exists() else None,
-            policy_file=Path(policy).expanduser() if policy else None,
-            approval_reminder_s=number("approval_reminder_s", "SWITCHBOARD_APPROVAL_REMINDER_S",
-                                       300.0),
-            approval_timeout_s=number("approval_timeout_s", "SWITCHBOARD_APPROVAL_TIMEOUT_S",
-                                      900.0),
-            approval_on_timeout=on_timeout,
-            gcs_bucket=pick("gcs_bucket", "SWITCHBOARD_GCS_BUCKET"),
-            gcs_project=pick("gcs_project", "GOOGLE_CLOUD_PROJECT"),
-            storage_emulator_host=env.get("STORAGE_EMULATOR_HOST"),
-            kill_poll_s=number("kill_poll_s", "SWITCHBOARD_KILL_POLL_S", 10.0),
-            bwrap_path=Path(b).expanduser() if (b := pick("bwrap_path", "SWITCHBOARD_BWRAP"))
-            else None,
-            allow_unisolated_agents=boolean("allow_unisolated_agents",
-                                            "SWITCHBOARD_ALLOW_UNISOLATED_AGENTS", False),
-            sandbox_uid=whole("sandbox_uid", "SWITCHBOARD_SANDBOX_UID"),
-            sandbox_gid=whole("sandbox_gid", "SWITCHBOARD_SANDBOX_GID"),
-            sandbox_hide=tuple(Path(p).expanduser() for p in _passthrough_paths(
-                pick("sandbox_hide", "SWITCHBOARD_SANDBOX_HIDE", ()))),
-            env_secrets=_env_secrets(env),
-            gcs_credentials_file=Path(c).expanduser() if (c := env.get(
-                "GOOGLE_APPLICATION_CREDENTIALS")) else None,
-            **_limits(number, optional),
-        )
+        sources = (EnvironmentSource(cls, env, INTERNAL_VARS), FileSource(cls, data, cfg_path))
+        token = _LOADING.set(sources)
+        try:
+            settings = cls(home=home, config_file=cfg_path if cfg_path.exists() else None)
+        except ValidationError as exc:
+            # Not chained: pydantic's own text shows every input, secrets included.
+            raise explain(exc, cls, sources) from None
+        finally:
+            _LOADING.reset(token)
+        # Not a setting: the secrets our environment holds, only so logs can be kept clean.
+        settings.__pydantic_private__["_env_secrets"] = _env_secrets(env)
+        return settings
 
     def agent_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """The complete environment an agent gets: an allowlist, never our whole environment."""
@@ -336,48 +482,6 @@ class Settings:
         return env
 
 
-# Guardrail settings: (field, TOML key = field, environment variable, default; None = optional).
-LIMIT_FIELDS: tuple[tuple[str, str, float | None, type], ...] = (
-    ("max_agents", "SWITCHBOARD_MAX_AGENTS", 100, int),
-    ("max_depth", "SWITCHBOARD_MAX_DEPTH", 3, int),
-    ("max_children", "SWITCHBOARD_MAX_CHILDREN", 20, int),
-    ("session_ttl_s", "SWITCHBOARD_SESSION_TTL_S", 4 * 3600.0, float),
-    ("ttl_warn_s", "SWITCHBOARD_TTL_WARN_S", 600.0, float),
-    ("agent_budget_usd", "SWITCHBOARD_AGENT_BUDGET_USD", None, float),
-    ("global_budget_usd", "SWITCHBOARD_GLOBAL_BUDGET_USD", None, float),
-    ("spawns_per_minute", "SWITCHBOARD_SPAWNS_PER_MINUTE", 30, int),
-    ("commands_per_minute", "SWITCHBOARD_COMMANDS_PER_MINUTE", 120, int),
-    ("messages_per_minute", "SWITCHBOARD_MESSAGES_PER_MINUTE", 60, int),
-    ("memory_refuse_pct", "SWITCHBOARD_MEMORY_REFUSE_PCT", 85.0, float),
-    ("memory_warn_pct", "SWITCHBOARD_MEMORY_WARN_PCT", 75.0, float),
-    ("stall_s", "SWITCHBOARD_STALL_S", 900.0, float),
-    ("crash_loop_max", "SWITCHBOARD_CRASH_LOOP_MAX", 3, int),
-    ("crash_loop_window_s", "SWITCHBOARD_CRASH_LOOP_WINDOW_S", 600.0, float),
-    ("watchdog_interval_s", "SWITCHBOARD_WATCHDOG_INTERVAL_S", 5.0, float),
-)
-
-
-def _limits(number: Any, optional: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, env_key, default, kind in LIMIT_FIELDS:
-        value = optional(name, env_key) if default is None else number(name, env_key, default)
-        out[name] = value if value is None else kind(value)
-    return out
-
-
-def _passthrough(raw: Any) -> tuple[str, ...]:
-    names = tuple(p for p in raw.split(",") if p) if isinstance(raw, str) else tuple(raw)
-    leaked = [p for p in names if p.upper().startswith(WITHHELD_PREFIXES)]
-    if leaked:
-        raise ConfigError(
-            f"agent_env_passthrough may not name {', '.join(leaked)}: chat tokens, cloud "
-            "credentials and Switchboard's own settings never reach an agent"
-        )
-    return names
-
-
-def _passthrough_paths(raw: Any) -> tuple[str, ...]:
-    return tuple(p for p in raw.split(":") if p) if isinstance(raw, str) else tuple(raw)
 def _env_secrets(env: Mapping[str, str]) -> tuple[Secret, ...]:
     values = [v for k, v in env.items() if v and looks_secret(k)]
     # The key file's path is harmless; the private key inside it is not. google-auth does not
@@ -395,12 +499,3 @@ def _env_secrets(env: Mapping[str, str]) -> tuple[Secret, ...]:
                     values += [line for line in info[name].splitlines() if len(line) >= 16
                                and "PRIVATE KEY" not in line]
     return tuple(Secret(v) for v in dict.fromkeys(values))
-
-
-def _id_list(raw: Any) -> tuple[str, ...]:
-    items = raw.split(",") if isinstance(raw, str) else list(raw)
-    ids = tuple(str(i).strip() for i in items if str(i).strip())
-    bad = [i for i in ids if not i.lstrip("-").isdigit()]
-    if bad:
-        raise ConfigError(f"telegram_admin_ids must be numeric Telegram user ids, got {bad}")
-    return ids

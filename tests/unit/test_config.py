@@ -159,20 +159,20 @@ def test_load_reads_os_environ_by_default(monkeypatch, tmp_path):
 # -- validation ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("env_key,file_key", [
-    ("SWITCHBOARD_KILL_GRACE_S", "kill_grace_s"),
-    ("SWITCHBOARD_STOP_GRACE_S", "stop_grace_s"),
-    ("SWITCHBOARD_SHUTDOWN_GRACE_S", "shutdown_grace_s"),
-    ("SWITCHBOARD_MAX_PROMPT_CHARS", "max_prompt_chars"),
+@pytest.mark.parametrize("env_key,file_key,kind", [
+    ("SWITCHBOARD_KILL_GRACE_S", "kill_grace_s", "a number"),
+    ("SWITCHBOARD_STOP_GRACE_S", "stop_grace_s", "a number"),
+    ("SWITCHBOARD_SHUTDOWN_GRACE_S", "shutdown_grace_s", "a number"),
+    ("SWITCHBOARD_MAX_PROMPT_CHARS", "max_prompt_chars", "a whole number"),
 ])
 @pytest.mark.parametrize("raw", ["ten", "5s", "1,5"])
-def test_bad_number_in_the_environment_names_the_key(env, env_key, file_key, raw):
+def test_bad_number_in_the_environment_names_the_key(env, env_key, file_key, kind, raw):
     env[env_key] = raw
     with pytest.raises(ConfigError) as info:
         Settings.load(env)
     text = str(info.value)
     assert env_key in text and file_key in text
-    assert "must be a number" in text and repr(raw) in text
+    assert f"must be {kind}" in text and repr(raw) in text
     assert isinstance(info.value, SupervisorError)
 
 
