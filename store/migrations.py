@@ -179,4 +179,9 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE escalations ADD COLUMN detail TEXT;
     ALTER TABLE escalations ADD COLUMN detail_name TEXT;
     """,
+    # 7: when a chat copy was last edited to show its escalation's outcome; NULL while it
+    # still shows the question (and its buttons), so a restart finds the copies to edit.
+    """
+    ALTER TABLE chat_copies ADD COLUMN settled_at REAL;
+    """,
 )
