@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import IO
 
+from bot.fleet import PoolFleet
 from commands.base import Caller, Context, Reply
 from commands.dispatcher import Dispatcher
 from store import Store, open_store
@@ -30,6 +31,7 @@ class Switchboard:
         self.dispatcher = Dispatcher()
         self.store: Store | None = None
         self.pool: AgentPool | None = None
+        self.fleet: PoolFleet | None = None  # what the front-end kit reads the fleet through
         self._lock_file: IO[str] | None = None
 
     async def __aenter__(self) -> Switchboard:
@@ -38,6 +40,7 @@ class Switchboard:
             SECRETS.add(*self.settings.secret_values())
             self.store = await open_store(self.settings.db_path, redact=SECRETS)
             self.pool = AgentPool(self.settings, self.store, self.hub)
+            self.fleet = PoolFleet(self.pool, self.store, self.hub)
             report = await self.pool.start()
             # Kill switch layer 3: whatever Switchboard issued is revoked with it.
             self.pool.killswitch.revokers.append(self.store.operators.revoke_invites)

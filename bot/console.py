@@ -11,10 +11,11 @@ from collections.abc import Callable
 from typing import TextIO
 
 from bot.app import Switchboard
+from bot.kit import escalation as esc
 from bot.render import visible
-from commands.approvals import escalation_blocks
 from commands.base import Caller, Reply, Role, Text
 from store.escalations import EscalationRow
+from supervisor.escalations import EscalationEvent
 from supervisor.events import AgentOutput, Event, StateChanged, TurnFinished
 
 logger = logging.getLogger(__name__)
@@ -43,9 +44,9 @@ def render_block(block: Text) -> str:
 
 
 def render_escalation(row: EscalationRow) -> str:
-    mark = "ℹ" if row.kind == "notice" else "❓"
-    text = "\n".join(render_block(b) for b in escalation_blocks(row))
-    return f"{mark} " + visible(text).replace("\n", "\n   ")
+    """The kit's escalation, whole: a terminal has room for every line of the detail."""
+    text = "\n".join(render_block(b) for b in esc.whole(row).blocks)
+    return f"{esc.mark(row)} " + visible(text).replace("\n", "\n   ")
 
 
 def render_reply(reply: Reply) -> str:
@@ -57,7 +58,11 @@ def render_reply(reply: Reply) -> str:
     return visible("\n".join(out))
 
 
-def render_event(event: Event) -> str | None:
+def render_event(event: Event | EscalationEvent) -> str | None:
+    if isinstance(event, EscalationEvent):
+        row = event.escalation  # answered anywhere: say how, as the chats' copies do
+        return (visible(f"{esc.mark(row)} {row.id} · {row.title}: {esc.outcome(row)}")
+                if event.what == "answered" else None)
     if isinstance(event, StateChanged):
         why = f" ({event.reason})" if event.reason else ""
         return f"[{event.name}] {event.old or '-'} → {event.new}{why}"

@@ -105,11 +105,11 @@ def _wrap(block: Text, piece: str) -> str:
     return escape(piece)
 
 
-def render_chunks(blocks: tuple[Text, ...], limit: int = SAFE_LIMIT) -> list[Chunk]:
-    """HTML messages, each under `limit` characters of visible text. A block too long for one
-    message is split, and each piece gets its own tags, so no code block is left open."""
-    out: list[Chunk] = []
-    parts: list[str] = []
+def group_blocks(blocks: tuple[Text, ...], limit: int = SAFE_LIMIT) -> list[tuple[Text, ...]]:
+    """The blocks regrouped into messages of at most `limit` visible characters: a block too
+    long for one message is split into pieces of the same style."""
+    out: list[tuple[Text, ...]] = []
+    parts: list[Text] = []
     size = 0
     for block in blocks:
         text = block.text if block.text.strip() else "…"
@@ -117,20 +117,37 @@ def render_chunks(blocks: tuple[Text, ...], limit: int = SAFE_LIMIT) -> list[Chu
         for piece in split_text(text, limit - extra):
             need = len(piece) + extra + (2 if parts else 0)
             if parts and size + need > limit:
-                out.append(Chunk("\n\n".join(parts), size))
+                out.append(tuple(parts))
                 parts, size = [], 0
                 need = len(piece) + extra
-            parts.append(_wrap(block, piece))
+            parts.append(Text(piece, block.style))
             size += need
     if parts:
-        out.append(Chunk("\n\n".join(parts), size))
+        out.append(tuple(parts))
     return out
 
 
-def plan_reply(reply: Reply, limit: int = SAFE_LIMIT) -> tuple[list[Chunk], list[Attachment]]:
-    """The messages and files a reply becomes. A block with a filename that does not fit a
-    card becomes its preview, a note saying so, and a file with all of it. Very long output is
-    sent as a document, with the start of it as a message."""
+def html_of(group: tuple[Text, ...]) -> str:
+    """One message's HTML: each block in its own tags, so no code block is left open."""
+    return "\n\n".join(_wrap(block, block.text) for block in group)
+
+
+def render_chunks(blocks: tuple[Text, ...], limit: int = SAFE_LIMIT) -> list[Chunk]:
+    """HTML messages, each under `limit` characters of visible text. A block too long for one
+    message is split, and each piece gets its own tags, so no code block is left open."""
+    return [_chunk(group) for group in group_blocks(blocks, limit)]
+
+
+def _chunk(group: tuple[Text, ...]) -> Chunk:
+    size = sum(len(b.text) + (3 if b.style == "error" else 0) for b in group)
+    return Chunk(html_of(group), size + 2 * (len(group) - 1))
+
+
+def plan_blocks(reply: Reply,
+                limit: int = SAFE_LIMIT) -> tuple[list[tuple[Text, ...]], list[Attachment]]:
+    """The messages (as groups of blocks) and files a reply becomes. A block with a filename
+    that does not fit a card becomes its preview, a note saying so, and a file with all of
+    it. Very long output is sent as a document, with the start of it as a message."""
     blocks: list[Text] = []
     attachments: list[Attachment] = []
     for block in reply.blocks:
@@ -144,11 +161,17 @@ def plan_reply(reply: Reply, limit: int = SAFE_LIMIT) -> tuple[list[Chunk], list
     attachments += reply.attachments
     total = sum(len(b.text) for b in blocks)
     if total <= DOCUMENT_OVER:
-        return render_chunks(tuple(blocks), limit), attachments
+        return group_blocks(tuple(blocks), limit), attachments
     full = "\n\n".join(b.text for b in blocks)
     start = full[: limit // 2]
-    chunks = render_chunks((Text(start, "code"),
-                            Text(f"… {total:,} characters in all: the full text is attached.")),
-                           limit)
+    groups = group_blocks((Text(start, "code"),
+                           Text(f"… {total:,} characters in all: the full text is attached.")),
+                          limit)
     attachments.insert(0, Attachment("output.txt", full.encode(), "text/plain"))
-    return chunks, attachments
+    return groups, attachments
+
+
+def plan_reply(reply: Reply, limit: int = SAFE_LIMIT) -> tuple[list[Chunk], list[Attachment]]:
+    """plan_blocks, rendered to HTML."""
+    groups, attachments = plan_blocks(reply, limit)
+    return [_chunk(g) for g in groups], attachments

@@ -206,4 +206,9 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX escalations_expiry_due ON escalations(expires_at)
         WHERE status = 'open' AND timed_out_at IS NULL;
     """,
+    # 9: when a chat copy was last edited to show its escalation's outcome; NULL while it
+    # still shows the question (and its buttons), so a restart finds the copies to edit.
+    """
+    ALTER TABLE chat_copies ADD COLUMN settled_at REAL;
+    """,
 )

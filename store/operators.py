@@ -104,6 +104,20 @@ class OperatorRepo:
             (escalation_id, platform))
         return [(r["chat_id"], r["message_id"]) for r in rows]
 
+    async def unsettled(self, platform: str) -> list[str]:
+        """Ids of closed escalations with copies on `platform` still showing the question."""
+        rows = await self.db.fetchall(
+            "SELECT DISTINCT c.escalation_id FROM chat_copies c JOIN escalations e"
+            " ON e.id = c.escalation_id WHERE c.platform=? AND c.settled_at IS NULL"
+            " AND e.status != 'open' ORDER BY e.seq", (platform,))
+        return [r["escalation_id"] for r in rows]
+
+    async def settle(self, escalation_id: str, platform: str) -> None:
+        """Its copies on `platform` now show the outcome."""
+        await self.db.execute(
+            "UPDATE chat_copies SET settled_at=? WHERE escalation_id=? AND platform=?"
+            " AND settled_at IS NULL", (time.time(), escalation_id, platform))
+
     async def escalation_for_message(self, platform: str, chat_id: str,
                                      message_id: str) -> str | None:
         row = await self.db.fetchone(

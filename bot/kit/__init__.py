@@ -1,0 +1,39 @@
+"""The front-end kit: everything a chat front end does that is not parsing or rendering."""
+
+from bot.kit.actions import action_of
+from bot.kit.outbox import Outbox, Priority
+from bot.kit.ports import (
+    ActivityKind,
+    AgentActivity,
+    AgentView,
+    AuditEntry,
+    ChatAdapter,
+    ChatCopy,
+    ChatError,
+    ChatId,
+    ChatRefused,
+    ChatUnavailable,
+    Clock,
+    EscalationClosed,
+    EventFeed,
+    FleetEvent,
+    FleetPort,
+    Incoming,
+    Layout,
+    MessageId,
+    Operator,
+    RateLimited,
+    Sender,
+    SystemClock,
+    Tap,
+    TapId,
+)
+from bot.kit.service import CommandRunner, FrontDesk
+
+__all__ = [
+    "ActivityKind", "AgentActivity", "AgentView", "AuditEntry", "ChatAdapter", "ChatCopy",
+    "ChatError", "ChatId", "ChatRefused", "ChatUnavailable", "Clock", "CommandRunner",
+    "EscalationClosed", "EventFeed", "FleetEvent", "FleetPort", "FrontDesk", "Incoming",
+    "Layout", "MessageId", "Operator", "Outbox", "Priority", "RateLimited", "Sender",
+    "SystemClock", "Tap", "TapId", "action_of",
+]

@@ -1,0 +1,146 @@
+"""Live status cards: one message per agent per viewer, sent when the agent starts and then
+edited with its state, current tool and latest lines of text; changes between two ticks are
+coalesced into one edit, on an injected clock."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from bot.kit.outbox import Outbox, Priority
+from bot.kit.ports import (
+    ActivityKind,
+    AgentActivity,
+    AgentView,
+    ChatId,
+    Clock,
+    FleetPort,
+    MessageId,
+)
+from bot.render import visible
+from commands.base import Reply, Text
+from commands.render import money
+
+logger = logging.getLogger(__name__)
+
+ICONS = {"working": "⚙️", "waiting": "⏳", "idle": "💤", "paused": "⏸", "stalled": "🐢",
+         "starting": "🚀", "stopped": "⏹", "failed": "💥", "killed": "💀"}
+LINES = 4  # the agent's latest lines of text a card shows
+LINE_CHARS = 160
+
+
+def elapsed(seconds: float) -> str:
+    secs = max(0, int(seconds))
+    if secs < 60:
+        return f"{secs}s"
+    if secs < 3600:
+        return f"{secs // 60}m{secs % 60:02d}s"
+    return f"{secs // 3600}h{(secs % 3600) // 60:02d}m"
+
+
+@dataclass
+class _Stream:
+    """What the agent is doing right now, from its events (the view has no text)."""
+
+    tool: str = ""
+    lines: deque[str] = field(default_factory=lambda: deque(maxlen=LINES))
+
+
+@dataclass
+class _Shown:
+    message: MessageId | None  # None: the first send is still on its way
+    reply: Reply
+
+
+class StatusCards:
+    def __init__(self, fleet: FleetPort, outbox: Outbox, clock: Clock,
+                 viewers: Callable[[], Awaitable[list[ChatId]]], *,
+                 interval_s: float = 2.0) -> None:
+        self.fleet = fleet
+        self.outbox = outbox
+        self.clock = clock
+        self.viewers = viewers
+        self.interval_s = interval_s
+        self._dirty: set[str] = set()
+        self._streams: dict[str, _Stream] = {}
+        self._shown: dict[tuple[str, ChatId], _Shown] = {}
+
+    def note(self, activity: AgentActivity) -> None:
+        """Cheap, called for every event: remember what changed, render at the next tick."""
+        stream = self._streams.setdefault(activity.agent_id, _Stream())
+        if activity.kind == ActivityKind.TOOL:
+            stream.tool = activity.text
+        elif activity.kind == ActivityKind.TEXT:
+            for line in activity.text.splitlines():
+                if line.strip():
+                    line = visible(line.strip())
+                    cut = len(line) > LINE_CHARS
+                    stream.lines.append(line[:LINE_CHARS] + ("…" if cut else ""))
+        self._dirty.add(activity.agent_id)
+
+    def render(self, view: AgentView) -> Reply:
+        stream = self._streams.get(view.id, _Stream())
+        tool = (stream.tool or view.current_tool) if view.current_tool else None
+        blocks = [Text(f"{ICONS.get(view.state, '🤖')} {view.name} {view.id} — {view.state}",
+                       "title"),
+                  Text(f"tool: {tool or '-'}")]
+        if stream.lines:
+            blocks.append(Text("\n".join(stream.lines), "code"))
+        blocks.append(Text(f"turns: {view.turns} · cost: {money(view.cost_usd)} · "
+                           f"elapsed: {elapsed(self.clock.now() - view.created_at)}"))
+        buttons = (view.buttons,) if view.live and view.buttons else ()
+        return Reply(blocks=tuple(blocks), buttons=buttons)
+
+    async def tick(self) -> None:
+        """Run once: every card whose agent changed since the last tick, sent or edited."""
+        dirty, self._dirty = self._dirty, set()
+        if not dirty:
+            return
+        chats = await self.viewers()
+        for agent_id in sorted(dirty):
+            try:
+                view = await self.fleet.agent(agent_id)
+                if view is not None:
+                    self._show(view, chats)
+            except Exception:  # noqa: BLE001 - one card must not stop the others
+                logger.exception("status card failed agent=%s", agent_id)
+
+    def _show(self, view: AgentView, chats: list[ChatId]) -> None:
+        reply = self.render(view)
+        for chat in chats:
+            key = (view.id, chat)
+            shown = self._shown.get(key)
+            if shown is None:
+                if view.live:
+                    self._shown[key] = _Shown(None, reply)
+                    fut = self.outbox.send(chat, reply, priority=Priority.CARD, silent=True)
+                    fut.add_done_callback(functools.partial(self._sent, key))
+                continue
+            if shown.message is None:
+                self._dirty.add(view.id)  # its first send is not out yet: edit next tick
+                continue
+            if shown.reply != reply:
+                shown.reply = reply
+                self.outbox.edit(chat, shown.message, reply, priority=Priority.CARD)
+            if not view.live:
+                del self._shown[key]  # its last state is shown; a new run gets a new card
+        if not view.live and not any(k[0] == view.id for k in self._shown):
+            self._streams.pop(view.id, None)
+
+    def _sent(self, key: tuple[str, ChatId], fut: asyncio.Future[MessageId]) -> None:
+        shown = self._shown.get(key)
+        if shown is None:
+            return
+        if fut.cancelled() or fut.exception() is not None:
+            del self._shown[key]  # not shown: the next change sends it again
+            return
+        shown.message = fut.result()
+
+    async def run(self) -> None:
+        while True:
+            await self.clock.sleep(self.interval_s)
+            await self.tick()

@@ -1,0 +1,106 @@
+"""Escalations to chat: fan-out to every operator allowed to answer, the record of each copy,
+and every copy edited once it is answered, expires or is cancelled, including what closed
+while no front end was listening (expired at start-up, answered during an outage)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from bot.kit import escalation as render
+from bot.kit.access import Access
+from bot.kit.outbox import Outbox, Priority
+from bot.kit.ports import ChatCopy, ChatError, ChatId, Escalation, FleetPort, MessageId
+from commands.base import Role
+from supervisor.escalations import Kind
+
+logger = logging.getLogger(__name__)
+
+
+class Copies:
+    def __init__(self, fleet: FleetPort, outbox: Outbox, access: Access) -> None:
+        self.fleet = fleet
+        self.outbox = outbox
+        self.access = access
+        self.platform = access.platform
+        self.closed: asyncio.Queue[Escalation] = asyncio.Queue()
+
+    # -- fan-out --------------------------------------------------------------------------------
+
+    async def deliver(self) -> None:
+        """Follow the escalation outbox for this platform: push each row, then acknowledge."""
+        async for row in self.fleet.follow_escalations(self.platform):
+            try:
+                await self.push(row)
+            except Exception:  # noqa: BLE001 - one bad row must not stop delivery
+                logger.exception("could not deliver escalation platform=%s id=%s",
+                                 self.platform, row.id)
+            await self.fleet.ack_escalation(row.id, self.platform)
+
+    async def push(self, row: Escalation) -> None:
+        chats = await self.access.chats(Role.OPERATOR if render.needs_answer(row)
+                                        else Role.VIEWER)
+        if render.is_long_notice(row):
+            for chat in chats:
+                self.outbox.reply(chat, render.long_notice(row), priority=Priority.URGENT)
+            return
+        card = render.card(row)
+        reply = card.reply if row.status == "open" or row.kind == Kind.NOTICE else \
+            render.settled(row)  # closed before it was ever shown: show how
+        # The files go first and the card replies to them, so by the time its buttons show,
+        # the whole text is already in the chat, right above them.
+        caption = f"The whole text of {row.id} · {row.title}"[:1000]
+        files = {chat: [self.outbox.document(chat, f, caption=caption, priority=Priority.URGENT)
+                        for f in card.files] for chat in chats}
+        sent: dict[ChatId, asyncio.Future[MessageId]] = {}
+        for chat in chats:
+            above: MessageId | None = None
+            for fut in files[chat]:
+                try:
+                    above = await fut
+                except ChatError:
+                    logger.warning("could not send the whole text id=%s chat=%s", row.id, chat)
+            sent[chat] = self.outbox.send(chat, reply, priority=Priority.URGENT, reply_to=above)
+        if row.kind == Kind.NOTICE:
+            return
+        for chat, fut in sent.items():
+            try:
+                message = await fut
+            except ChatError:
+                continue
+            await self.fleet.record_copy(ChatCopy(row.id, self.platform, chat, message))
+        latest = await self.fleet.escalation(row.id)
+        if latest is not None and latest.status != "open":
+            # Answered while its copies went out: the edit may have missed the new ones.
+            self.closed.put_nowait(latest)
+
+    # -- editing the copies ---------------------------------------------------------------------
+
+    async def settle_all(self) -> None:
+        """First what closed while nobody edited its copies (the supervisor expired it at
+        start, before any front end listened), then each escalation as it closes."""
+        for row in await self.fleet.unsettled(self.platform):
+            await self._settle_logged(row)
+        while True:
+            row = await self.closed.get()
+            await self._settle_logged(row)
+
+    async def _settle_logged(self, row: Escalation) -> None:
+        try:
+            await self.settle(row)
+        except Exception:  # noqa: BLE001 - keep editing the others
+            logger.exception("could not edit the copies of id=%s platform=%s", row.id,
+                             self.platform)
+
+    async def settle(self, row: Escalation) -> None:
+        """Edit every copy to show the outcome and drop its buttons; recorded as done only
+        once the edits went out, so an interrupted run does them again at the next start."""
+        reply = render.settled(row)
+        edits = [self.outbox.edit(c.chat, c.message, reply, priority=Priority.URGENT)
+                 for c in await self.fleet.copies(row.id, self.platform)]
+        for fut in edits:
+            try:
+                await fut
+            except ChatError:
+                pass  # refused for good (the message was deleted): nothing left to edit
+        await self.fleet.settle(row.id, self.platform)

@@ -1,0 +1,244 @@
+"""The chat outbox: one ordered queue per chat, priorities, superseded edits merged, the
+platform's retry_after honoured, outages retried with backoff; nothing dropped."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from bot.kit.ports import (
+    ChatAdapter,
+    ChatError,
+    ChatId,
+    ChatRefused,
+    ChatUnavailable,
+    Clock,
+    MessageId,
+    RateLimited,
+)
+from commands.base import Attachment, Reply
+
+logger = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 30.0
+
+
+class Priority(IntEnum):
+    """Lower goes first; within one priority, first in first out."""
+
+    URGENT = 0  # escalations and their outcome: a human is waited on
+    REPLY = 1  # answers to what the operator just sent
+    CARD = 2  # status cards: only the newest matters
+
+
+Call = Callable[[ChatAdapter], Awaitable[Any]]
+
+
+@dataclass(eq=False)
+class _Op:
+    priority: Priority
+    seq: int
+    call: Call
+    what: str
+    edit_of: MessageId | None = None  # an edit: a later edit of the same message replaces it
+    futures: list[asyncio.Future[Any]] = field(default_factory=list)
+
+
+def _consume(fut: asyncio.Future[Any]) -> None:
+    """A sender that does not await its future must not leave 'exception never retrieved'."""
+    if not fut.cancelled():
+        fut.exception()
+
+
+class _ChatQueue:
+    def __init__(self) -> None:
+        self.ops: list[_Op] = []
+        self.ready = asyncio.Event()
+        self.busy = False
+
+    def push(self, op: _Op) -> None:
+        self.ops.append(op)
+        self.ready.set()
+
+    def pop(self) -> _Op:
+        op = min(self.ops, key=lambda o: (o.priority, o.seq))
+        self.ops.remove(op)
+        if not self.ops:
+            self.ready.clear()
+        return op
+
+    def pending_edit(self, message: MessageId) -> _Op | None:
+        return next((o for o in self.ops if o.edit_of == message), None)
+
+
+class Outbox:
+    """Sends through one ChatAdapter. Each method returns a future of the call's result
+    (a MessageId for sends); awaiting it is optional. A call the platform refuses fails its
+    future and is logged; rate limits and outages only delay."""
+
+    def __init__(self, adapter: ChatAdapter, clock: Clock, *, backoff_s: float = 1.0,
+                 max_backoff_s: float = MAX_BACKOFF_S) -> None:
+        self.adapter = adapter
+        self.clock = clock
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self._queues: dict[ChatId, _ChatQueue] = {}
+        self._workers: dict[ChatId, asyncio.Task[None]] = {}
+        self._seq = itertools.count()
+        self._closed = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    # -- what callers queue ---------------------------------------------------------------------
+
+    def send(self, chat: ChatId, reply: Reply, *, priority: Priority = Priority.REPLY,
+             reply_to: MessageId | None = None, silent: bool = False,
+             offer_kill: bool = False) -> asyncio.Future[MessageId]:
+        return self._put(chat, priority, lambda a: a.send(
+            chat, reply, reply_to=reply_to, silent=silent, offer_kill=offer_kill), "send")
+
+    def edit(self, chat: ChatId, message: MessageId, reply: Reply, *,
+             priority: Priority = Priority.REPLY) -> asyncio.Future[None]:
+        queue = self._queue(chat)
+        waiting = queue.pending_edit(message)
+        if waiting is not None:
+            # Superseded: the queued edit now carries the newest content, keeps its place
+            # (or moves up, if this one is more urgent), and answers both callers.
+            waiting.call = lambda a: a.edit(chat, message, reply)
+            waiting.priority = min(waiting.priority, priority)
+            fut = self._future()
+            waiting.futures.append(fut)
+            return fut
+        return self._put(chat, priority, lambda a: a.edit(chat, message, reply), "edit",
+                         edit_of=message)
+
+    def document(self, chat: ChatId, document: Attachment, *, caption: str = "",
+                 priority: Priority = Priority.REPLY) -> asyncio.Future[MessageId]:
+        return self._put(chat, priority, lambda a: a.send_document(
+            chat, document, caption=caption), "document")
+
+    def reply(self, chat: ChatId, reply: Reply, *,
+              priority: Priority = Priority.REPLY) -> list[asyncio.Future[Any]]:
+        """A whole Reply as the platform lays it out: its messages, then its files."""
+        layout = self.adapter.layout(reply)
+        futures: list[asyncio.Future[Any]] = [self.send(chat, m, priority=priority)
+                                              for m in layout.messages]
+        futures += [self.document(chat, f, priority=priority) for f in layout.files]
+        return futures
+
+    # -- delivery -------------------------------------------------------------------------------
+
+    def _future(self) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(_consume)
+        return fut
+
+    def _queue(self, chat: ChatId) -> _ChatQueue:
+        queue = self._queues.get(chat)
+        if queue is None:
+            queue = self._queues[chat] = _ChatQueue()
+        return queue
+
+    def _put(self, chat: ChatId, priority: Priority, call: Call, what: str, *,
+             edit_of: MessageId | None = None) -> asyncio.Future[Any]:
+        fut = self._future()
+        if self._closed:
+            fut.set_exception(ChatRefused("the outbox is closed"))
+            return fut
+        self._queue(chat).push(_Op(priority, next(self._seq), call, what, edit_of, [fut]))
+        self._idle.clear()
+        if chat not in self._workers:
+            self._workers[chat] = asyncio.create_task(
+                self._drain(chat), name=f"outbox:{self.adapter.platform}:{chat}")
+        return fut
+
+    async def _drain(self, chat: ChatId) -> None:
+        queue = self._queues[chat]
+        while True:
+            await queue.ready.wait()
+            op = queue.pop()
+            queue.busy = True
+            try:
+                await self._deliver(chat, op)
+            except asyncio.CancelledError:
+                for fut in op.futures:
+                    fut.cancel()
+                raise
+            finally:
+                queue.busy = False
+                if self.idle():
+                    self._idle.set()
+
+    async def _deliver(self, chat: ChatId, op: _Op) -> None:
+        backoff = self.backoff_s
+        while True:
+            try:
+                result = await op.call(self.adapter)
+            except RateLimited as exc:
+                logger.info("chat rate limited platform=%s chat=%s retry_after=%.1f",
+                            self.adapter.platform, chat, exc.retry_after_s)
+                await self.clock.sleep(exc.retry_after_s)
+                continue
+            except ChatUnavailable as exc:
+                logger.warning("chat unavailable platform=%s chat=%s what=%s error=%s "
+                               "retry_in=%.1fs", self.adapter.platform, chat, op.what, exc,
+                               backoff)
+                await self.clock.sleep(backoff)
+                backoff = min(backoff * 2, self.max_backoff_s)
+                continue
+            except ChatError as exc:
+                logger.error("chat refused platform=%s chat=%s what=%s error=%s",
+                             self.adapter.platform, chat, op.what, exc)
+                self._settle(op, exc=exc)
+                return
+            except Exception as exc:  # noqa: BLE001 - one broken call must not stop the chat
+                logger.exception("chat call failed platform=%s chat=%s what=%s",
+                                 self.adapter.platform, chat, op.what)
+                self._settle(op, exc=exc)
+                return
+            self._settle(op, result=result)
+            return
+
+    @staticmethod
+    def _settle(op: _Op, *, result: Any = None, exc: BaseException | None = None) -> None:
+        for fut in op.futures:
+            if fut.done():
+                continue
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def idle(self) -> bool:
+        return all(not q.ops and not q.busy for q in self._queues.values())
+
+    async def flush(self, timeout_s: float) -> bool:
+        """Wait (in real time, bounded) until every queue is empty; True if they are."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout_s)
+        return self.idle()
+
+    async def aclose(self, grace_s: float = 0.0) -> None:
+        """Stop taking calls, let queued ones go out for up to `grace_s`, then cancel."""
+        self._closed = True
+        if grace_s > 0:
+            await self.flush(grace_s)
+        for task in self._workers.values():
+            task.cancel()
+        await asyncio.gather(*self._workers.values(), return_exceptions=True)
+        left = [op for q in self._queues.values() for op in q.ops]
+        if left:
+            logger.warning("chat outbox closed with calls unsent platform=%s count=%d",
+                           self.adapter.platform, len(left))
+        for op in left:
+            for fut in op.futures:
+                fut.cancel()
+        self._workers, self._queues = {}, {}
