@@ -236,82 +236,110 @@ def cmd_kill(settings: Settings, reason: str) -> int:
     return 0
 
 
-def cmd_doctor(settings: Settings) -> int:
-    problems = 0
-    # Doctor quotes URLs, error messages and the CLI's output: all of it through the redactor.
-    SECRETS.add(*settings.secret_values())
+class _Doctor:
+    """The doctor's report: every line through the redactor, and a count of the problems."""
 
-    def say(text: str) -> None:
+    def __init__(self) -> None:
+        self.problems = 0
+
+    def say(self, text: str) -> None:
         print(SECRETS(text))
 
-    def report(ok: bool, text: str) -> None:
-        nonlocal problems
-        problems += 0 if ok else 1
-        say(f"[{'ok' if ok else 'PROBLEM'}] {text}")
+    def report(self, ok: bool, text: str) -> None:
+        self.problems += 0 if ok else 1
+        self.say(f"[{'ok' if ok else 'PROBLEM'}] {text}")
 
-    say(f"data directory: {settings.home}")
+
+def cmd_doctor(settings: Settings) -> int:
+    # Doctor quotes URLs, error messages and the CLI's output: all of it through the redactor.
+    SECRETS.add(*settings.secret_values())
+    doctor = _Doctor()
+    doctor.say(f"data directory: {settings.home}")
+    _check_home(settings, doctor)
+    _check_credentials(settings, doctor)
+    cli = _check_cli(settings, doctor)
+    _check_isolation(settings, cli, doctor)
+    _check_database(settings, doctor)
+    fronts = ["console"]
+    if settings.telegram_token:
+        fronts.append("telegram (token set)")
+    if settings.slack_bot_token:
+        fronts.append("slack (token set)")
+    doctor.say(f"front ends configured: {', '.join(fronts)}")
+    doctor.say("all good" if not doctor.problems else f"{doctor.problems} problem(s) found")
+    return 0 if not doctor.problems else 1
+
+
+def _check_home(settings: Settings, doctor: _Doctor) -> None:
     try:
         settings.home.mkdir(parents=True, exist_ok=True)
         probe = settings.home / ".doctor-probe"
         probe.write_text("ok")
         probe.unlink()
-        report(True, "data directory is writable")
+        doctor.report(True, "data directory is writable")
     except OSError as exc:
-        report(False, f"data directory is not writable: {exc}")
+        doctor.report(False, f"data directory is not writable: {exc}")
+
+
+def _check_credentials(settings: Settings, doctor: _Doctor) -> None:
     source = settings.credential_source
     if source == "claude login":
         config_dir = settings.claude_config_dir or Path.home() / ".claude"
         creds = config_dir / ".credentials.json"
-        report(creds.exists(), f"credentials: the CLI's own login in {config_dir} "
-               + ("(found)" if creds.exists() else
-                  "— none found: set ANTHROPIC_API_KEY, or log in once with the CLI's `auth login`"
-                  " command as this user (the CLI `switchboard doctor` names below)"))
+        doctor.report(creds.exists(), f"credentials: the CLI's own login in {config_dir} "
+                      + ("(found)" if creds.exists() else
+                         "— none found: set ANTHROPIC_API_KEY, or log in once with the CLI's "
+                         "`auth login` command as this user (the CLI `switchboard doctor` names "
+                         "below)"))
     else:
-        report(True, f"credentials: {source} is set and will be handed to agents")
+        doctor.report(True, f"credentials: {source} is set and will be handed to agents")
     if settings.anthropic_base_url:
-        say(f"       using ANTHROPIC_BASE_URL={settings.anthropic_base_url}")
+        doctor.say(f"       using ANTHROPIC_BASE_URL={settings.anthropic_base_url}")
+
+
+def _check_cli(settings: Settings, doctor: _Doctor) -> Path | None:
+    """The claude CLI agents run, if it starts."""
     try:
         cli = resolve_cli(settings)
         started = time.monotonic()
         out = subprocess.run([str(cli), "--version"], capture_output=True, text=True, timeout=60)
         took = time.monotonic() - started
         ok = out.returncode == 0
-        report(ok, f"claude CLI {cli} starts: {out.stdout.strip() or out.stderr.strip()} "
-               f"({took:.1f}s)")
+        doctor.report(ok, f"claude CLI {cli} starts: {out.stdout.strip() or out.stderr.strip()} "
+                      f"({took:.1f}s)")
     except (ConfigError, OSError, subprocess.TimeoutExpired) as exc:
-        cli = None
-        report(False, f"claude CLI: {exc}")
+        doctor.report(False, f"claude CLI: {exc}")
+        return None
+    return cli
+
+
+def _check_isolation(settings: Settings, cli: Path | None, doctor: _Doctor) -> None:
     iso = probe_isolation(settings, cli)
     if iso.ok:
-        report(True, f"isolation: {iso.detail}")
+        doctor.report(True, f"isolation: {iso.detail}")
     elif settings.allow_unisolated_agents:
-        report(True, f"isolation: {describe_isolation(iso, True)}")
+        doctor.report(True, f"isolation: {describe_isolation(iso, True)}")
         print(f"       to isolate agents: {iso.fix}")
     else:
-        report(False, f"isolation: {describe_isolation(iso, False)}")
-    try:
-        async def check_db() -> int:
-            store = await open_store(settings.db_path)
-            try:
-                return store.db.schema_version
-            finally:
-                await store.db.close()
+        doctor.report(False, f"isolation: {describe_isolation(iso, False)}")
 
+
+def _check_database(settings: Settings, doctor: _Doctor) -> None:
+    async def check_db() -> int:
+        store = await open_store(settings.db_path)
+        try:
+            return store.db.schema_version
+        finally:
+            await store.db.close()
+
+    try:
         if running_pid(settings):
-            report(True, "database in use by the running supervisor")
+            doctor.report(True, "database in use by the running supervisor")
         else:
             version = asyncio.run(check_db())
-            report(True, f"database {settings.db_path} opens (schema version {version})")
+            doctor.report(True, f"database {settings.db_path} opens (schema version {version})")
     except StoreError as exc:
-        report(False, f"database: {exc}")
-    fronts = ["console"]
-    if settings.telegram_token:
-        fronts.append("telegram (token set)")
-    if settings.slack_bot_token:
-        fronts.append("slack (token set)")
-    say(f"front ends configured: {', '.join(fronts)}")
-    say("all good" if not problems else f"{problems} problem(s) found")
-    return 0 if not problems else 1
+        doctor.report(False, f"database: {exc}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -145,28 +145,7 @@ def parse_args(params: Sequence[Param], text: str) -> dict[str, Any]:
             break
         token = match.group(1)
         if token.startswith("--") and len(token) > 2:
-            flag, equals, inline = token.partition("=")
-            if flag not in opts:
-                known = ", ".join(opts) or "none"
-                raise UsageError(f"unknown option {flag} (options: {known})")
-            opt = opts[flag]
-            if opt.switch:
-                if equals:
-                    raise UsageError(f"{flag} takes no value")
-                values[opt.name] = True
-                pos = match.end()
-                continue
-            if equals and not inline:
-                raise UsageError(f"{flag} needs a value: {flag} {opt.metavar}")
-            if equals:
-                values[opt.name] = _unquote(inline)
-                pos = match.end()
-            else:
-                nxt = _TOKEN.match(text, match.end())
-                if not nxt or not nxt.group(1) or nxt.group(1).startswith("--"):
-                    raise UsageError(f"{flag} needs a value: {flag} {opt.metavar}")
-                values[opt.name] = _unquote(nxt.group(1))
-                pos = nxt.end()
+            pos = _option(opts, values, text, match)
             continue
         if index >= len(positionals):
             raise UsageError(f"unexpected extra argument {token!r}")
@@ -176,26 +155,54 @@ def parse_args(params: Sequence[Param], text: str) -> dict[str, Any]:
             values[param.name] = text[match.start(1):].strip()
             pos = len(text)
             break
-        raw = _unquote(token)
+        values[param.name] = _positional(param, _unquote(token))
         pos = match.end()
-        if param.kind is int:
-            try:
-                number = int(raw)
-            except ValueError:
-                raise UsageError(f"<{param.name}> must be a whole number, got {raw!r}") from None
-            if (param.low is not None and number < param.low) or (
-                param.high is not None and number > param.high
-            ):
-                raise UsageError(
-                    f"<{param.name}> must be between {param.low} and {param.high}, got {number}"
-                )
-            values[param.name] = number
-        else:
-            values[param.name] = raw
     for param in positionals:
         if param.required and not values.get(param.name):
             raise UsageError(f"missing <{param.name}> ({param.help})")
     return values
+
+
+def _option(opts: dict[str, Opt], values: dict[str, Any], text: str,
+            match: re.Match[str]) -> int:
+    """Sets the --option that `match` holds in `values`; where the next token starts."""
+    flag, equals, inline = match.group(1).partition("=")
+    if flag not in opts:
+        known = ", ".join(opts) or "none"
+        raise UsageError(f"unknown option {flag} (options: {known})")
+    opt = opts[flag]
+    if opt.switch:
+        if equals:
+            raise UsageError(f"{flag} takes no value")
+        values[opt.name] = True
+        return match.end()
+    if equals and not inline:
+        raise UsageError(f"{flag} needs a value: {flag} {opt.metavar}")
+    if equals:
+        values[opt.name] = _unquote(inline)
+        return match.end()
+    nxt = _TOKEN.match(text, match.end())
+    if not nxt or not nxt.group(1) or nxt.group(1).startswith("--"):
+        raise UsageError(f"{flag} needs a value: {flag} {opt.metavar}")
+    values[opt.name] = _unquote(nxt.group(1))
+    return nxt.end()
+
+
+def _positional(param: Arg, raw: str) -> Any:
+    """A positional Arg's value: the text, or a whole number within the Arg's bounds."""
+    if param.kind is not int:
+        return raw
+    try:
+        number = int(raw)
+    except ValueError:
+        raise UsageError(f"<{param.name}> must be a whole number, got {raw!r}") from None
+    if (param.low is not None and number < param.low) or (
+        param.high is not None and number > param.high
+    ):
+        raise UsageError(
+            f"<{param.name}> must be between {param.low} and {param.high}, got {number}"
+        )
+    return number
 
 
 def usage_line(name: str, params: Sequence[Param]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import time
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ class TransitionRow:
 
 
 class AgentRepo:
+    # The method list() shadows the builtin in this class's body: annotations say builtins.list.
     def __init__(self, db: Database) -> None:
         self.db = db
 
@@ -96,7 +98,7 @@ class AgentRepo:
         )
         return AgentRow.from_row(row) if row else None
 
-    async def list(self, *, live_only: bool = False) -> list[AgentRow]:
+    async def list(self, *, live_only: bool = False) -> builtins.list[AgentRow]:
         where = f"WHERE state IN {LIVE_STATES!r}" if live_only else ""
         rows = await self.db.fetchall(f"SELECT * FROM agents {where} ORDER BY created_at, id")
         return [AgentRow.from_row(r) for r in rows]
@@ -107,7 +109,7 @@ class AgentRepo:
         )
         return row is not None
 
-    async def children(self, agent_id: str) -> list[AgentRow]:
+    async def children(self, agent_id: str) -> builtins.list[AgentRow]:
         rows = await self.db.fetchall(
             "SELECT * FROM agents WHERE parent_id = ? ORDER BY created_at", (agent_id,)
         )
@@ -135,7 +137,7 @@ class AgentRepo:
             (*fields.values(), time.time(), agent_id),
         )
 
-    async def transitions(self, agent_id: str) -> list[TransitionRow]:
+    async def transitions(self, agent_id: str) -> builtins.list[TransitionRow]:
         rows = await self.db.fetchall(
             "SELECT agent_id, from_state, to_state, reason, at FROM agent_transitions"
             " WHERE agent_id = ? ORDER BY id",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import time
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ def hash_code(code: str) -> str:
 
 
 class OperatorRepo:
+    # The method list() shadows the builtin in this class's body: annotations say builtins.list.
     def __init__(self, db: Database) -> None:
         self.db = db
 
@@ -52,7 +54,7 @@ class OperatorRepo:
                 "DELETE FROM operators WHERE platform=? AND user_id=?", (platform, user_id))
             return cur.rowcount == 1
 
-    async def list(self, platform: str | None = None) -> list[OperatorRow]:
+    async def list(self, platform: str | None = None) -> builtins.list[OperatorRow]:
         where, params = ("WHERE platform=?", (platform,)) if platform else ("", ())
         rows = await self.db.fetchall(
             f"SELECT * FROM operators {where} ORDER BY platform, added_at", params)
@@ -98,7 +100,7 @@ class OperatorRepo:
             "INSERT OR REPLACE INTO chat_copies (escalation_id, platform, chat_id, message_id)"
             " VALUES (?,?,?,?)", (escalation_id, platform, chat_id, message_id))
 
-    async def copies(self, escalation_id: str, platform: str) -> list[tuple[str, str]]:
+    async def copies(self, escalation_id: str, platform: str) -> builtins.list[tuple[str, str]]:
         rows = await self.db.fetchall(
             "SELECT chat_id, message_id FROM chat_copies WHERE escalation_id=? AND platform=?",
             (escalation_id, platform))

@@ -77,7 +77,7 @@ class TurnRepo:
     async def close_running(self, agent_id: str | None, error: str) -> int:
         """Mark turns left running (by a crash or restart) as interrupted."""
         where = "status = 'running'" + (" AND agent_id = ?" if agent_id else "")
-        params: tuple[str, ...] = (error, time.time()) + ((agent_id,) if agent_id else ())
+        params: tuple[str | float, ...] = (error, time.time()) + ((agent_id,) if agent_id else ())
         async with self.db.transaction() as conn:
             cur = await conn.execute(
                 f"UPDATE turns SET status='interrupted', error=?, ended_at=? WHERE {where}", params

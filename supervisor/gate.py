@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, cast
 
 from claude_agent_sdk import (
     HookMatcher,
@@ -21,7 +21,16 @@ from claude_agent_sdk import (
     create_sdk_mcp_server,
     tool,
 )
-from claude_agent_sdk.types import PermissionResult, ToolPermissionContext
+from claude_agent_sdk.types import (
+    HookContext,
+    HookInput,
+    HookJSONOutput,
+    PermissionResult,
+    PreToolUseHookInput,
+    PreToolUseHookSpecificOutput,
+    SyncHookJSONOutput,
+    ToolPermissionContext,
+)
 
 from store import Store
 from supervisor.describe import describe
@@ -60,8 +69,10 @@ class GateDeps:
 HALTED = "Switchboard's kill switch is on: no tool may run."
 
 
-def _hook_output(decision: str, reason: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {"hookEventName": "PreToolUse", "permissionDecision": decision}
+def _hook_output(decision: Literal["allow", "deny", "ask"],
+                 reason: str = "") -> SyncHookJSONOutput:
+    out: PreToolUseHookSpecificOutput = {"hookEventName": "PreToolUse",
+                                         "permissionDecision": decision}
     if reason:
         out["permissionDecisionReason"] = reason
     return {"hookSpecificOutput": out}
@@ -112,10 +123,12 @@ class ToolGate:
 
     # -- callbacks -------------------------------------------------------------------------------
 
-    async def pre_tool_use(self, hook_input: Any, tool_use_id: str | None,
-                           context: Any) -> dict[str, Any]:
-        name = str(hook_input.get("tool_name", ""))
-        tool_input = hook_input.get("tool_input") or {}
+    async def pre_tool_use(self, hook_input: HookInput, tool_use_id: str | None,
+                           context: HookContext) -> HookJSONOutput:
+        # hooks() registers this for PreToolUse only, so that is the input it gets.
+        pre = cast(PreToolUseHookInput, hook_input)
+        name = str(pre.get("tool_name", ""))
+        tool_input = pre.get("tool_input") or {}
         if self.deps.halted():
             return _hook_output("deny", HALTED)
         decision = self.deps.policy.decide(self.agent.name, name, tool_input, self.agent.cwd)

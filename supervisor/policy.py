@@ -362,8 +362,13 @@ class Policy:
                                 f"{section.prefix}default")
         return Decision(Action.ASK, "no rule decides it", "default")
 
+    def _path_hit(self, sections: list[_Section], tool: str,
+                  paths: tuple[str, ...]) -> Decision | None:
+        """The strongest rule for `tool` that names one of `paths`, or None."""
+        return self._hit(sections, tool, lambda r: r.match_call(paths))
+
     def _call(self, sections: list[_Section], tool: str, paths: tuple[str, ...]) -> Decision:
-        hit = self._hit(sections, tool, lambda r: r.match_call(paths))
+        hit = self._path_hit(sections, tool, paths)
         return hit or self._fallback(sections, tool)
 
     def _tool(self, sections: list[_Section], tool: str, inp: Mapping[str, Any],
@@ -448,7 +453,7 @@ class Policy:
                 continue
             if self.protected.owns((path,), cwd):
                 return [Decision(Action.DENY, f"names {path}: {_OWN}", _GUARD)]
-            hit = self._hit(sections, "Read", lambda r, p=path: r.match_call((p,)))
+            hit = self._path_hit(sections, "Read", (path,))
             if hit is not None and hit.action is not Action.ALLOW:
                 return [Decision(hit.action, f"names {path}: {hit.reason}", hit.rule)]
         if maybe:
@@ -487,7 +492,7 @@ class Policy:
                 found += self._guard_path(paths, cwd, "writes")
             for path in seg.reads:
                 paths = _path_candidates(path, cwd)
-                hit = self._hit(sections, "Read", lambda r, p=paths: r.match_call(p))
+                hit = self._path_hit(sections, "Read", paths)
                 if hit is not None and hit.action is not Action.ALLOW:
                     found.append(Decision(hit.action, f"reads {path}: {hit.reason}", hit.rule))
                 found += self._guard_path(paths, cwd, "reads")

@@ -167,12 +167,12 @@ class AgentPool:
                 describe(iso, allowed))
         # Questions whose asker died with the previous supervisor: close them, tell the
         # operator, and give the agent a note so it knows its request went unanswered.
-        for row in await self.escalations.expire_orphans("the supervisor restarted"):
-            runner = self._runners.get(row.agent_id or "")
-            if runner is not None and runner.state.live and not self.killswitch.halted:
-                runner.submit(
+        for orphan in await self.escalations.expire_orphans("the supervisor restarted"):
+            asker = self._runners.get(orphan.agent_id or "")
+            if asker is not None and asker.state.live and not self.killswitch.halted:
+                asker.submit(
                     f"[Switchboard] Your earlier request was not answered because the supervisor "
-                    f"restarted: {row.title}. If you still need it, ask again."
+                    f"restarted: {orphan.title}. If you still need it, ask again."
                 )
         await self.timers.start()  # after expire_orphans: stored reminders and timeouts fire
         self.recovery = RecoveryReport(tuple(swept), tuple(resumed), interrupted)

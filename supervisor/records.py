@@ -59,7 +59,8 @@ def block_text(content: Any) -> str:
 
 def record_of(msg: Any) -> EventRecord:
     kind = type(msg).__name__.removesuffix("Message").lower() or "message"
-    data = dataclasses.asdict(msg) if dataclasses.is_dataclass(msg) else {"repr": repr(msg)}
+    is_record = dataclasses.is_dataclass(msg) and not isinstance(msg, type)
+    data = dataclasses.asdict(msg) if is_record else {"repr": repr(msg)}
     if isinstance(msg, SystemMessage) and msg.subtype == "init":
         sid = msg.data.get("session_id")
         return EventRecord(kind, f"session {sid}", data, session_id=sid or None)
@@ -120,9 +121,9 @@ def cost_delta(baseline: dict[str, float], msg: ResultMessage,
             int(delta(f"{name}:out", float(u.get("outputTokens") or 0))),
         )
     if not per_model and total:
-        usage = msg.usage or {}
+        totals = msg.usage or {}
         per_model[model or "default"] = (
-            total, int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0))
+            total, int(totals.get("input_tokens") or 0), int(totals.get("output_tokens") or 0))
     return total, per_model, new
 
 

@@ -129,30 +129,10 @@ class _Analyser:
         targets = [r.target for r in cmd.redirects if r.target is not None]
         combos = self._combos([*cmd.words, *targets], env, looped, cmd.loop)
         if cmd.kind == "for":
-            name = cmd.words[0].keyword or ""
-            vals: set[str | None] = set() if len(cmd.words) > 1 else {None}
-            for combo in combos:
-                for word in cmd.words[2:]:
-                    fields = expand(word, combo, env.ifs)
-                    vals.update(None if f.unresolved or f.glob else f.text for f in fields)
-            if _NAME.fullmatch(name):
-                env.assign(name, vals, cond=True)
+            self._for(cmd, env, combos)
             return
         words = list(cmd.words)
-        assigns = []
-        while words:
-            if (split := _assign_split(words[0])) is not None:
-                assigns.append(split)
-            elif (sub := assigned_subscript(words[0])) is not None:
-                name, subscript = sub
-                if subscript is None or not safe_subscript(subscript):
-                    raw = "".join(p.text for p in words[0].parts)
-                    self.hazard(raw, f"array subscript in {raw[:80]} is arithmetic: it can run "
-                                     "commands hidden in variables", pipes)
-                assigns.append((name, True, Word(())))  # an element: the value is not known
-            else:
-                break
-            words.pop(0)
+        assigns = self._leading_assigns(words, pipes)
         cond = cmd.cond or len(combos) > 1
         self._writes(cmd, combos, env, pipes)
         if not words:  # assignments only: they set shell variables, left to right
@@ -166,18 +146,52 @@ class _Analyser:
         decl = words[0].keyword in _DECLARE
         stdin = _stdin(cmd)
         for combo in combos:
-            fields = []
+            fields: list[Field] = []
             for word in words:
-                split = decl and _assign_split(word) is not None
-                fields += expand(word, combo, env.ifs, split=not split)
+                declared = decl and _assign_split(word) is not None
+                fields += expand(word, combo, env.ifs, split=not declared)
             self.run(fields, env, pipes, depth, problems, stdin, cond)
+
+    def _for(self, cmd: Command, env: _Env, combos: list[dict[str, str | None]]) -> None:
+        """`for name in words`: the loop variable takes any of the words' values."""
+        name = cmd.words[0].keyword or ""
+        vals: set[str | None] = set() if len(cmd.words) > 1 else {None}
+        for combo in combos:
+            for word in cmd.words[2:]:
+                fields = expand(word, combo, env.ifs)
+                vals.update(None if f.unresolved or f.glob else f.text for f in fields)
+        if _NAME.fullmatch(name):
+            env.assign(name, vals, cond=True)
+
+    def _leading_assigns(self, words: list[Word],
+                         pipes: frozenset) -> list[tuple[str, bool, Word]]:
+        """Pops the assignments (NAME=v, NAME[i]=v) that open a simple command off `words`."""
+        assigns: list[tuple[str, bool, Word]] = []
+        while words:
+            if (split := _assign_split(words[0])) is not None:
+                assigns.append(split)
+            elif (sub := assigned_subscript(words[0])) is not None:
+                name, subscript = sub
+                if subscript is None or not safe_subscript(subscript):
+                    raw = "".join(p.text for p in words[0].parts)
+                    self.hazard(raw, f"array subscript in {raw[:80]} is arithmetic: it can run "
+                                     "commands hidden in variables", pipes)
+                assigns.append((name, True, Word(())))  # an element: the value is not known
+            else:
+                break
+            words.pop(0)
+        return assigns
 
     def _writes(self, cmd: Command, combos: list[dict], env: _Env, pipes: frozenset) -> None:
         """Files the command's redirections write or read (and sockets they open), as one
         segment."""
-        paths, reads, problems = [], [], []
+        paths: list[str] = []
+        reads: list[str] = []
+        problems: list[str] = []
         for r in cmd.redirects:
-            for combo in combos if r.target is not None else ():
+            if r.target is None:
+                continue
+            for combo in combos:
                 for f in expand(r.target, combo, env.ifs):
                     dup = r.op in (">&", "<&") and (f.text == "-" or f.text.isdigit())  # 2>&1
                     verb = "writes" if r.op in _WRITES else "reads"
@@ -225,7 +239,8 @@ class _Analyser:
             fields, problems = unwrapped
 
     def unwrap(self, spec: _Wrapper, fields: list[Field], env: _Env, pipes: frozenset, depth: int,
-               problems: tuple[str, ...], stdin: str | None, cond: bool):
+               problems: tuple[str, ...], stdin: str | None,
+               cond: bool) -> tuple[list[Field], tuple[str, ...]] | None:
         """The wrapped command's fields and problems, or None when nothing more runs."""
         args = fields[1:]
         options = _options(spec, args)
@@ -235,9 +250,9 @@ class _Analyser:
             return None
         i, changed, split = options
         i += spec.positionals
-        names = []
-        while spec.assignments and i < len(args) and _ASSIGN.match(args[i].text):
-            names.append(_ASSIGN.match(args[i].text).group(1))
+        names: list[str] = []
+        while spec.assignments and i < len(args) and (m := _ASSIGN.match(args[i].text)):
+            names.append(m.group(1))
             i += 1
         rest = args[i:]
         if split is not None:

@@ -284,13 +284,7 @@ def builtin_hazards(name: str, args: Sequence[Field]) -> list[str]:
         found += [f"let evaluates {_clip(a.text)} as arithmetic: it {_HIDDEN}"
                   for a in args if not _operand_ok(a)][:1]
     elif name == "[[":
-        for i, a in enumerate(args):
-            if a.text in _COMPARE:
-                bad = [b for b in (args[i - 1] if i else None, args[i + 1] if i + 1 < len(args)
-                                   else None) if b is not None and not _operand_ok(b)]
-                if bad:
-                    found.append(f"[[ {a.text} ]] evaluates {_clip(bad[0].text)} as arithmetic: "
-                                 f"it {_HIDDEN}")
+        found += _compare_hazards(args)
     if name in ("[[", "test", "[") and not found:
         for i, a in enumerate(args[:-1]):
             if a.text in ("-v", "-R") and not _name_ok(args[i + 1]):
@@ -304,16 +298,36 @@ def builtin_hazards(name: str, args: Sequence[Field]) -> list[str]:
             found.append(f"printf -v {_clip(values['v'].text)} sets a subscripted variable: "
                          f"it {_HIDDEN}")
     elif name in ("read", "mapfile", "readarray", "unset", "getopts", "wait"):
-        with_value = {"read": "adinNptu", "wait": "p"}.get(name, "dnOsuCc")
-        letters, operands, values = _options(args, with_value)
-        if name in ("mapfile", "readarray") and "C" in values:
-            found.append(f"{name} -C {_clip(values['C'].text)} runs a callback for every line")
-        if name == "getopts":
-            operands = operands[1:2]
-        named = {"read": "a", "wait": "p"}.get(name, "")
-        names = [*operands, *(values[k] for k in named if k in values)]
-        found += [f"{name} {_clip(a.text)} sets a subscripted variable: it {_HIDDEN}"
-                  for a in names if not _name_ok(a)][:1]
+        found += _read_hazards(name, args)
+    return found
+
+
+def _compare_hazards(args: Sequence[Field]) -> list[str]:
+    """[[ a -eq b ]]: both operands of an arithmetic comparison are evaluated as arithmetic."""
+    found: list[str] = []
+    for i, a in enumerate(args):
+        if a.text in _COMPARE:
+            bad = [b for b in (args[i - 1] if i else None, args[i + 1] if i + 1 < len(args)
+                               else None) if b is not None and not _operand_ok(b)]
+            if bad:
+                found.append(f"[[ {a.text} ]] evaluates {_clip(bad[0].text)} as arithmetic: "
+                             f"it {_HIDDEN}")
+    return found
+
+
+def _read_hazards(name: str, args: Sequence[Field]) -> list[str]:
+    """Builtins that set the variables they are named (read, mapfile, unset, getopts, wait)."""
+    found: list[str] = []
+    with_value = {"read": "adinNptu", "wait": "p"}.get(name, "dnOsuCc")
+    letters, operands, values = _options(args, with_value)
+    if name in ("mapfile", "readarray") and "C" in values:
+        found.append(f"{name} -C {_clip(values['C'].text)} runs a callback for every line")
+    if name == "getopts":
+        operands = operands[1:2]
+    named = {"read": "a", "wait": "p"}.get(name, "")
+    names = [*operands, *(values[k] for k in named if k in values)]
+    found += [f"{name} {_clip(a.text)} sets a subscripted variable: it {_HIDDEN}"
+              for a in names if not _name_ok(a)][:1]
     return found
 
 

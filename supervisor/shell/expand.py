@@ -46,24 +46,30 @@ def _sequence(body: str) -> list[str] | None:
     return [str(v) if a.lstrip("-").isdigit() else chr(v) for v in values]
 
 
+def _brace_span(text: str, mask: list[bool], i: int) -> tuple[list[int], int]:
+    """For the unquoted { at i: the offsets of it and of its top-level commas, and of its
+    matching } (-1 when it has none)."""
+    depth, cuts = 0, [i]
+    for j in range(i + 1, len(text)):
+        if not mask[j]:
+            continue
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            if depth == 0:
+                return cuts, j
+            depth -= 1
+        elif text[j] == "," and depth == 0:
+            cuts.append(j)
+    return cuts, -1
+
+
 def _braces(text: str, mask: list[bool], out: list[str]) -> None:
     """Brace expansion over the unquoted (mask True) characters: a{b,c} -> ab ac."""
     for i, ch in enumerate(text):
         if ch != "{" or not mask[i]:
             continue
-        depth, cuts, end = 0, [i], -1
-        for j in range(i + 1, len(text)):
-            if not mask[j]:
-                continue
-            if text[j] == "{":
-                depth += 1
-            elif text[j] == "}":
-                if depth == 0:
-                    end = j
-                    break
-                depth -= 1
-            elif text[j] == "," and depth == 0:
-                cuts.append(j)
+        cuts, end = _brace_span(text, mask, i)
         if end < 0:
             continue
         if len(cuts) > 1:

@@ -240,35 +240,37 @@ class _Lexer:
                 parts.append(self._array())
             elif c in _META:
                 break
-            elif c == "\\":
+            elif c in "\\'\"$`":
                 flush()
-                if s.startswith("\n", self.i + 1):
-                    self.i += 2
-                else:
-                    parts.append(Part("lit", s[self.i + 1:self.i + 2] or "\\", True))
-                    self.i += 2
-            elif c == "'":
-                flush()
-                j = s.find("'", self.i + 1)
-                if j < 0:
-                    raise ShellParseError("unterminated single quote")
-                parts.append(Part("lit", s[self.i + 1:j], True))
-                self.i = j + 1
-            elif c == '"':
-                flush()
-                self.i += 1
-                parts.extend(self._dq('"'))
-            elif c == "$":
-                flush()
-                parts.extend(self._dollar(False))
-            elif c == "`":
-                flush()
-                parts.append(self._backtick(False))
+                parts.extend(self._quoting(c))
             else:
                 buf.append(c)
                 self.i += 1
         flush()
         return Word(_merge(parts))
+
+    def _quoting(self, c: str) -> list[Part]:
+        """The parts that a backslash, a quote, $ or ` at self.i opens, outside double quotes."""
+        s = self.s
+        if c == "\\":
+            escaped = s[self.i + 1:self.i + 2]
+            self.i += 2
+            if escaped == "\n":  # a line continuation: nothing
+                return []
+            return [Part("lit", escaped or "\\", True)]
+        if c == "'":
+            start = self.i + 1
+            j = s.find("'", start)
+            if j < 0:
+                raise ShellParseError("unterminated single quote")
+            self.i = j + 1
+            return [Part("lit", s[start:j], True)]
+        if c == '"':
+            self.i += 1
+            return self._dq('"')
+        if c == "$":
+            return self._dollar(False)
+        return [self._backtick(False)]
 
     def _dq(self, term: str | None) -> list[Part]:
         """Reads a double-quoted string (or a here-document body, term None) up to term."""
@@ -513,6 +515,9 @@ class _Lexer:
                     self._link(range(first, len(self.sh.cmds)), doc.cmd)
 
     # -- the grammar, defined by parser._Parser ----------------------------------------------
+
+    def parse_all(self) -> str:
+        raise NotImplementedError
 
     def _list(self, stops: frozenset[str]) -> str:
         raise NotImplementedError

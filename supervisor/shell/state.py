@@ -65,26 +65,9 @@ class _Env:
 def _effects(name: str, args: list[Field], env: _Env, cond: bool) -> None:
     """What a builtin changes for the commands after it: directory, variables, lookup."""
     if name in ("cd", "pushd", "popd"):
-        targets = [a for a in args if not (a.text.startswith("-") and len(a.text) > 1)]
-        if cond or name == "popd" or len(targets) != 1 or targets[0].unresolved or targets[0].glob:
-            env.cwd = None
-        elif targets[0].text == "-" or not (targets[0].text.startswith(("/", "~")) or env.cwd):
-            env.cwd = None
-        else:
-            env.cwd = normpath(targets[0].text, env.cwd)
+        _change_dir(name, args, env, cond)
     elif name in _DECLARE:
-        opts = "".join(a.text[1:] for a in args if a.text[:1] in "-+" and not a.unresolved)
-        odd = bool(set(opts) - set("xrgp"))
-        for a in args:
-            m = _ASSIGN.match(a.text)
-            if a.text[:1] in "-+":
-                continue
-            if m:
-                value = None if m.group(2) or odd else a.text[m.end():]
-                value = Symbolic(value) if a.unresolved and value is not None else value
-                env.assign(m.group(1), {value}, cond)
-            elif a.unresolved:
-                env.tainted = True
+        _declare(args, env, cond)
     elif name == "unset":
         for a in args:
             if _NAME.fullmatch(a.text):
@@ -93,3 +76,30 @@ def _effects(name: str, args: list[Field], env: _Env, cond: bool) -> None:
         env.tainted = True
     elif name in _RELINKING and f"{name} ran" not in env.changed:
         env.changed += (f"{name} ran",)
+
+
+def _change_dir(name: str, args: list[Field], env: _Env, cond: bool) -> None:
+    """cd, pushd, popd: the new directory, or None when we cannot tell it."""
+    targets = [a for a in args if not (a.text.startswith("-") and len(a.text) > 1)]
+    if cond or name == "popd" or len(targets) != 1 or targets[0].unresolved or targets[0].glob:
+        env.cwd = None
+    elif targets[0].text == "-" or not (targets[0].text.startswith(("/", "~")) or env.cwd):
+        env.cwd = None
+    else:
+        env.cwd = normpath(targets[0].text, env.cwd)
+
+
+def _declare(args: list[Field], env: _Env, cond: bool) -> None:
+    """declare, export, local...: the variables they assign (unknown when options change how)."""
+    opts = "".join(a.text[1:] for a in args if a.text[:1] in "-+" and not a.unresolved)
+    odd = bool(set(opts) - set("xrgp"))
+    for a in args:
+        m = _ASSIGN.match(a.text)
+        if a.text[:1] in "-+":
+            continue
+        if m:
+            value = None if m.group(2) or odd else a.text[m.end():]
+            value = Symbolic(value) if a.unresolved and value is not None else value
+            env.assign(m.group(1), {value}, cond)
+        elif a.unresolved:
+            env.tainted = True

@@ -139,7 +139,8 @@ async def test_timeout_reminds_then_denies(short_home, mock_api, tmp_path):
 
 
 async def test_ask_user_question_answered_with_an_option(real_app, mock_api, tmp_path):
-    question = {"questions": [{"question": "Which colour?", "header": "Colour", "multiSelect": False,
+    question = {"questions": [{"question": "Which colour?", "header": "Colour",
+                               "multiSelect": False,
                                "options": [{"label": "Red", "description": "warm"},
                                            {"label": "Blue", "description": "cool"}]}]}
     runner = await spawn(real_app, "asker", f"TOOL AskUserQuestion {json.dumps(question)}",

@@ -153,7 +153,8 @@ def test_switchboard_kill_from_the_command_line(short_home):
         import sqlite3
 
         with sqlite3.connect(Settings(home=home).db_path) as conn:
-            rows = conn.execute("SELECT platform, action FROM audit WHERE platform='cli'").fetchall()
+            rows = conn.execute(
+                "SELECT platform, action FROM audit WHERE platform='cli'").fetchall()
         assert rows == [("cli", "killswitch")]
         sup.expect("Kill switch triggered", 30)
         sup.send("/spawn late hi")

@@ -11,7 +11,7 @@ from urllib.parse import unquote, urlsplit
 from tests.fakes._http import ClientGone
 from tests.fakes.fake_telegram.api import ApiError
 from tests.fakes.fake_telegram.commands import _ChatMethods
-from tests.fakes.fake_telegram.decoding import _decode_request
+from tests.fakes.fake_telegram.decoding import Upload, _decode_request
 from tests.fakes.fake_telegram.messages import _MessageMethods
 from tests.fakes.fake_telegram.server import _Handler
 from tests.fakes.fake_telegram.state import _Fault
@@ -65,11 +65,17 @@ class _Dispatch(_UpdateMethods, _MessageMethods, _ChatMethods):
         if self._apply_faults(h, call, method, params):
             return
         if token != self.token:
+            # A token-shaped stranger is unauthorized; anything else is not a bot URL at all.
             if re.fullmatch(r"\d+:[A-Za-z0-9_-]+", token):
                 self._answer_error(h, call, ApiError(401, "Unauthorized"), method, params)
             else:
                 self._answer_error(h, call, ApiError(404, "Not Found"), method, params)
             return
+        self._call_method(h, call, method, params, files)
+
+    def _call_method(self, h: _Handler, call: dict[str, Any], method: str,
+                     params: dict[str, Any], files: dict[str, Upload]) -> None:
+        """Runs the ``_m_<method>`` handler (or the test's on_request override) and answers."""
         handler = getattr(self, f"_m_{method.lower()}", None)
         try:
             if self.on_request is not None:

@@ -63,28 +63,38 @@ def _explicit_entities(text: str, raw: Any) -> list[dict[str, Any]]:
         kind = e.get("type")
         if not isinstance(kind, str) or kind not in _ENTITY_TYPES:
             raise _bad("can't parse MessageEntity: Unsupported type specified")
-        offset, length = e.get("offset"), e.get("length")
-        if not isinstance(offset, int) or offset < 0:
-            raise _bad(f"receive an entity with incorrect offset {offset}")
-        if not isinstance(length, int) or length < 0:
-            raise _bad(f"receive an entity with incorrect length {length}")
-        if offset > total:
-            raise _bad(f"entity begins after the end of the text at UTF-16 offset {offset}")
-        if offset + length > total:
-            raise _bad(
-                f"entity beginning at UTF-16 offset {offset} ends after the end of the text at "
-                f"UTF-16 offset {offset + length}"
-            )
-        if kind == "text_link":
-            if "url" not in e:
-                raise _bad('can\'t parse MessageEntity: Can\'t find field "url"')
-            reason = _valid_http_url(str(e["url"]))
-            if reason:
-                raise _bad(f"entity URL '{e['url']}' is invalid: {reason}")
-        if kind == "text_mention" and "user" not in e:
-            raise _bad('can\'t parse MessageEntity: Can\'t find field "user"')
-        if kind == "custom_emoji" and "custom_emoji_id" not in e:
-            raise _bad('can\'t parse MessageEntity: Can\'t find field "custom_emoji_id"')
+        length = _check_span(e.get("offset"), e.get("length"), total)
+        _check_fields(kind, e)
         if length > 0:
             out.append(dict(e))
     return _sorted_entities(out)
+
+
+def _check_span(offset: Any, length: Any, total: int) -> int:
+    """The entity's length, once its offset and length are checked against the text's."""
+    if not isinstance(offset, int) or offset < 0:
+        raise _bad(f"receive an entity with incorrect offset {offset}")
+    if not isinstance(length, int) or length < 0:
+        raise _bad(f"receive an entity with incorrect length {length}")
+    if offset > total:
+        raise _bad(f"entity begins after the end of the text at UTF-16 offset {offset}")
+    if offset + length > total:
+        raise _bad(
+            f"entity beginning at UTF-16 offset {offset} ends after the end of the text at "
+            f"UTF-16 offset {offset + length}"
+        )
+    return length
+
+
+def _check_fields(kind: str, e: dict[str, Any]) -> None:
+    """The fields that some entity types require (text_link's url, text_mention's user...)."""
+    if kind == "text_link":
+        if "url" not in e:
+            raise _bad('can\'t parse MessageEntity: Can\'t find field "url"')
+        reason = _valid_http_url(str(e["url"]))
+        if reason:
+            raise _bad(f"entity URL '{e['url']}' is invalid: {reason}")
+    if kind == "text_mention" and "user" not in e:
+        raise _bad('can\'t parse MessageEntity: Can\'t find field "user"')
+    if kind == "custom_emoji" and "custom_emoji_id" not in e:
+        raise _bad('can\'t parse MessageEntity: Can\'t find field "custom_emoji_id"')

@@ -67,31 +67,13 @@ class _MessageMethods(_Helpers):
                 caption, caption_entities = self._finish_text(
                     parsed, limit=MAX_CAPTION_LENGTH, too_long="message caption is too long",
                     empty=None)
-            if upload is not None:
-                if not upload.content:
-                    raise _bad("file must be non-empty")
-                if len(upload.content) > MAX_UPLOAD_BYTES:
-                    raise ApiError(413, "Request Entity Too Large")
-                info = self._new_file(upload.filename, upload.content, upload.content_type)
-            else:
-                info = self._files.get(str(ref))
-                if info is None:
-                    if not re.match(r"https?://", str(ref)):
-                        raise _bad("wrong file identifier/HTTP URL specified")
-                    name = urlsplit(str(ref)).path.rsplit("/", 1)[-1] or "file"
-                    info = self._new_file(name, None, None)
+            info = self._document_file(upload, ref)
             reply_to = self._reply_to(chat["id"], params)
             self._check_flood("sendDocument", chat["id"])
             msg = self._new_message(chat["id"], chat, self.bot_user)
             if reply_to is not None:
                 msg["reply_to_message"] = reply_to
-            document = {"file_name": info["file_name"], "file_id": info["file_id"],
-                        "file_unique_id": info["file_unique_id"]}
-            if info["mime_type"]:
-                document["mime_type"] = info["mime_type"]
-            if info["bytes"] is not None:
-                document["file_size"] = len(info["bytes"])
-            msg["document"] = document
+            msg["document"] = _document(info)
             if caption:
                 msg["caption"] = caption
                 if caption_entities:
@@ -106,6 +88,22 @@ class _MessageMethods(_Helpers):
                 "file_id": info["file_id"],
             })
             return copy.deepcopy(msg)
+
+    def _document_file(self, upload: Upload | None, ref: Any) -> dict[str, Any]:
+        """The file a sendDocument sends: a new upload, a known file_id or an HTTP URL."""
+        if upload is not None:
+            if not upload.content:
+                raise _bad("file must be non-empty")
+            if len(upload.content) > MAX_UPLOAD_BYTES:
+                raise ApiError(413, "Request Entity Too Large")
+            return self._new_file(upload.filename, upload.content, upload.content_type)
+        info = self._files.get(str(ref))
+        if info is None:
+            if not re.match(r"https?://", str(ref)):
+                raise _bad("wrong file identifier/HTTP URL specified")
+            name = urlsplit(str(ref)).path.rsplit("/", 1)[-1] or "file"
+            info = self._new_file(name, None, None)
+        return info
 
     def _new_file(self, filename: str, content: bytes | None,
                   content_type: str | None) -> dict[str, Any]:
@@ -255,3 +253,14 @@ class _MessageMethods(_Helpers):
             if not found:
                 raise _bad("message to delete not found")
             return True
+
+
+def _document(info: dict[str, Any]) -> dict[str, Any]:
+    """The Document object of a message that carries the file `info`."""
+    document = {"file_name": info["file_name"], "file_id": info["file_id"],
+                "file_unique_id": info["file_unique_id"]}
+    if info["mime_type"]:
+        document["mime_type"] = info["mime_type"]
+    if info["bytes"] is not None:
+        document["file_size"] = len(info["bytes"])
+    return document

@@ -52,14 +52,7 @@ class _UpdateMethods(_Helpers):
             return {**self._webhook, "pending_update_count": len(self._updates)}
 
     def _m_getupdates(self, params: dict[str, Any], h: _Handler, call: dict[str, Any]) -> Any:
-        offset = params.get("offset")
-        limit = params.get("limit", 100)
-        timeout = params.get("timeout", 0)
-        if not isinstance(limit, int):
-            limit = 100
-        limit = min(100, max(1, limit))
-        if not isinstance(timeout, (int, float)) or timeout < 0:
-            timeout = 0
+        limit, timeout = _poll_limits(params)
         with self._cond:
             if self._webhook["url"]:
                 raise ApiError(409, CONFLICT_WEBHOOK)
@@ -67,13 +60,7 @@ class _UpdateMethods(_Helpers):
                 allowed = params["allowed_updates"]
                 self._allowed_updates = set(allowed) if isinstance(allowed, list) and allowed \
                     else None
-            if isinstance(offset, int):
-                if offset < 0:
-                    keep = list(self._updates)[offset:]
-                    self._updates = deque(keep)
-                else:
-                    while self._updates and self._updates[0]["update_id"] < offset:
-                        self._updates.popleft()
+            self._confirm(params.get("offset"))
             self._poll_generation += 1
             generation = self._poll_generation
             self._cond.notify_all()
@@ -98,6 +85,17 @@ class _UpdateMethods(_Helpers):
             raise ClientGone("superseded poller already gone")
         raise ApiError(409, CONFLICT_POLLER)
 
+    def _confirm(self, offset: Any) -> None:
+        """getUpdates' offset: drops the updates it confirms (a negative one keeps the last)."""
+        if not isinstance(offset, int):
+            return
+        if offset < 0:
+            keep = list(self._updates)[offset:]
+            self._updates = deque(keep)
+        else:
+            while self._updates and self._updates[0]["update_id"] < offset:
+                self._updates.popleft()
+
     def _deliverable(self, limit: int) -> list[dict[str, Any]]:
         allowed = self._allowed_updates
         out = []
@@ -112,3 +110,15 @@ class _UpdateMethods(_Helpers):
             if len(out) >= limit:
                 break
         return out
+
+
+def _poll_limits(params: dict[str, Any]) -> tuple[int, float]:
+    """getUpdates' limit (clamped to 1..100) and timeout (0 when missing or not valid)."""
+    limit = params.get("limit", 100)
+    timeout = params.get("timeout", 0)
+    if not isinstance(limit, int):
+        limit = 100
+    limit = min(100, max(1, limit))
+    if not isinstance(timeout, (int, float)) or timeout < 0:
+        timeout = 0
+    return limit, timeout
