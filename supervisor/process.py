@@ -304,7 +304,14 @@ class AgentProcess:
                 time.sleep(0.002)
             # Then our own two, so that every process of the sandbox shows stopped; resume
             # continues them first.
-            _signal_all([p for p in (self.init_pid, self.launcher_pid) if p], signal.SIGSTOP)
+            ours = [p for p in (self.init_pid, self.launcher_pid) if p]
+            _signal_all(ours, signal.SIGSTOP)
+            # A signal is delivered, not done: wait (bounded) until they show stopped, so that
+            # what pause reports is what the process table says.
+            deadline = time.monotonic() + 1.0
+            while any(_state(p) not in ("T", "t", "Z", None) for p in ours) \
+                    and time.monotonic() < deadline:
+                time.sleep(0.002)
             self.paused = True
             return self.members()
         stopped: set[int] = set()
