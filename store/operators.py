@@ -106,7 +106,7 @@ class OperatorRepo:
             (escalation_id, platform))
         return [(r["chat_id"], r["message_id"]) for r in rows]
 
-    async def unsettled(self, platform: str) -> list[str]:
+    async def unsettled(self, platform: str) -> builtins.list[str]:
         """Ids of closed escalations with copies on `platform` still showing the question."""
         rows = await self.db.fetchall(
             "SELECT DISTINCT c.escalation_id FROM chat_copies c JOIN escalations e"

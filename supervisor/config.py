@@ -413,7 +413,7 @@ class Settings(BaseSettings):
         values = [v.value for name in type(self).model_fields
                   if isinstance(v := getattr(self, name), Secret)]
         values += [v for k, v in self.agent_env.items() if looks_secret(k)]
-        values += [s.value for s in (self.__pydantic_private__ or {}).get("_env_secrets", ())]
+        values += [s.value for s in _private(self).get("_env_secrets", ())]
         return tuple(dict.fromkeys(v for v in values if v))
 
     def gcs_client_kwargs(self) -> dict[str, Any]:
@@ -428,7 +428,7 @@ class Settings(BaseSettings):
         """A copy with some settings changed, checked like any other construction."""
         values = {name: getattr(self, name) for name in type(self).model_fields}
         copy = type(self)(**{**values, **changes})
-        copy.__pydantic_private__.update(self.__pydantic_private__ or {})
+        _private(copy).update(_private(self))
         return copy
 
     @classmethod
@@ -460,7 +460,7 @@ class Settings(BaseSettings):
         finally:
             _LOADING.reset(token)
         # Not a setting: the secrets our environment holds, only so logs can be kept clean.
-        settings.__pydantic_private__["_env_secrets"] = _env_secrets(env)
+        _private(settings)["_env_secrets"] = _env_secrets(env)
         return settings
 
     def agent_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -480,6 +480,15 @@ class Settings(BaseSettings):
             env["CLAUDE_CONFIG_DIR"] = str(self.claude_config_dir)
         env.update(self.agent_env)
         return env
+
+
+def _private(model: BaseSettings) -> dict[str, Any]:
+    """A model's private attributes (pydantic keeps them apart from the frozen fields)."""
+    private = model.__pydantic_private__
+    if private is None:
+        private = {}
+        object.__setattr__(model, "__pydantic_private__", private)
+    return private
 
 
 def _env_secrets(env: Mapping[str, str]) -> tuple[Secret, ...]:
