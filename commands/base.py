@@ -9,6 +9,7 @@ from enum import IntEnum
 from typing import Any, ClassVar, Protocol
 
 from supervisor.config import Settings
+from supervisor.errors import InvalidRequest
 from supervisor.pool import AgentPool
 
 
@@ -80,8 +81,9 @@ class Context:
     settings: Settings
 
 
-class UsageError(Exception):
-    """Bad arguments; the dispatcher adds the command's usage line."""
+class UsageError(InvalidRequest):
+    """Bad arguments, found before the supervisor is asked; shown with the usage line like
+    every InvalidRequest."""
 
 
 @dataclass(frozen=True, slots=True)

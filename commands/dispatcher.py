@@ -16,25 +16,13 @@ from commands.base import (
     Reply,
     Role,
     Text,
-    UsageError,
     parse_args,
     usage_line,
 )
 from commands.killswitch import KillAll, KillSwitchCmd
 from commands.operators import Invite, Operators
 from store.errors import StoreError
-from supervisor.errors import (
-    AgentExists,
-    AgentNotRunning,
-    ConfigError,
-    InvalidRequest,
-    ShuttingDown,
-    SupervisorError,
-    UnknownAgent,
-)
-from supervisor.escalations import AlreadyAnswered, UnknownEscalation
-from supervisor.guardrails import LimitExceeded
-from supervisor.killswitch import Halted
+from supervisor.errors import StoreFailed, SupervisorError
 
 logger = logging.getLogger(__name__)
 
@@ -83,41 +71,17 @@ HALT_SAFE = frozenset({"agents", "status", "logs", "cost", "pending", "deny", "h
 COMMANDS: dict[str, Command] = {c.name: c for c in REGISTRY}
 
 
-def _error_reply(exc: BaseException, cmd: Command | None) -> Reply:
-    usage = f"Usage: {usage_line(cmd.name, cmd.params)}" if cmd else ""
-    if isinstance(exc, UsageError):
-        return Reply.error(f"/{cmd.name if cmd else '?'}: {exc}.", usage)
-    if isinstance(exc, UnknownAgent):
-        return Reply.error(f"There is no agent {exc.ref!r}.",
-                           "Send /agents all to see every agent's name and id.")
-    if isinstance(exc, AgentExists):
-        return Reply.error(f"An agent named {exc.name!r} is already running.",
-                           f"Pick another name, or /kill {exc.name} first.")
-    if isinstance(exc, AgentNotRunning):
-        return Reply.error(f"Cannot {exc.action} {exc.name}: it is {exc.state}.",
-                           "Send /status " + exc.name + " to see what it is doing.")
-    if isinstance(exc, InvalidRequest):
-        return Reply.error(f"/{cmd.name if cmd else '?'}: {exc}.", usage)
-    if isinstance(exc, Halted):
-        return Reply.error(f"Refused: {exc}.",
-                           "An admin can send /killswitch off confirm once it is safe.")
-    if isinstance(exc, LimitExceeded):
-        return Reply.error(f"Refused by a guardrail: {exc.what}", exc.fix)
-    if isinstance(exc, UnknownEscalation):
-        return Reply.error(f"There is no request or question {exc.esc_id!r}.",
-                           "Send /pending to see what is waiting, with ids.")
-    if isinstance(exc, AlreadyAnswered):
-        return Reply.error(f"Too late: {exc}.", "Nothing was changed.")
-    if isinstance(exc, ShuttingDown):
-        return Reply.error("Switchboard is shutting down and takes no new work.",
-                           "Wait for it to restart, then try again.")
-    if isinstance(exc, ConfigError):
-        return Reply.error(f"Configuration problem: {exc}.", "Run `switchboard doctor`.")
+def _error_reply(exc: BaseException, cmd: Command) -> Reply:
+    """Every error as text: a supervisor error says what went wrong and what to do (a
+    request of the wrong form, with the command's usage); anything else is a bug, logged
+    under a ref the operator can quote."""
     if isinstance(exc, StoreError):
-        return Reply.error(f"The state database failed: {exc}.",
-                           "Check free disk space and `switchboard doctor`; nothing was changed.")
+        exc = StoreFailed(exc)
     if isinstance(exc, SupervisorError):
-        return Reply.error(str(exc))
+        if exc.usage:
+            return Reply.error(f"/{cmd.name}: {exc.what}.",
+                               f"Usage: {usage_line(cmd.name, cmd.params)}")
+        return Reply.error(exc.what, exc.fix)
     ref = secrets.token_hex(3)
     logger.error("command failed ref=%s", ref, exc_info=exc)
     return Reply.error(f"Something went wrong inside Switchboard (ref {ref}).",
