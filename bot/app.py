@@ -12,6 +12,7 @@ from typing import IO
 from commands.base import Caller, Context, Reply
 from commands.dispatcher import Dispatcher
 from store import Store, open_store
+from supervisor.api import SupervisorAPI
 from supervisor.config import Settings
 from supervisor.errors import ConfigError
 from supervisor.events import EventHub
@@ -29,6 +30,7 @@ class Switchboard:
         self.dispatcher = Dispatcher()
         self.store: Store | None = None
         self.pool: AgentPool | None = None
+        self.api: SupervisorAPI | None = None
         self._lock_file: IO[str] | None = None
 
     async def __aenter__(self) -> Switchboard:
@@ -37,6 +39,7 @@ class Switchboard:
             self.store = await open_store(self.settings.db_path)
             self.pool = AgentPool(self.settings, self.store, self.hub)
             report = await self.pool.start()
+            self.api = SupervisorAPI.over(self.pool)
             # Kill switch layer 3: whatever Switchboard issued is revoked with it.
             self.pool.killswitch.revokers.append(self.store.operators.revoke_invites)
             logger.info("supervisor started home=%s resumed=%d swept=%d", self.settings.home,
@@ -79,8 +82,8 @@ class Switchboard:
             self._lock_file = None
 
     def context(self, caller: Caller) -> Context:
-        assert self.pool is not None
-        return Context(self.pool, caller, self.settings)
+        assert self.api is not None
+        return Context(self.api, caller)
 
     async def run_command(self, caller: Caller, text: str) -> Reply:
         return await self.dispatcher.dispatch(self.context(caller), text)

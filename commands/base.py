@@ -8,9 +8,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, ClassVar, Protocol
 
-from supervisor.config import Settings
-from supervisor.errors import InvalidRequest
-from supervisor.pool import AgentPool
+from supervisor.api import InvalidRequest, SupervisorAPI
 
 
 class Role(IntEnum):
@@ -76,9 +74,10 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    pool: AgentPool
+    """What a command runs with: the supervisor's one API, and who asked."""
+
+    api: SupervisorAPI
     caller: Caller
-    settings: Settings
 
 
 class UsageError(InvalidRequest):

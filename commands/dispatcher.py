@@ -21,8 +21,7 @@ from commands.base import (
 )
 from commands.killswitch import KillAll, KillSwitchCmd
 from commands.operators import Invite, Operators
-from store.errors import StoreError
-from supervisor.errors import StoreFailed, SupervisorError
+from supervisor.api import SupervisorError
 
 logger = logging.getLogger(__name__)
 
@@ -65,9 +64,6 @@ REGISTRY: tuple[Command, ...] = (
     Pending(), Approve(), Deny(), AnswerCmd(), KillAll(), KillSwitchCmd(), Invite(), Operators(),
     Help(),
 )
-# What still works while the kill switch is on: looking, denying, and the switch itself.
-HALT_SAFE = frozenset({"agents", "status", "logs", "cost", "pending", "deny", "help", "killall",
-                       "killswitch"})
 COMMANDS: dict[str, Command] = {c.name: c for c in REGISTRY}
 
 
@@ -75,8 +71,6 @@ def _error_reply(exc: BaseException, cmd: Command) -> Reply:
     """Every error as text: a supervisor error says what went wrong and what to do (a
     request of the wrong form, with the command's usage); anything else is a bug, logged
     under a ref the operator can quote."""
-    if isinstance(exc, StoreError):
-        exc = StoreFailed(exc)
     if isinstance(exc, SupervisorError):
         if exc.usage:
             return Reply.error(f"/{cmd.name}: {exc.what}.",
@@ -122,11 +116,8 @@ class Dispatcher:
             await self._audit(ctx, name, rest, reply)
             return reply
         try:
-            if name not in HALT_SAFE:
-                ctx.pool.killswitch.check()
             if name != "killall":  # the kill switch is never rate limited
-                ctx.pool.rates.hit(f"cmd:{ctx.caller.id}", ctx.settings.commands_per_minute,
-                                   "commands")
+                ctx.api.admit_command(ctx.caller)
             args = parse_args(cmd.params, rest)
             reply = await cmd.execute(ctx, args)
         except Exception as exc:  # noqa: BLE001 - every error becomes a reply, in one place
@@ -135,10 +126,4 @@ class Dispatcher:
         return reply
 
     async def _audit(self, ctx: Context, name: str, rest: str, reply: Reply) -> None:
-        try:
-            await ctx.pool.store.audit.record(
-                platform=ctx.caller.platform, user_id=ctx.caller.id, user_name=ctx.caller.name,
-                action=name, args=rest, ok=reply.ok, result=reply.plain()[:500],
-            )
-        except StoreError:
-            logger.warning("audit write failed action=%s", name, exc_info=True)
+        await ctx.api.audit(ctx.caller, name, rest, ok=reply.ok, result=reply.plain()[:500])

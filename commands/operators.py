@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-import secrets
 from typing import Any, ClassVar
 
 from commands.base import Arg, Context, Param, Reply, Role, Text, UsageError
-
-INVITE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
-ROLES = ("viewer", "operator", "admin")
-
-
-def _role(word: str | None, default: str = "operator") -> str:
-    role = (word or default).lower()
-    if role not in ROLES:
-        raise UsageError(f"unknown role {word!r}; roles are {', '.join(ROLES)}")
-    return role
 
 
 class Invite:
@@ -27,14 +16,11 @@ class Invite:
     examples: ClassVar[tuple[str, ...]] = ("/invite", "/invite viewer")
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
-        role = _role(args["role"])
-        code = "".join(secrets.choice(INVITE_ALPHABET) for _ in range(10))
-        await ctx.pool.store.operators.create_invite(code, role, ctx.caller.id,
-                                                     ctx.settings.invite_ttl_s)
-        minutes = ctx.settings.invite_ttl_s / 60
+        invite = await ctx.api.create_invite(args["role"] or "operator", by=ctx.caller)
+        minutes = invite.ttl_s / 60
         return Reply(blocks=(
-            Text(f"Invite code for a new {role}:", "title"),
-            Text(f"/start {code}", "code"),
+            Text(f"Invite code for a new {invite.role}:", "title"),
+            Text(f"/start {invite.code}", "code"),
             Text(f"They send that to the bot within {minutes:.0f} minutes. It works once."),
         ))
 
@@ -53,10 +39,9 @@ class Operators:
                                            "/operators remove telegram:42")
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
-        repo = ctx.pool.store.operators
         action = args["action"]
         if action is None:
-            rows = await repo.list()
+            rows = await ctx.api.operators()
             if not rows:
                 return Reply.text("No operators yet: /invite makes a code for one.")
             lines = [f"{r.platform}:{r.user_id} {r.name} — {r.role} (added by {r.added_by})"
@@ -65,17 +50,8 @@ class Operators:
         if action not in ("role", "remove"):
             raise UsageError(f"unknown action {action!r}; use 'role' or 'remove'")
         who = args["who"] or ""
-        platform, _, user_id = who.partition(":")
-        if not platform or not user_id:
-            raise UsageError(f"name the operator as platform:user_id, got {who!r}")
-        if f"{platform}:{user_id}" == ctx.caller.id:
-            raise UsageError("you cannot change or remove yourself")
-        current = await repo.get(platform, user_id)
-        if current is None:
-            return Reply.error(f"{who} is not an operator.", "Send /operators to list them.")
         if action == "remove":
-            await repo.remove(platform, user_id)
-            return Reply.text(f"Removed {who} ({current.name}).")
-        role = _role(args["new_role"], "")
-        await repo.upsert(platform, user_id, current.name, role, ctx.caller.id)
-        return Reply.text(f"{who} ({current.name}) is now {role}.")
+            gone = await ctx.api.remove_operator(who, by=ctx.caller)
+            return Reply.text(f"Removed {who} ({gone.name}).")
+        now = await ctx.api.set_role(who, args["new_role"] or "", by=ctx.caller)
+        return Reply.text(f"{who} ({now.name}) is now {now.role}.")
