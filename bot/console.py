@@ -14,8 +14,8 @@ from bot.app import Switchboard
 from bot.render import visible
 from commands.approvals import escalation_blocks
 from commands.base import Caller, Reply, Role, Text
-from store.escalations import EscalationRow
-from supervisor.events import AgentOutput, Event, StateChanged, TurnFinished
+from supervisor.api import AgentOutput, Event, StateChanged, TurnFinished
+from supervisor.api import EscalationView as EscalationRow
 
 logger = logging.getLogger(__name__)
 

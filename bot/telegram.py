@@ -52,9 +52,14 @@ from commands.approvals import detail_filename, escalation_buttons  # noqa: E402
 from commands.base import Attachment, Button, Caller, Reply, Role, Text  # noqa: E402
 from commands.dispatcher import REGISTRY, split_command  # noqa: E402
 from commands.render import ago, money  # noqa: E402
-from store.escalations import EscalationRow  # noqa: E402
-from supervisor.escalations import EscalationEvent, Kind  # noqa: E402
-from supervisor.events import AgentOutput, StateChanged, TurnFinished  # noqa: E402
+from supervisor.api import (  # noqa: E402
+    AgentOutput,
+    EscalationEvent,
+    Kind,
+    StateChanged,
+    TurnFinished,
+)
+from supervisor.api import EscalationView as EscalationRow  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
