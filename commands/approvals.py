@@ -83,11 +83,11 @@ class Approve:
             session = words[1:] == ["session"]
             if words[1:] and not session:
                 raise UsageError(f"expected 'session' after the agent, got {' '.join(words[1:])!r}")
-            done = await ctx.api.approve_all(words[0], by=ctx.caller, session=session)
-            rows = done.escalations
+            approved = await ctx.api.approve_all(words[0], by=ctx.caller, session=session)
+            rows, name = approved.escalations, approved.agent.name
             if not rows:
-                return Reply.text(f"{done.agent.name} has no open permission requests.")
-            return Reply.text(f"Approved {len(rows)} request(s) of {done.agent.name}: "
+                return Reply.text(f"{name} has no open permission requests.")
+            return Reply.text(f"Approved {len(rows)} request(s) of {name}: "
                               + ", ".join(r.id for r in rows))
         if words not in ([], ["session"]):
             raise UsageError(f"expected nothing or 'session' after the id, got {' '.join(words)!r}")
