@@ -9,10 +9,11 @@ import os
 from pathlib import Path
 from typing import IO
 
-from bot.fleet import PoolFleet
+from bot.fleet import ApiFleet
 from commands.base import Caller, Context, Reply
 from commands.dispatcher import Dispatcher
 from store import Store, open_store
+from supervisor.api import SupervisorAPI
 from supervisor.config import Settings
 from supervisor.errors import ConfigError
 from supervisor.events import EventHub
@@ -31,7 +32,8 @@ class Switchboard:
         self.dispatcher = Dispatcher()
         self.store: Store | None = None
         self.pool: AgentPool | None = None
-        self.fleet: PoolFleet | None = None  # what the front-end kit reads the fleet through
+        self.fleet: ApiFleet | None = None  # what the front-end kit reads the fleet through
+        self.api: SupervisorAPI | None = None
         self._lock_file: IO[str] | None = None
 
     async def __aenter__(self) -> Switchboard:
@@ -40,8 +42,9 @@ class Switchboard:
             SECRETS.add(*self.settings.secret_values())
             self.store = await open_store(self.settings.db_path, redact=SECRETS)
             self.pool = AgentPool(self.settings, self.store, self.hub)
-            self.fleet = PoolFleet(self.pool, self.store, self.hub)
             report = await self.pool.start()
+            self.api = SupervisorAPI.over(self.pool)
+            self.fleet = ApiFleet(self.api)
             # Kill switch layer 3: whatever Switchboard issued is revoked with it.
             self.pool.killswitch.revokers.append(self.store.operators.revoke_invites)
             logger.info("supervisor started home=%s resumed=%d swept=%d", self.settings.home,
@@ -84,8 +87,8 @@ class Switchboard:
             self._lock_file = None
 
     def context(self, caller: Caller) -> Context:
-        assert self.pool is not None
-        return Context(self.pool, caller, self.settings)
+        assert self.api is not None
+        return Context(self.api, caller)
 
     async def run_command(self, caller: Caller, text: str) -> Reply:
         return await self.dispatcher.dispatch(self.context(caller), text)

@@ -14,9 +14,8 @@ from bot.app import Switchboard
 from bot.kit import escalation as esc
 from bot.render import visible
 from commands.base import Caller, Reply, Role, Text
-from store.escalations import EscalationRow
-from supervisor.escalations import EscalationEvent
-from supervisor.events import AgentOutput, Event, StateChanged, TurnFinished
+from supervisor.api import AgentOutput, EscalationEvent, Event, StateChanged, TurnFinished
+from supervisor.api import EscalationView as EscalationRow
 
 logger = logging.getLogger(__name__)
 

@@ -1,11 +1,12 @@
-"""The front-end kit's FleetPort over today's pool and store: the one bot module that reads
-them for the kit, until supervisor/api.py offers the same calls."""
+"""The front-end kit's FleetPort over supervisor/api.py: the kit's view of the fleet, built
+from the API's calls and read models (bot never reaches past the API)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bot.kit.ports import (
@@ -23,11 +24,15 @@ from bot.kit.ports import (
 )
 from commands.agents import agent_buttons
 from commands.base import Role
-from store import Store
-from store.operators import OperatorRow
-from supervisor.escalations import EscalationEvent
-from supervisor.events import AgentOutput, EventHub, StateChanged, TurnFinished
-from supervisor.pool import AgentPool
+from supervisor.api import (
+    AgentOutput,
+    EscalationEvent,
+    OperatorView,
+    StateChanged,
+    SupervisorAPI,
+    TurnFinished,
+    UnknownAgent,
+)
 
 
 def _activity(event: object) -> FleetEvent | None:
@@ -43,7 +48,7 @@ def _activity(event: object) -> FleetEvent | None:
     return None
 
 
-class _HubFeed:
+class _Feed:
     def __init__(self, queue: asyncio.Queue[Any]) -> None:
         self._queue = queue
 
@@ -54,84 +59,84 @@ class _HubFeed:
                 return event
 
 
-class PoolFleet:
-    """Implements bot.kit.ports.FleetPort."""
+@dataclass(frozen=True, slots=True)
+class _Who:
+    """Who an audit row is about, as the API's Actor."""
 
-    def __init__(self, pool: AgentPool, store: Store, hub: EventHub) -> None:
-        self.pool = pool
-        self.store = store
-        self.hub = hub
+    id: str
+    name: str
+    platform: str
+
+
+class ApiFleet:
+    """Implements bot.kit.ports.FleetPort over the supervisor API."""
+
+    def __init__(self, api: SupervisorAPI) -> None:
+        self.api = api
 
     @staticmethod
-    def _operator(row: OperatorRow) -> Operator:
+    def _operator(row: OperatorView) -> Operator:
         return Operator(row.platform, row.user_id, row.name, Role[row.role.upper()],
                         row.added_by)
 
     async def operator(self, platform: str, user_id: str, /) -> Operator | None:
-        row = await self.store.operators.get(platform, user_id)
+        row = await self.api.operator(platform, user_id)
         return self._operator(row) if row is not None else None
 
     async def operators(self, platform: str, /) -> Sequence[Operator]:
-        return [self._operator(r) for r in await self.store.operators.list(platform)]
+        return [self._operator(r) for r in await self.api.operators(platform)]
 
     async def save_operator(self, op: Operator, /) -> None:
-        await self.store.operators.upsert(op.platform, op.user_id, op.name, op.role.name.lower(),
-                                          op.added_by)
+        await self.api.add_operator(op.platform, op.user_id, op.name, op.role.name.lower(),
+                                    added_by=op.added_by)
 
     async def redeem_invite(self, code: str, used_by: str, /) -> Role | None:
-        role = await self.store.operators.redeem_invite(code, used_by)
-        return Role[role.upper()] if role is not None else None
+        platform, _, user_id = used_by.partition(":")
+        row = await self.api.redeem_invite(code, platform, user_id, user_id)
+        return Role[row.role.upper()] if row is not None else None
 
     async def audit(self, e: AuditEntry, /) -> None:
-        await self.store.audit.record(platform=e.platform, user_id=e.user_id,
-                                      user_name=e.user_name, action=e.action, args=e.args,
-                                      ok=e.ok, result=e.result)
+        await self.api.audit(_Who(e.user_id, e.user_name, e.platform), e.action, e.args,
+                             ok=e.ok, result=e.result)
 
     async def notify(self, title: str, body: str, /) -> None:
-        await self.pool.escalations.notify(None, title, body)
+        await self.api.notify(title, body)
 
     def follow_escalations(self, frontend: str, /) -> AsyncIterator[Escalation]:
-        return self.pool.escalations.follow(frontend)
+        return self.api.follow_escalations(frontend)
 
     async def ack_escalation(self, escalation_id: str, frontend: str, /) -> None:
-        await self.pool.escalations.ack(escalation_id, frontend)
+        await self.api.ack_escalation(escalation_id, frontend)
 
     async def escalation(self, escalation_id: str, /) -> Escalation | None:
-        return await self.pool.escalations.get(escalation_id)
+        return await self.api.escalation(escalation_id)
 
     async def record_copy(self, copy: ChatCopy, /) -> None:
-        await self.store.operators.add_copy(copy.escalation_id, copy.platform, copy.chat,
-                                            copy.message)
+        await self.api.record_copy(copy.escalation_id, copy.platform, copy.chat, copy.message)
 
     async def copies(self, escalation_id: str, platform: str, /) -> Sequence[ChatCopy]:
         return [ChatCopy(escalation_id, platform, ChatId(chat), MessageId(message))
-                for chat, message in await self.store.operators.copies(escalation_id, platform)]
+                for chat, message in await self.api.copies(escalation_id, platform)]
 
     async def escalation_for_message(self, platform: str, chat: ChatId, message: MessageId,
                                      /) -> str | None:
-        return await self.store.operators.escalation_for_message(platform, chat, message)
+        return await self.api.escalation_for_message(platform, chat, message)
 
     async def unsettled(self, platform: str, /) -> Sequence[Escalation]:
-        rows = [await self.pool.escalations.get(i)
-                for i in await self.store.operators.unsettled(platform)]
-        return [r for r in rows if r is not None]
+        return list(await self.api.unsettled_copies(platform))
 
     async def settle(self, escalation_id: str, platform: str, /) -> None:
-        await self.store.operators.settle(escalation_id, platform)
+        await self.api.settle_copies(escalation_id, platform)
 
     @contextlib.contextmanager
-    def subscribe(self) -> Iterator[_HubFeed]:
-        with self.hub.subscription() as queue:
-            yield _HubFeed(queue)
+    def subscribe(self) -> Iterator[_Feed]:
+        with self.api.subscription() as queue:
+            yield _Feed(queue)
 
     async def agent(self, agent_id: str, /) -> AgentView | None:
-        runner = next((r for r in self.pool.runners(include_dead=True) if r.id == agent_id),
-                      None)
-        if runner is None:
+        try:
+            a = await self.api.agent(agent_id)
+        except UnknownAgent:
             return None
-        totals = await self.store.turns.totals_by_agent(runner.id)
-        live = runner.state.live
-        return AgentView(runner.id, runner.name, str(runner.state), live, runner.current_tool,
-                         runner.created_at, totals[0].turns if totals else 0,
-                         totals[0].cost_usd if totals else 0.0,
-                         agent_buttons(runner) if live else ())
+        return AgentView(a.id, a.name, str(a.state), a.live, a.current_tool, a.created_at,
+                         a.turns, a.cost_usd, agent_buttons(a) if a.live else ())

@@ -8,8 +8,7 @@ from typing import Any, ClassVar
 
 from commands.base import Arg, Button, Context, Opt, Param, Reply, Rest, Role, Text, UsageError
 from commands.render import agent_line, ago, money
-from supervisor.events import AgentState
-from supervisor.runner import AgentRunner
+from supervisor.api import AgentState, AgentView
 
 
 def project_config_summary(cwd: str) -> str:
@@ -33,7 +32,7 @@ def project_config_summary(cwd: str) -> str:
     return "; ".join(found) if found else "none found yet"
 
 
-def agent_buttons(r: AgentRunner) -> tuple[Button, ...]:
+def agent_buttons(r: AgentView) -> tuple[Button, ...]:
     pause = (Button("▶ Resume", f"/resume {r.id}") if r.state == AgentState.PAUSED
              else Button("⏸ Pause", f"/pause {r.id}"))
     return (
@@ -64,10 +63,10 @@ class Spawn:
     examples: ClassVar[tuple[str, ...]] = ("/spawn fixer --model sonnet fix the failing tests",)
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
-        r = await ctx.pool.spawn(
-            args["name"], args["prompt"], model=args["model"], cwd=args["cwd"],
+        r = await ctx.api.spawn(
+            args["name"], args["prompt"], by=ctx.caller, model=args["model"], cwd=args["cwd"],
             parent=args["parent"], permission_mode=args["mode"],
-            project_settings=bool(args["project_settings"]), by=ctx.caller.id,
+            project_settings=bool(args["project_settings"]),
         )
         blocks = [Text(f"Spawned {r.name} ({r.id}) in {r.cwd}")]
         if r.project_settings:
@@ -91,14 +90,13 @@ class Agents:
         which = args["which"]
         if which not in (None, "all"):
             raise UsageError(f"expected nothing or 'all', got {which!r}")
-        runners = ctx.pool.runners(include_dead=which == "all")
-        if not runners:
+        agents = ctx.api.agents(include_ended=which == "all")
+        if not agents:
             return Reply.text("No agents running. Start one with /spawn <name> <prompt>.")
-        runners.sort(key=lambda r: r.created_at)
         return Reply(
-            blocks=(Text(f"{len(runners)} agent(s)", "title"),
-                    *(Text(agent_line(r)) for r in runners)),
-            buttons=tuple(agent_buttons(r) for r in runners[:20] if r.state.live),
+            blocks=(Text(f"{len(agents)} agent(s)", "title"),
+                    *(Text(agent_line(a)) for a in agents)),
+            buttons=tuple(agent_buttons(a) for a in agents[:20] if a.live),
         )
 
 
@@ -111,40 +109,30 @@ class Status:
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
         if not args["agent"]:
-            runners = ctx.pool.runners()
-            counts: dict[str, int] = {}
-            for r in runners:
-                counts[r.state] = counts.get(r.state, 0) + 1
-            totals = await ctx.pool.store.turns.totals_by_agent()
-            spent = sum(t.cost_usd for t in totals)
-            summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no live agents"
-            return Reply.text(f"Switchboard: {summary}. Spent {money(spent)} in all.")
-        r = await ctx.pool.get(args["agent"])
-        turns = await ctx.pool.store.turns.recent(r.id, 3)
-        total = await ctx.pool.store.turns.totals_by_agent(r.id)
-        cost = total[0].cost_usd if total else 0.0
-        n_turns = total[0].turns if total else 0
-        proc = r.process
+            fleet = await ctx.api.fleet()
+            summary = ", ".join(f"{n} {s}" for s, n in fleet.counts) or "no live agents"
+            return Reply.text(f"Switchboard: {summary}. Spent {money(fleet.spent_usd)} in all.")
+        r = await ctx.api.agent(args["agent"])
         lines = [
             f"state: {r.state}" + (f" (tool: {r.current_tool})" if r.current_tool else ""),
-            f"model: {r.model or ctx.settings.default_model or 'CLI default'}",
+            f"model: {r.effective_model or 'CLI default'}",
             f"cwd: {r.cwd}",
             f"session: {r.session_id or '-'}",
-            f"turns: {n_turns}, cost: {money(cost)}, queued: {r.queued}",
+            f"turns: {r.turns}, cost: {money(r.cost_usd)}, queued: {r.queued}",
             f"age: {ago(r.created_at)}" + (f", turn running {ago(r.turn_started_at)}"
                                            if r.turn_started_at else ""),
         ]
-        if proc and proc.cli_pid:
-            lines.append(f"pid: {proc.cli_pid} (launcher {proc.launcher_pid})")
+        if r.cli_pid:
+            lines.append(f"pid: {r.cli_pid} (launcher {r.launcher_pid})")
         if r.parent_id:
             lines.append(f"parent: {r.parent_id}")
         if r.last_error and r.state == AgentState.FAILED:
             lines.append(f"last error: {r.last_error}")
-        if turns and turns[0].result_text:
-            lines.append(f"last answer: {turns[0].result_text[:500]}")
+        if r.last_answer:
+            lines.append(f"last answer: {r.last_answer[:500]}")
         return Reply(
             blocks=(Text(agent_line(r), "title"), Text("\n".join(lines))),
-            buttons=(agent_buttons(r),) if r.state.live else (),
+            buttons=(agent_buttons(r),) if r.live else (),
         )
 
 
@@ -157,7 +145,8 @@ class Ask:
     examples: ClassVar[tuple[str, ...]] = ("/ask fixer also run the linter",)
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
-        r, ahead = await ctx.pool.ask(args["agent"], args["text"])
+        sent = await ctx.api.ask(args["agent"], args["text"])
+        r, ahead = sent.agent, sent.ahead
         where = "now" if ahead == 0 else f"after {ahead} queued message(s)"
         note = ""
         if r.state in (AgentState.STOPPED, AgentState.FAILED):
@@ -181,9 +170,9 @@ class Pause(_Lifecycle):
     examples: ClassVar[tuple[str, ...]] = ("/pause fixer",)
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
-        r = await ctx.pool.get(args["agent"])
-        stopped = await r.pause()
-        return Reply(blocks=(Text(f"Paused {r.name}: {len(stopped)} process(es) frozen."),),
+        paused = await ctx.api.pause(args["agent"])
+        r = paused.agent
+        return Reply(blocks=(Text(f"Paused {r.name}: {paused.processes} process(es) frozen."),),
                      buttons=((Button("▶ Resume", f"/resume {r.id}"),),))
 
 
@@ -193,8 +182,7 @@ class Resume(_Lifecycle):
     examples: ClassVar[tuple[str, ...]] = ("/resume fixer",)
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
-        r = await ctx.pool.get(args["agent"])
-        await r.resume()
+        r = await ctx.api.resume(args["agent"])
         return Reply.text(f"Resumed {r.name}; it is {r.state}.")
 
 
@@ -204,8 +192,7 @@ class Stop(_Lifecycle):
     examples: ClassVar[tuple[str, ...]] = ("/stop fixer",)
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
-        r = await ctx.pool.get(args["agent"])
-        await r.stop()
+        r = await ctx.api.stop(args["agent"])
         return Reply.text(f"Stopped {r.name}. /ask {r.name} <text> restarts it on its session.")
 
 
@@ -215,12 +202,11 @@ class Kill(_Lifecycle):
     examples: ClassVar[tuple[str, ...]] = ("/kill fixer",)
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
-        root = await ctx.pool.get(args["agent"])
-        if root.state == AgentState.KILLED:
-            return Reply.text(f"{root.name} was already killed.")
-        killed = await ctx.pool.kill(root.id)
-        names = ", ".join(r.name for r in killed)
-        return Reply.text(f"Killed {len(killed)} agent(s): {names}.")
+        result = await ctx.api.kill(args["agent"])
+        if not result.killed:
+            return Reply.text(f"{result.agent.name} was already killed.")
+        names = ", ".join(r.name for r in result.killed)
+        return Reply.text(f"Killed {len(result.killed)} agent(s): {names}.")
 
 
 class Logs:
@@ -234,9 +220,9 @@ class Logs:
     examples: ClassVar[tuple[str, ...]] = ("/logs fixer", "/logs fixer 50")
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
-        r = await ctx.pool.get(args["agent"])
-        events = await ctx.pool.store.events.tail(r.id, args["n"] or 20)
-        shown = [e for e in events if e.summary]
+        log = await ctx.api.logs(args["agent"], args["n"] or 20)
+        r = log.agent
+        shown = [e for e in log.entries if e.summary]
         if not shown:
             return Reply.text(f"{r.name} has no output yet.")
         body = "\n".join(f"[{e.kind}] {e.summary}" for e in shown)
@@ -252,21 +238,13 @@ class Cost:
     examples: ClassVar[tuple[str, ...]] = ("/cost", "/cost fixer")
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
-        turns = ctx.pool.store.turns
-        agent_id = None
-        title = "Spend, all agents"
-        if args["agent"]:
-            r = await ctx.pool.get(args["agent"])
-            agent_id, title = r.id, f"Spend of {r.name}"
-        by_agent = await turns.totals_by_agent(agent_id)
-        by_model = await turns.totals_by_model(agent_id)
-        names = {r.id: r.name for r in ctx.pool.runners(include_dead=True)}
-        total = sum(c.cost_usd for c in by_agent)
-        lines = [f"total: {money(total)} over {sum(c.turns for c in by_agent)} turn(s)"]
-        lines += [f"  {names.get(c.key, c.key)}: {money(c.cost_usd)} ({c.turns} turns, "
-                  f"{c.input_tokens} in / {c.output_tokens} out tokens)" for c in by_agent]
-        if by_model:
+        spend = await ctx.api.spend(args["agent"])
+        title = f"Spend of {spend.agent.name}" if spend.agent else "Spend, all agents"
+        lines = [f"total: {money(spend.total_usd)} over {spend.turns} turn(s)"]
+        lines += [f"  {c.label}: {money(c.cost_usd)} ({c.turns} turns, "
+                  f"{c.input_tokens} in / {c.output_tokens} out tokens)" for c in spend.by_agent]
+        if spend.by_model:
             lines.append("by model:")
-            lines += [f"  {c.key}: {money(c.cost_usd)} ({c.input_tokens} in / "
-                      f"{c.output_tokens} out tokens)" for c in by_model]
+            lines += [f"  {c.label}: {money(c.cost_usd)} ({c.input_tokens} in / "
+                      f"{c.output_tokens} out tokens)" for c in spend.by_model]
         return Reply(blocks=(Text(title, "title"), Text("\n".join(lines))))

@@ -6,11 +6,10 @@ from typing import Any, ClassVar
 
 from commands.base import Arg, Button, Context, Param, Reply, Rest, Role, Text, UsageError
 from commands.render import ago
-from store.escalations import EscalationRow
-from supervisor.escalations import Answer, Decision, Kind
+from supervisor.api import EscalationView, Kind
 
 
-def escalation_buttons(row: EscalationRow) -> tuple[Button, ...]:
+def escalation_buttons(row: EscalationView) -> tuple[Button, ...]:
     if row.kind == Kind.PERMISSION:
         return (
             Button("✅ Allow", f"/approve {row.id}"),
@@ -21,12 +20,12 @@ def escalation_buttons(row: EscalationRow) -> tuple[Button, ...]:
                  enumerate(row.options[:8], start=1))
 
 
-def detail_filename(row: EscalationRow) -> str:
+def detail_filename(row: EscalationView) -> str:
     """The name of the file holding an escalation's complete detail, unique per escalation."""
     return f"{row.id}-{row.detail_name or 'detail.txt'}"
 
 
-def escalation_blocks(row: EscalationRow) -> tuple[Text, ...]:
+def escalation_blocks(row: EscalationView) -> tuple[Text, ...]:
     """The escalation as blocks: what and why first, then the complete detail (a block with a
     filename, which front ends show whole or attach), then how to answer."""
     head = f"{row.id} · {row.title} · {ago(row.created_at)} ago"
@@ -46,10 +45,6 @@ def escalation_blocks(row: EscalationRow) -> tuple[Text, ...]:
     return tuple(blocks)
 
 
-def _answer(ctx: Context, decision: Decision, text: str = "") -> Answer:
-    return Answer(decision, text, ctx.caller.name, ctx.caller.platform)
-
-
 class Pending:
     name: ClassVar[str] = "pending"
     summary: ClassVar[str] = "open questions and permission requests of every agent, oldest first"
@@ -58,7 +53,7 @@ class Pending:
     examples: ClassVar[tuple[str, ...]] = ("/pending",)
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
-        rows = await ctx.pool.escalations.pending()
+        rows = await ctx.api.pending()
         if not rows:
             return Reply.text("Nothing is waiting for you.")
         blocks = [Text(f"{len(rows)} waiting", "title")]
@@ -85,27 +80,18 @@ class Approve:
         if args["id"] == "all":
             if not words:
                 raise UsageError("after 'all' name the agent whose requests to approve")
-            runner = await ctx.pool.get(words[0])
             session = words[1:] == ["session"]
             if words[1:] and not session:
                 raise UsageError(f"expected 'session' after the agent, got {' '.join(words[1:])!r}")
-            rows = [r for r in await ctx.pool.escalations.pending(runner.id)
-                    if r.kind == Kind.PERMISSION]
+            approved = await ctx.api.approve_all(words[0], by=ctx.caller, session=session)
+            rows, name = approved.escalations, approved.agent.name
             if not rows:
-                return Reply.text(f"{runner.name} has no open permission requests.")
-            decision = Decision.ALLOW_SESSION if session else Decision.ALLOW
-            for row in rows:
-                await ctx.pool.escalations.answer(row.id, _answer(ctx, decision))
-            return Reply.text(f"Approved {len(rows)} request(s) of {runner.name}: "
+                return Reply.text(f"{name} has no open permission requests.")
+            return Reply.text(f"Approved {len(rows)} request(s) of {name}: "
                               + ", ".join(r.id for r in rows))
         if words not in ([], ["session"]):
             raise UsageError(f"expected nothing or 'session' after the id, got {' '.join(words)!r}")
-        row = await ctx.pool.escalations.get(args["id"])
-        if row is not None and row.kind != Kind.PERMISSION and row.status == "open":
-            raise UsageError(f"{row.id} is a question, not a permission request: use "
-                             f"/answer {row.id} <text>")
-        decision = Decision.ALLOW_SESSION if words else Decision.ALLOW
-        done = await ctx.pool.escalations.answer(args["id"], _answer(ctx, decision))
+        done = await ctx.api.approve(args["id"], by=ctx.caller, session=bool(words))
         scope = " for the rest of the session" if words else " once"
         return Reply.text(f"Allowed{scope}: {done.title} ({done.id}).")
 
@@ -122,7 +108,7 @@ class Deny:
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
         reason = args["reason"] or ""
-        done = await ctx.pool.escalations.answer(args["id"], _answer(ctx, Decision.DENY, reason))
+        done = await ctx.api.deny(args["id"], by=ctx.caller, reason=reason)
         why = f" Reason sent to the agent: {reason}" if reason else ""
         return Reply.text(f"Denied: {done.title} ({done.id}).{why}")
 
@@ -136,20 +122,5 @@ class AnswerCmd:
     examples: ClassVar[tuple[str, ...]] = ("/answer k2mz 1", "/answer k2mz use port 8080")
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
-        esc = ctx.pool.escalations
-        row = await esc.get(args["id"])
-        text = args["text"]
-        if row is not None and row.status == "open":
-            if row.kind == Kind.PERMISSION:
-                raise UsageError(f"{row.id} is a permission request: use /approve {row.id} or "
-                                 f"/deny {row.id} [reason]")
-            if text.isdigit() and row.options:
-                index = int(text)
-                if not 1 <= index <= len(row.options):
-                    raise UsageError(f"option {index} does not exist; pick 1 to "
-                                     f"{len(row.options)} or type an answer")
-                text = row.options[index - 1]
-            elif row.options and not row.free_text and text not in row.options:
-                raise UsageError("pick one of: " + ", ".join(row.options))
-        done = await esc.answer(args["id"], _answer(ctx, Decision.ANSWER, text))
-        return Reply.text(f"Answered {done.id}: {text}")
+        done = await ctx.api.answer(args["id"], args["text"], by=ctx.caller)
+        return Reply.text(f"Answered {done.id}: {(done.answer or {}).get('text', '')}")

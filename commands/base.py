@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, ClassVar, Protocol
 
-from supervisor.config import Settings
-from supervisor.pool import AgentPool
+from supervisor.api import InvalidRequest, SupervisorAPI
 
 
 class Role(IntEnum):
@@ -77,13 +76,15 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    pool: AgentPool
+    """What a command runs with: the supervisor's one API, and who asked."""
+
+    api: SupervisorAPI
     caller: Caller
-    settings: Settings
 
 
-class UsageError(Exception):
-    """Bad arguments; the dispatcher adds the command's usage line."""
+class UsageError(InvalidRequest):
+    """Bad arguments, found before the supervisor is asked; shown with the usage line like
+    every InvalidRequest."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,25 +16,12 @@ from commands.base import (
     Reply,
     Role,
     Text,
-    UsageError,
     parse_args,
     usage_line,
 )
 from commands.killswitch import KillAll, KillSwitchCmd
 from commands.operators import Invite, Operators
-from store.errors import StoreError
-from supervisor.errors import (
-    AgentExists,
-    AgentNotRunning,
-    ConfigError,
-    InvalidRequest,
-    ShuttingDown,
-    SupervisorError,
-    UnknownAgent,
-)
-from supervisor.escalations import AlreadyAnswered, UnknownEscalation
-from supervisor.guardrails import LimitExceeded
-from supervisor.killswitch import Halted
+from supervisor.api import SupervisorError
 from supervisor.redact import MASK
 
 logger = logging.getLogger(__name__)
@@ -80,47 +67,18 @@ REGISTRY: tuple[Command, ...] = (
     Pending(), Approve(), Deny(), AnswerCmd(), KillAll(), KillSwitchCmd(), Invite(), Operators(),
     Help(),
 )
-# What still works while the kill switch is on: looking, denying, and the switch itself.
-HALT_SAFE = frozenset({"agents", "status", "logs", "cost", "pending", "deny", "help", "killall",
-                       "killswitch"})
 COMMANDS: dict[str, Command] = {c.name: c for c in REGISTRY}
 
 
-def _error_reply(exc: BaseException, cmd: Command | None) -> Reply:
-    usage = f"Usage: {usage_line(cmd.name, cmd.params)}" if cmd else ""
-    if isinstance(exc, UsageError):
-        return Reply.error(f"/{cmd.name if cmd else '?'}: {exc}.", usage)
-    if isinstance(exc, UnknownAgent):
-        return Reply.error(f"There is no agent {exc.ref!r}.",
-                           "Send /agents all to see every agent's name and id.")
-    if isinstance(exc, AgentExists):
-        return Reply.error(f"An agent named {exc.name!r} is already running.",
-                           f"Pick another name, or /kill {exc.name} first.")
-    if isinstance(exc, AgentNotRunning):
-        return Reply.error(f"Cannot {exc.action} {exc.name}: it is {exc.state}.",
-                           "Send /status " + exc.name + " to see what it is doing.")
-    if isinstance(exc, InvalidRequest):
-        return Reply.error(f"/{cmd.name if cmd else '?'}: {exc}.", usage)
-    if isinstance(exc, Halted):
-        return Reply.error(f"Refused: {exc}.",
-                           "An admin can send /killswitch off confirm once it is safe.")
-    if isinstance(exc, LimitExceeded):
-        return Reply.error(f"Refused by a guardrail: {exc.what}", exc.fix)
-    if isinstance(exc, UnknownEscalation):
-        return Reply.error(f"There is no request or question {exc.esc_id!r}.",
-                           "Send /pending to see what is waiting, with ids.")
-    if isinstance(exc, AlreadyAnswered):
-        return Reply.error(f"Too late: {exc}.", "Nothing was changed.")
-    if isinstance(exc, ShuttingDown):
-        return Reply.error("Switchboard is shutting down and takes no new work.",
-                           "Wait for it to restart, then try again.")
-    if isinstance(exc, ConfigError):
-        return Reply.error(f"Configuration problem: {exc}.", "Run `switchboard doctor`.")
-    if isinstance(exc, StoreError):
-        return Reply.error(f"The state database failed: {exc}.",
-                           "Check free disk space and `switchboard doctor`; nothing was changed.")
+def _error_reply(exc: BaseException, cmd: Command) -> Reply:
+    """Every error as text: a supervisor error says what went wrong and what to do (a
+    request of the wrong form, with the command's usage); anything else is a bug, logged
+    under a ref the operator can quote."""
     if isinstance(exc, SupervisorError):
-        return Reply.error(str(exc))
+        if exc.usage:
+            return Reply.error(f"/{cmd.name}: {exc.what}.",
+                               f"Usage: {usage_line(cmd.name, cmd.params)}")
+        return Reply.error(exc.what, exc.fix)
     ref = secrets.token_hex(3)
     logger.error("command failed ref=%s", ref, exc_info=exc)
     return Reply.error(f"Something went wrong inside Switchboard (ref {ref}).",
@@ -161,11 +119,8 @@ class Dispatcher:
             await self._audit(ctx, name, rest, reply)
             return reply
         try:
-            if name not in HALT_SAFE:
-                ctx.pool.killswitch.check()
             if name != "killall":  # the kill switch is never rate limited
-                ctx.pool.rates.hit(f"cmd:{ctx.caller.id}", ctx.settings.commands_per_minute,
-                                   "commands")
+                ctx.api.admit_command(ctx.caller)
             args = parse_args(cmd.params, rest)
             reply = await cmd.execute(ctx, args)
         except Exception as exc:  # noqa: BLE001 - every error becomes a reply, in one place
@@ -177,10 +132,4 @@ class Dispatcher:
         if name in SECRET_ARGS and rest:
             rest = MASK
         result = reply.audit if reply.audit is not None else reply.plain()[:500]
-        try:
-            await ctx.pool.store.audit.record(
-                platform=ctx.caller.platform, user_id=ctx.caller.id, user_name=ctx.caller.name,
-                action=name, args=rest, ok=reply.ok, result=result,
-            )
-        except StoreError:
-            logger.warning("audit write failed action=%s", name, exc_info=True)
+        await ctx.api.audit(ctx.caller, name, rest, ok=reply.ok, result=result)

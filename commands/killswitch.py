@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, ClassVar
 
 from commands.base import Arg, Button, Context, Param, Reply, Role, Text, UsageError
@@ -18,11 +17,11 @@ class KillAll:
     examples: ClassVar[tuple[str, ...]] = ("/killall", "/killall confirm")
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
-        ks = ctx.pool.killswitch
+        api = ctx.api
         if args["confirm"] != "confirm":
             if args["confirm"]:
                 raise UsageError(f"expected 'confirm', got {args['confirm']!r}")
-            live = len([r for r in ctx.pool.runners() if r.state.live])
+            live = len(api.agents())
             return Reply(
                 blocks=(Text(f"This kills all {live} live agent(s) immediately, with no grace, "
                              "and halts Switchboard until an admin turns the switch off.",
@@ -30,11 +29,11 @@ class KillAll:
                         Text("Send /killall confirm (or tap the button) to go ahead.")),
                 buttons=((Button("🛑 Yes, kill everything", "/killall confirm", confirm=True),),),
             )
-        if ks.halted:
+        if api.halted:
             report_text = "The kill switch was already on; every agent process swept again."
-            await ks.trigger(ctx.caller.name, ctx.caller.platform, "repeated")
+            await api.halt(by=ctx.caller, reason="repeated")
             return Reply.text(report_text)
-        report = await ks.trigger(ctx.caller.name, ctx.caller.platform, "operator /killall")
+        report = await api.halt(by=ctx.caller, reason="operator /killall")
         return Reply(blocks=(Text(report.text(), "title"),),
                      buttons=((Button("Turn it off…", "/killswitch off"),),))
 
@@ -50,15 +49,13 @@ class KillSwitchCmd:
     examples: ClassVar[tuple[str, ...]] = ("/killswitch", "/killswitch off confirm")
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
-        ks = ctx.pool.killswitch
         action, confirm = args["action"], args["confirm"]
         if action is None:
-            if not ks.halted:
+            h = ctx.api.halt_state()
+            if h is None:
                 return Reply.text("The kill switch is off. /killall turns it on.")
-            h = ks.halt or {}
-            since = ago(float(h.get("at", time.time())))
-            return Reply(blocks=(Text(f"The kill switch is ON since {since} ago: triggered by "
-                                      f"{h.get('by')} via {h.get('via')}.", "title"),),
+            return Reply(blocks=(Text(f"The kill switch is ON since {ago(h.at)} ago: triggered by "
+                                      f"{h.by} via {h.via}.", "title"),),
                          buttons=((Button("Turn it off…", "/killswitch off"),),))
         if action != "off":
             raise UsageError(f"unknown action {action!r}; the only one is 'off'")
@@ -69,4 +66,4 @@ class KillSwitchCmd:
                                       "messaged again. Send /killswitch off confirm."),),
                          buttons=((Button("Yes, turn it off", "/killswitch off confirm",
                                           confirm=True),),))
-        return Reply.text(await ks.deactivate(ctx.caller.name, ctx.caller.platform))
+        return Reply.text(await ctx.api.release(by=ctx.caller))

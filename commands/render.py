@@ -1,10 +1,11 @@
-"""Shared text helpers for command replies (durations, money, agent lines)."""
+"""Shared text helpers for command replies (durations, money, agent lines), over the API's
+read models."""
 
 from __future__ import annotations
 
 import time
 
-from supervisor.runner import AgentRunner
+from supervisor.api import AgentView
 
 
 def money(usd: float) -> str:
@@ -22,7 +23,7 @@ def ago(ts: float | None) -> str:
     return f"{secs // 3600}h{(secs % 3600) // 60:02d}m"
 
 
-def agent_line(r: AgentRunner) -> str:
+def agent_line(r: AgentView) -> str:
     extra = f" · {r.current_tool}" if r.current_tool else ""
     queued = f" · {r.queued} queued" if r.queued else ""
     parent = f" · child of {r.parent_id}" if r.parent_id else ""

@@ -1,53 +1,143 @@
-"""Errors raised by the supervisor. The command dispatcher turns each into operator text.
+"""Every error the supervisor raises. Each says what went wrong (`what`) and what the operator
+can do about it (`fix`), so the command dispatcher turns any of them into text in one place.
 
-    SupervisorError                root
-    ├── ConfigError                bad configuration (file, environment)
-    ├── UnknownAgent(ref)          no agent by that name or id
-    ├── AgentExists(name)          a live agent already has that name
-    ├── InvalidRequest             a request the supervisor refuses (bad cwd, bad name, bad state)
-    ├── AgentNotRunning(name, state)  the action needs a live agent
-    ├── ShuttingDown               the supervisor no longer takes work
+    SupervisorError(message, what, fix)   root; `usage` set: the request's form was wrong
+    ├── ConfigError                       bad configuration (file, environment)
+    ├── InvalidRequest                    a request refused for its form or values (usage)
+    │                                     (commands.base.UsageError, bad arguments, is one)
+    ├── UnknownAgent(ref)                 no agent by that name or id
+    ├── AgentExists(name)                 a live agent already has that name
+    ├── AgentNotRunning(name, state, action)  the action needs an agent in another state
+    ├── UnknownEscalation(esc_id)         no question or request by that id
+    ├── AlreadyAnswered(row)              someone answered first (who, via, verdict)
+    ├── UnknownOperator(who)              no operator platform:user_id
+    ├── Halted(halt)                      the kill switch is on (who, via)
+    ├── LimitExceeded(limit, fix)         a guardrail refused (fleet size, rate, memory ...)
+    ├── ShuttingDown                      the supervisor no longer takes work
+    ├── StoreFailed(cause)                the state database failed underneath
     └── AgentFailed(exit_code, stderr_tail)  the CLI process failed
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from store.escalations import EscalationRow
+
 
 class SupervisorError(Exception):
-    """Root of the supervisor's exceptions."""
+    """Root of the supervisor's exceptions. `str()` is the technical message (logs, the
+    model); `what` is the sentence for the operator and `fix` the next step, if any."""
+
+    usage: ClassVar[bool] = False  # the request's form was wrong: show how it should look
+
+    def __init__(self, message: str, *, what: str | None = None, fix: str = "") -> None:
+        super().__init__(message)
+        self.what = message if what is None else what
+        self.fix = fix
 
 
 class ConfigError(SupervisorError):
-    pass
+    def __init__(self, message: str) -> None:
+        super().__init__(message, what=f"Configuration problem: {message}.",
+                         fix="Run `switchboard doctor`.")
+
+
+class InvalidRequest(SupervisorError):
+    """Refused for its form or values; `what` is the reason and the front end adds the usage."""
+
+    usage: ClassVar[bool] = True
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
 
 
 class UnknownAgent(SupervisorError):
     def __init__(self, ref: str) -> None:
-        super().__init__(f"no agent named or numbered {ref!r}")
+        super().__init__(f"no agent named or numbered {ref!r}",
+                         what=f"There is no agent {ref!r}.",
+                         fix="Send /agents all to see every agent's name and id.")
         self.ref = ref
 
 
 class AgentExists(SupervisorError):
     def __init__(self, name: str) -> None:
-        super().__init__(f"an agent named {name!r} is already running")
+        super().__init__(f"an agent named {name!r} is already running",
+                         what=f"An agent named {name!r} is already running.",
+                         fix=f"Pick another name, or /kill {name} first.")
         self.name = name
-
-
-class InvalidRequest(SupervisorError):
-    pass
 
 
 class AgentNotRunning(SupervisorError):
     def __init__(self, name: str, state: str, action: str) -> None:
-        super().__init__(f"cannot {action} agent {name!r}: it is {state}")
+        super().__init__(f"cannot {action} agent {name!r}: it is {state}",
+                         what=f"Cannot {action} {name}: it is {state}.",
+                         fix=f"Send /status {name} to see what it is doing.")
         self.name = name
         self.state = state
         self.action = action
 
 
+class UnknownEscalation(SupervisorError):
+    def __init__(self, esc_id: str) -> None:
+        super().__init__(f"no escalation with id {esc_id!r}",
+                         what=f"There is no request or question {esc_id!r}.",
+                         fix="Send /pending to see what is waiting, with ids.")
+        self.esc_id = esc_id
+
+
+class AlreadyAnswered(SupervisorError):
+    def __init__(self, row: EscalationRow) -> None:
+        who = row.answered_by or "someone"
+        via = f" via {row.answered_via}" if row.answered_via else ""
+        verdict = (row.answer or {}).get("decision", row.status)
+        message = f"{row.id} was already {row.status} by {who}{via} ({verdict})"
+        super().__init__(message, what=f"Too late: {message}.", fix="Nothing was changed.")
+        self.row = row
+
+
+class UnknownOperator(SupervisorError):
+    def __init__(self, who: str) -> None:
+        super().__init__(f"no operator {who}", what=f"{who} is not an operator.",
+                         fix="Send /operators to list them.")
+        self.who = who
+
+
+class Halted(SupervisorError):
+    def __init__(self, halt: dict[str, object]) -> None:
+        who = halt.get("by", "someone")
+        via = halt.get("via", "?")
+        message = f"the kill switch is on (triggered by {who} via {via}): nothing new runs"
+        super().__init__(message, what=f"Refused: {message}.",
+                         fix="An admin can send /killswitch off confirm once it is safe.")
+        self.halt = halt
+
+
+class LimitExceeded(SupervisorError):
+    """A guardrail refused: `limit` says what tripped, `fix` what the operator can do."""
+
+    def __init__(self, limit: str, fix: str = "") -> None:
+        super().__init__(limit + (f" {fix}" if fix else ""),
+                         what=f"Refused by a guardrail: {limit}", fix=fix)
+        self.limit = limit
+
+
 class ShuttingDown(SupervisorError):
     def __init__(self) -> None:
-        super().__init__("the supervisor is shutting down and takes no new work")
+        super().__init__("the supervisor is shutting down and takes no new work",
+                         what="Switchboard is shutting down and takes no new work.",
+                         fix="Wait for it to restart, then try again.")
+
+
+class StoreFailed(SupervisorError):
+    """The store raised underneath a supervisor call; `cause` is the store's own error."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause), what=f"The state database failed: {cause}.",
+                         fix="Check free disk space and `switchboard doctor`; nothing was "
+                             "changed.")
+        self.cause = cause
 
 
 class AgentFailed(SupervisorError):

@@ -47,7 +47,7 @@ from typing import Any
 from store import Store
 from store.escalations import EscalationRow, Notice
 from supervisor.clock import SYSTEM_CLOCK, Clock
-from supervisor.errors import SupervisorError
+from supervisor.errors import AlreadyAnswered, SupervisorError, UnknownEscalation
 
 logger = logging.getLogger(__name__)
 
@@ -86,21 +86,6 @@ class EscalationEvent:
     what: str  # created | answered | reminder
     escalation: EscalationRow
     at: float = field(default_factory=time.time)
-
-
-class UnknownEscalation(SupervisorError):
-    def __init__(self, esc_id: str) -> None:
-        super().__init__(f"no escalation with id {esc_id!r}")
-        self.esc_id = esc_id
-
-
-class AlreadyAnswered(SupervisorError):
-    def __init__(self, row: EscalationRow) -> None:
-        who = row.answered_by or "someone"
-        via = f" via {row.answered_via}" if row.answered_via else ""
-        verdict = (row.answer or {}).get("decision", row.status)
-        super().__init__(f"{row.id} was already {row.status} by {who}{via} ({verdict})")
-        self.row = row
 
 
 @dataclass(frozen=True, slots=True)

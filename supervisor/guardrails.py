@@ -10,16 +10,10 @@ from pathlib import Path
 import psutil
 
 from supervisor.clock import SYSTEM_CLOCK, Clock
-from supervisor.errors import SupervisorError
+from supervisor.errors import LimitExceeded
 
-
-class LimitExceeded(SupervisorError):
-    """A guardrail refused: `what` tripped, `fix` says what the operator can do."""
-
-    def __init__(self, what: str, fix: str = "") -> None:
-        super().__init__(what + (f" {fix}" if fix else ""))
-        self.what = what
-        self.fix = fix
+__all__ = ["LimitExceeded", "MemoryReading", "MemoryProbe", "RateLimiter", "CrashTracker",
+           "day_start"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from store import Store
 from store.kv import get_sync, set_sync
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
-from supervisor.errors import SupervisorError
+from supervisor.errors import Halted
 from supervisor.process import sweep
 
 logger = logging.getLogger(__name__)
@@ -34,14 +34,6 @@ HALT_KEY = "halt"
 GCS_CURSOR_KEY = "killswitch:gcs_generation"
 LOCAL_FILE = "kill-switch.json"
 GCS_OBJECT = "kill-switch.json"
-
-
-class Halted(SupervisorError):
-    def __init__(self, halt: dict[str, Any]) -> None:
-        who = halt.get("by", "someone")
-        via = halt.get("via", "?")
-        super().__init__(f"the kill switch is on (triggered by {who} via {via}): nothing new runs")
-        self.halt = halt
 
 
 @dataclass(frozen=True, slots=True)

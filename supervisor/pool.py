@@ -265,8 +265,7 @@ class AgentPool:
         project_settings: bool = False,
         by: str = "operator",
     ) -> AgentRunner:
-        deps = self._require_running()
-        self.killswitch.check()
+        deps = self._require_running()  # the kill switch is checked by supervisor.api
         self.check_isolation()
         if not NAME_RE.match(name):
             raise InvalidRequest(
@@ -356,8 +355,7 @@ class AgentPool:
                 "Stop or kill idle agents to free memory, then try again.")
 
     async def ask(self, ref: str, text: str) -> tuple[AgentRunner, int]:
-        self._require_running()
-        self.killswitch.check()
+        self._require_running()  # the kill switch is checked by supervisor.api
         self.check_isolation()
         runner = await self.get(ref)
         self.rates.hit(f"msg:{runner.id}", self.settings.messages_per_minute,

@@ -17,8 +17,13 @@ import psutil
 import pytest
 
 from bot.app import Switchboard
-from commands.base import Caller, Reply, Role
+from commands.base import Caller, Context, Reply, Role
+from commands.dispatcher import Dispatcher
+from store import Store, open_store
+from supervisor.api import SupervisorAPI
 from supervisor.config import Settings
+from supervisor.events import EventHub
+from supervisor.pool import AgentPool
 from supervisor.process import ns_pid
 from supervisor.sandbox import agent_ids
 from tests.fakes.mock_anthropic import MockAnthropic
@@ -141,7 +146,54 @@ async def fake_app(fake_settings: Settings) -> AsyncIterator[Switchboard]:
         yield app
 
 
-async def run(app: Switchboard, line: str) -> Reply:
+class QuietSwitchboard:
+    """The real dispatcher over the real API, pool and SQLite store, with the pool never
+    started: no claude CLI, no agent process, no watcher thread. For what needs no agent:
+    parsing, roles, errors, help, audit. Anything that would start work is refused as
+    ShuttingDown."""
+
+    def __init__(self, settings: Settings, store: Store, pool: AgentPool) -> None:
+        self.settings = settings
+        self.store = store
+        self.pool = pool
+        self.api = SupervisorAPI.over(pool)
+        self.dispatcher = Dispatcher()
+
+    def context(self, caller: Caller) -> Context:
+        return Context(self.api, caller)
+
+    async def run_command(self, caller: Caller, text: str) -> Reply:
+        return await self.dispatcher.dispatch(self.context(caller), text)
+
+
+@pytest.fixture(scope="session")
+def migrated_db() -> Iterator[Path]:
+    """An empty database with every migration applied, made once: a copy of it opens in
+    well under a millisecond, where migrating a fresh file takes tens."""
+    d = Path(tempfile.mkdtemp(prefix="sbdb", dir="/tmp"))
+
+    async def make() -> None:
+        store = await open_store(d / "switchboard.db")
+        await store.db.close()
+
+    asyncio.run(make())
+    yield d / "switchboard.db"
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+async def quiet_app(fake_settings: Settings, migrated_db: Path) -> AsyncIterator[QuietSwitchboard]:
+    fake_settings.db_path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(migrated_db, fake_settings.db_path)
+    store = await open_store(fake_settings.db_path)
+    pool = AgentPool(fake_settings, store, EventHub())
+    try:
+        yield QuietSwitchboard(fake_settings, store, pool)
+    finally:
+        await store.db.close()  # the pool never started: it holds nothing to stop
+
+
+async def run(app: Switchboard | QuietSwitchboard, line: str) -> Reply:
     return await app.run_command(ADMIN, line)
 
 

@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import NewType, Protocol
 
 from commands.base import Attachment, Button, Reply, Role
-from store.escalations import EscalationRow
+from supervisor.api import EscalationView as EscalationRow
 
 ChatId = NewType("ChatId", str)  # a platform's chat (Telegram: the chat id; Slack: a channel)
 MessageId = NewType("MessageId", str)

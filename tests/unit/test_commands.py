@@ -1,5 +1,7 @@
 """The command layer end to end: the dispatcher's error replies for every command, /help, roles,
 and each command's happy path against a running Switchboard whose agents are the fake claude CLI.
+What needs no agent (parsing, roles, errors, help, audit) runs on `quiet_app`: the same
+dispatcher, API, pool and SQLite store, with the pool never started.
 
 Bad-argument cases are generated from REGISTRY, so a new command is covered without a new test.
 """
@@ -21,7 +23,15 @@ from commands.dispatcher import MAX_COMMAND_CHARS, REGISTRY, Dispatcher
 from store.errors import StoreUnavailable
 from supervisor.errors import InvalidRequest
 from supervisor.runner import AgentRunner
-from tests.conftest import ADMIN, MODEL, host_pid, processes_with_tag, run, wait_for
+from tests.conftest import (
+    ADMIN,
+    MODEL,
+    QuietSwitchboard,
+    host_pid,
+    processes_with_tag,
+    run,
+    wait_for,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -34,7 +44,7 @@ def caller(role: Role) -> Caller:
     return Caller(f"test:{role.name.lower()}", role.name.lower(), role, "test")
 
 
-async def run_as(app: Switchboard, role: Role, line: str) -> Reply:
+async def run_as(app: Switchboard | QuietSwitchboard, role: Role, line: str) -> Reply:
     return await app.run_command(caller(role), line)
 
 
@@ -148,11 +158,11 @@ def test_every_command_has_bad_argument_cases():
 
 
 @pytest.mark.parametrize("cmd,line,fragment", BAD_ARGUMENT_CASES)
-async def test_bad_arguments_say_what_was_wrong_and_the_usage(fake_app, cmd, line, fragment):
-    reply = await run(fake_app, line)
+async def test_bad_arguments_say_what_was_wrong_and_the_usage(quiet_app, cmd, line, fragment):
+    reply = await run(quiet_app, line)
     assert_usage_error(reply, cmd, fragment)
-    assert fake_app.pool.runners(include_dead=True) == []  # nothing happened
-    audit = await fake_app.store.audit.recent(1)
+    assert quiet_app.pool.runners(include_dead=True) == []  # nothing happened
+    audit = await quiet_app.store.audit.recent(1)
     if cmd.name != "help":
         assert (audit[0].action, audit[0].ok) == (cmd.name, 0)
         assert audit[0].result == reply.plain()[:500]
@@ -194,24 +204,24 @@ async def test_spawn_with_unknown_parent(fake_app):
 # -- the dispatcher's own refusals ---------------------------------------------------------
 
 
-async def test_unknown_command(fake_app):
-    reply = await run(fake_app, "/frobnicate now")
+async def test_unknown_command(quiet_app):
+    reply = await run(quiet_app, "/frobnicate now")
     assert not reply.ok
     assert reply.plain() == "Unknown command /frobnicate.\nSend /help for the list of commands."
-    row = (await fake_app.store.audit.recent(1))[0]
+    row = (await quiet_app.store.audit.recent(1))[0]
     assert (row.action, row.args, row.ok) == ("frobnicate", "now", 0)
 
 
 @pytest.mark.parametrize("text", ["hello there", "agents", "", "   \n", " spawn a x", "?"])
-async def test_text_without_a_leading_slash(fake_app, text):
-    reply = await run(fake_app, text)
+async def test_text_without_a_leading_slash(quiet_app, text):
+    reply = await run(quiet_app, text)
     assert not reply.ok
     assert reply.blocks[0].text == "Commands start with '/'."
     assert "/help" in reply.plain()
 
 
-async def test_a_bare_slash_is_an_unknown_command(fake_app):
-    reply = await run(fake_app, "/")
+async def test_a_bare_slash_is_an_unknown_command(quiet_app):
+    reply = await run(quiet_app, "/")
     assert not reply.ok and "Unknown command" in reply.plain() and "/help" in reply.plain()
 
 
@@ -236,14 +246,14 @@ async def test_prompt_over_the_prompt_limit_is_refused_with_the_limit(fake_app):
 
 @pytest.mark.parametrize("cmd", REGISTRY, ids=lambda c: c.name)
 @pytest.mark.parametrize("role", list(Role), ids=lambda r: r.name.lower())
-async def test_roles(fake_app, cmd, role):
-    reply = await run_as(fake_app, role, f"/{cmd.name} --bogus")
+async def test_roles(quiet_app, cmd, role):
+    reply = await run_as(quiet_app, role, f"/{cmd.name} --bogus")
     if role < cmd.role:
         assert not reply.ok
         assert reply.plain().startswith(
             f"/{cmd.name} needs the {cmd.role.name.lower()} role; you are {role.name.lower()}.")
         assert "admin" in reply.plain()
-        row = (await fake_app.store.audit.recent(1))[0]
+        row = (await quiet_app.store.audit.recent(1))[0]
         assert (row.action, row.ok, row.user_id) == (cmd.name, 0, f"test:{role.name.lower()}")
     else:
         assert_usage_error(reply, cmd, "unknown option --bogus")  # got past the role check
@@ -269,13 +279,13 @@ async def test_telegram_style_and_case_insensitive_command_names(fake_app, line)
     assert "a (" in reply.plain()
 
 
-async def test_unexpected_exception_becomes_a_reply_with_a_log_ref(fake_app, monkeypatch, caplog):
+async def test_unexpected_exception_becomes_a_reply_with_a_log_ref(quiet_app, monkeypatch, caplog):
     async def broken(ref: str) -> None:
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(fake_app.pool, "get", broken)
+    monkeypatch.setattr(quiet_app.pool, "get", broken)
     with caplog.at_level(logging.ERROR, logger="commands.dispatcher"):
-        reply = await run(fake_app, "/status a")
+        reply = await run(quiet_app, "/status a")
     assert not reply.ok
     ref = re.search(r"\(ref ([0-9a-f]{6})\)", reply.plain())
     assert ref, reply.plain()
@@ -283,13 +293,13 @@ async def test_unexpected_exception_becomes_a_reply_with_a_log_ref(fake_app, mon
     assert any(f"ref={ref.group(1)}" in r.getMessage() and r.exc_info for r in caplog.records)
 
 
-async def test_a_failing_audit_write_does_not_fail_the_command(fake_app, monkeypatch, caplog):
+async def test_a_failing_audit_write_does_not_fail_the_command(quiet_app, monkeypatch, caplog):
     async def broken(**kw: object) -> int:
         raise StoreUnavailable("db", "disk I/O error")
 
-    monkeypatch.setattr(fake_app.store.audit, "record", broken)
+    monkeypatch.setattr(quiet_app.store.audit, "record", broken)
     with caplog.at_level(logging.WARNING, logger="commands.dispatcher"):
-        reply = await run(fake_app, "/agents")
+        reply = await run(quiet_app, "/agents")
     assert reply.ok
     assert any("audit write failed" in r.getMessage() for r in caplog.records)
 
@@ -297,12 +307,12 @@ async def test_a_failing_audit_write_does_not_fail_the_command(fake_app, monkeyp
 # -- store failures through the dispatcher ---------------------------------------------------
 
 
-async def test_store_error_in_a_read_becomes_an_error_reply(fake_app, monkeypatch):
+async def test_store_error_in_a_read_becomes_an_error_reply(quiet_app, monkeypatch):
     async def broken(agent_id: str | None = None) -> list[object]:
-        raise StoreUnavailable(str(fake_app.settings.db_path), "disk I/O error")
+        raise StoreUnavailable(str(quiet_app.settings.db_path), "disk I/O error")
 
-    monkeypatch.setattr(fake_app.store.turns, "totals_by_agent", broken)
-    reply = await run(fake_app, "/status")
+    monkeypatch.setattr(quiet_app.store.turns, "totals_by_agent", broken)
+    reply = await run(quiet_app, "/status")
     assert not reply.ok
     assert "The state database failed" in reply.plain()
     assert "disk I/O error" in reply.plain()
@@ -337,8 +347,8 @@ async def test_full_disk_during_spawn_is_an_error_reply_and_nothing_is_half_done
 # -- /help ----------------------------------------------------------------------------------------
 
 
-async def test_help_lists_every_command(fake_app):
-    reply = await run(fake_app, "/help")
+async def test_help_lists_every_command(quiet_app):
+    reply = await run(quiet_app, "/help")
     assert reply.ok
     text = reply.plain()
     for cmd in REGISTRY:
@@ -348,9 +358,9 @@ async def test_help_lists_every_command(fake_app):
 
 
 @pytest.mark.parametrize("cmd", REGISTRY, ids=lambda c: c.name)
-async def test_help_describes_one_command(fake_app, cmd):
+async def test_help_describes_one_command(quiet_app, cmd):
     for line in (f"/help {cmd.name}", f"/help /{cmd.name}"):
-        reply = await run(fake_app, line)
+        reply = await run(quiet_app, line)
         assert reply.ok, reply.plain()
         text = reply.plain()
         assert text.startswith(usage_of(cmd))
@@ -362,14 +372,14 @@ async def test_help_describes_one_command(fake_app, cmd):
         assert f"Needs role: {cmd.role.name.lower()}" in text
 
 
-async def test_help_for_an_unknown_command(fake_app):
-    reply = await run(fake_app, "/help nosuch")
+async def test_help_for_an_unknown_command(quiet_app):
+    reply = await run(quiet_app, "/help nosuch")
     assert not reply.ok
     assert reply.plain() == "There is no command /nosuch.\nSend /help for the list of commands."
 
 
-async def test_help_is_open_to_viewers(fake_app):
-    assert (await run_as(fake_app, Role.VIEWER, "/help spawn")).ok
+async def test_help_is_open_to_viewers(quiet_app):
+    assert (await run_as(quiet_app, Role.VIEWER, "/help spawn")).ok
 
 
 # -- happy paths ---------------------------------------------------------------------------------
@@ -480,8 +490,8 @@ async def test_spawn_unknown_permission_mode(fake_app):
 
 @pytest.mark.parametrize("line", ["/spawn a", "/spawn a   ", "/spawn a --model sonnet",
                                   "/spawn a\n\n"])
-async def test_spawn_empty_prompt(fake_app, line):
-    reply = await run(fake_app, line)
+async def test_spawn_empty_prompt(quiet_app, line):
+    reply = await run(quiet_app, line)
     cmd = next(c for c in REGISTRY if c.name == "spawn")
     assert_usage_error(reply, cmd, "missing <prompt> (what the agent should do)")
 
@@ -601,8 +611,8 @@ async def test_cost_stores_per_turn_deltas(fake_app):
     assert (await run(fake_app, "/cost")).blocks[0].text == "Spend, all agents"
 
 
-async def test_cost_with_no_spend(fake_app):
-    reply = await run(fake_app, "/cost")
+async def test_cost_with_no_spend(quiet_app):
+    reply = await run(quiet_app, "/cost")
     assert reply.ok
     assert "total: $0.0000 over 0 turn(s)" in reply.plain()
 
@@ -735,18 +745,18 @@ async def test_every_command_writes_an_audit_row(fake_app):
         assert row.at > 0
 
 
-async def test_audit_records_failures_and_their_text(fake_app):
-    reply = await run(fake_app, "/pause ghost")
-    row = (await fake_app.store.audit.recent(1))[0]
+async def test_audit_records_failures_and_their_text(quiet_app):
+    reply = await run(quiet_app, "/pause ghost")
+    row = (await quiet_app.store.audit.recent(1))[0]
     assert (row.action, row.args, row.ok) == ("pause", "ghost", 0)
     assert row.result == reply.plain()
 
 
-async def test_dispatcher_with_a_custom_registry(fake_app):
+async def test_dispatcher_with_a_custom_registry(quiet_app):
     """A Dispatcher built on a subset knows only those commands."""
     help_cmd = next(c for c in REGISTRY if c.name == "help")
     d = Dispatcher((help_cmd,))
-    ctx = fake_app.context(ADMIN)
+    ctx = quiet_app.context(ADMIN)
     assert (await d.dispatch(ctx, "/help")).ok
     assert "Unknown command /agents." in (await d.dispatch(ctx, "/agents")).plain()
 

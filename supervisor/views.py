@@ -1,0 +1,139 @@
+"""The frozen read models supervisor.api returns: snapshots of agents, spend, escalations,
+operators, the kill switch and invites, safe to keep and to pass between tasks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from store.escalations import EscalationRow
+from store.operators import OperatorRow
+from supervisor.events import AgentState
+
+# Escalations and operators are already frozen rows of the store; the API hands them out
+# under these names, so callers never import the store.
+EscalationView = EscalationRow
+OperatorView = OperatorRow
+
+
+@dataclass(frozen=True, slots=True)
+class AgentView:
+    id: str
+    name: str
+    state: AgentState
+    model: str | None
+    cwd: str
+    parent_id: str | None
+    created_at: float
+    permission_mode: str
+    project_settings: bool
+    current_tool: str | None
+    queued: int
+    busy: bool
+
+    @property
+    def live(self) -> bool:
+        return self.state.live
+
+
+@dataclass(frozen=True, slots=True)
+class AgentDetail(AgentView):
+    effective_model: str | None  # its own model, else the configured default
+    session_id: str | None
+    turns: int
+    cost_usd: float
+    turn_started_at: float | None
+    cli_pid: int | None
+    launcher_pid: int | None
+    last_error: str | None
+    last_answer: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FleetView:
+    counts: tuple[tuple[str, int], ...]  # live agents per state, by state name
+    spent_usd: float
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    agent: AgentView  # as it was when the message was queued
+    ahead: int  # messages (and a running turn) before this one
+
+
+@dataclass(frozen=True, slots=True)
+class Paused:
+    agent: AgentView
+    processes: int  # how many processes were frozen
+
+
+@dataclass(frozen=True, slots=True)
+class Killed:
+    agent: AgentView  # the agent asked for, as it was before
+    killed: tuple[AgentView, ...]  # it and its descendants, as they are now; () if it was dead
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    kind: str
+    summary: str
+    at: float
+    turn_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentLog:
+    agent: AgentView
+    entries: tuple[LogEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SpendLine:
+    key: str  # agent id or model name
+    label: str  # agent name or model name
+    cost_usd: float
+    input_tokens: int
+    output_tokens: int
+    turns: int
+
+
+@dataclass(frozen=True, slots=True)
+class SpendReport:
+    agent: AgentView | None  # None: the whole fleet
+    by_agent: tuple[SpendLine, ...]
+    by_model: tuple[SpendLine, ...]
+
+    @property
+    def total_usd(self) -> float:
+        return sum(line.cost_usd for line in self.by_agent)
+
+    @property
+    def turns(self) -> int:
+        return sum(line.turns for line in self.by_agent)
+
+
+@dataclass(frozen=True, slots=True)
+class Approved:
+    agent: AgentView
+    escalations: tuple[EscalationView, ...]  # closed, in the order they were asked
+
+
+@dataclass(frozen=True, slots=True)
+class HaltView:
+    by: str
+    via: str
+    reason: str
+    at: float
+    agents: tuple[str, ...]  # names of the agents it killed
+
+
+@dataclass(frozen=True, slots=True)
+class InviteView:
+    code: str
+    role: str
+    expires_at: float
+    ttl_s: float
+
+
+__all__ = ["AgentView", "AgentDetail", "FleetView", "Sent", "Paused", "Killed", "LogEntry",
+           "AgentLog", "SpendLine", "SpendReport", "Approved", "HaltView", "InviteView",
+           "EscalationView", "OperatorView"]
