@@ -107,6 +107,12 @@ def _enter_sandbox(argv):
     env[STAGE_VAR] = "inner"
     inner = [sys.executable, "-S", "-E", os.path.abspath(__file__)] + argv[1:]
     try:
+        # Out of the supervisor's session and process group: a Ctrl-C at the console (sent to
+        # the foreground group) must not reach bwrap, whose death would end the sandbox.
+        os.setsid()
+    except OSError:
+        pass  # already a session leader
+    try:
         os.execve(bwrap[0], bwrap + ["--"] + inner, env)
     except OSError as exc:
         sys.stderr.write("switchboard launcher: cannot run bwrap: %s\n" % exc)

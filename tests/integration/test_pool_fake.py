@@ -163,3 +163,18 @@ def test_second_sigint_forces_shutdown(short_home):
         sup.close()
     assert not [p for p in psutil.process_iter(["cmdline"])
                 if "SLEEP 300" in " ".join(p.info["cmdline"] or [])]
+
+
+async def test_no_agent_process_shares_the_supervisors_group_or_session(fake_app):
+    """Regression: bwrap was started in the supervisor's process group and session, so a
+    Ctrl-C at the console (sent to the foreground group) killed bwrap and with it every agent,
+    before the grace period; a killpg of an agent's group would have hit the supervisor."""
+    assert (await run(fake_app, "/spawn a hello")).ok
+    r = await fake_app.pool.get("a")
+    await wait_for(lambda: r.state == "idle" and r.process is not None, 30, "first turn")
+    assert r.process is not None
+    members = r.process.members()
+    assert members
+    for pid in members:
+        assert os.getpgid(pid) != os.getpgrp(), pid
+        assert os.getsid(pid) != os.getsid(0), pid
