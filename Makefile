@@ -42,7 +42,7 @@ test: $(TEST_STAMP) sandbox
 
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check bot commands supervisor store tests bench
-	$(VENV)/bin/lint-imports
+	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/mypy
 
 bench: $(TEST_STAMP)
