@@ -63,6 +63,7 @@ from bot.render import TELEGRAM_LIMIT, plan_blocks, render_chunks  # noqa: E402
 from commands.base import Attachment, Button, Reply  # noqa: E402
 from commands.dispatcher import REGISTRY  # noqa: E402
 from supervisor.redact import SECRETS  # noqa: E402
+from supervisor.service import Lifecycle  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +177,7 @@ def _sender(user: User) -> Sender:
     return Sender(str(user.id), user.username or user.first_name or str(user.id))
 
 
-class TelegramFrontend:
+class TelegramFrontend(Lifecycle):
     def __init__(self, app: Switchboard, *, poll_timeout_s: int = 10) -> None:
         self.app = app
         self.settings = app.settings
@@ -187,17 +188,6 @@ class TelegramFrontend:
         self.webhook_secret: str | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
-
-    async def __aenter__(self) -> TelegramFrontend:
-        try:
-            await self.start()
-        except BaseException:
-            await self.stop()
-            raise
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     async def start(self) -> None:
         token = self.settings.telegram_token

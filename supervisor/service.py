@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +24,28 @@ class Service(Protocol):
     async def start(self, group: TaskGroup) -> None: ...
 
     async def stop(self) -> None: ...
+
+
+class Lifecycle:
+    """The async context manager every long-lived part is: `async with part:` starts it and
+    stops it, and a start that fails stops what it had started. Subclasses give start/stop."""
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
 
 
 class GroupState(StrEnum):

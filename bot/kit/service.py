@@ -32,6 +32,7 @@ from bot.kit.ports import (
 )
 from commands.base import Button, Caller, Reply, Role, Text
 from commands.dispatcher import split_command
+from supervisor.service import Lifecycle
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ class DeskState(StrEnum):
     STOPPED = "stopped"
 
 
-class FrontDesk:
+class FrontDesk(Lifecycle):
     """One per chat platform. `start()` seeds the admins, edits what closed while nobody
     listened, and starts following the fleet; `stop()` ends that and drains the outbox."""
 
@@ -70,17 +71,6 @@ class FrontDesk:
         self._feed: contextlib.ExitStack | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
-
-    async def __aenter__(self) -> FrontDesk:
-        try:
-            await self.start()
-        except BaseException:
-            await self.stop()
-            raise
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     async def start(self) -> None:
         if self.state != DeskState.NEW:

@@ -251,11 +251,9 @@ echo "== done"
     assert await app.store.kv.get("probe") == {"secret": exposed.secrets["db"]}
 
 
-async def test_another_agents_project_directory_is_not_readable(exposed, exposed_app, mock_api):
-    """An operator's --cwd project outside the data dir. Every agent runs as the same uid and
-    sees the host read-only, so the project's own mode (0700, the agent user's) cannot keep
-    another agent out: only the sandbox could."""
-    app, uid = exposed_app, agent_uid() or (os.getuid(), os.getgid())
+def _two_projects(exposed: Exposed) -> tuple[Path, Path]:
+    """projects/victim (holding a .env with a secret) and projects/spy, the agent user's."""
+    uid = agent_uid() or (os.getuid(), os.getgid())
     projects = exposed.base / "projects"
     projects.mkdir(mode=0o755)
     for name in ("victim", "spy"):
@@ -264,6 +262,15 @@ async def test_another_agents_project_directory_is_not_readable(exposed, exposed
     secret = projects / "victim" / ".env"
     _world_readable(secret, f"DATABASE_PASSWORD={exposed.secrets['workspace']}\n")
     os.chown(secret, *uid)
+    return projects, secret
+
+
+async def test_another_agents_project_directory_is_not_readable(exposed, exposed_app, mock_api):
+    """An operator's --cwd project outside the data dir. Every agent runs as the same uid and
+    sees the host read-only, so the project's own mode (0700, the agent user's) cannot keep
+    another agent out: only the sandbox could."""
+    app = exposed_app
+    projects, secret = _two_projects(exposed)
     await spawn_fleet(app, ["victim"], "TEXT: working on my project", cwd=str(projects / "victim"))
     script = f"ls -la '{projects / 'victim'}' 2>&1; cat '{secret}' 2>&1; echo \"rc=$?\"\n"
     await spawn_fleet(app, ["spy"], bash_script(script), cwd=str(projects / "spy"))
@@ -278,15 +285,8 @@ async def test_a_project_given_to_a_later_agent_is_hidden_from_a_running_one(
     """The same, in the other order: the spy's sandbox is built (and its CLI keeps running)
     before the victim is spawned with its --cwd, so hiding the victim's project when the spy's
     sandbox is made cannot work; Switchboard must cover it inside the running sandbox."""
-    app, uid = exposed_app, agent_uid() or (os.getuid(), os.getgid())
-    projects = exposed.base / "projects"
-    projects.mkdir(mode=0o755)
-    for name in ("victim", "spy"):
-        (projects / name).mkdir(mode=0o700)
-        os.chown(projects / name, *uid)
-    secret = projects / "victim" / ".env"
-    _world_readable(secret, f"DATABASE_PASSWORD={exposed.secrets['workspace']}\n")
-    os.chown(secret, *uid)
+    app = exposed_app
+    projects, secret = _two_projects(exposed)
     [spy] = await spawn_fleet(app, ["spy"], "TEXT: waiting", cwd=str(projects / "spy"))
     assert spy.process is not None and spy.process.alive()
     await spawn_fleet(app, ["victim"], "TEXT: working on my project", cwd=str(projects / "victim"))
