@@ -1,13 +1,17 @@
-"""Wiring: the one place that builds the store, the event hub, the pool and the dispatcher."""
+"""The composition root: the one place that builds every long-lived part (lock, store, pool with
+its kill switch, watchdog and escalation timers, the API, front ends) as named services, started
+in order and stopped in reverse under one bound, and that turns signals into a shutdown."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import logging
 import os
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from bot.fleet import ApiFleet
 from commands.base import Caller, Context, Reply
@@ -19,8 +23,17 @@ from supervisor.errors import ConfigError
 from supervisor.events import EventHub
 from supervisor.pool import AgentPool
 from supervisor.redact import SECRETS
+from supervisor.service import FnService, Service, Services, TaskGroup
 
 logger = logging.getLogger(__name__)
+
+
+async def _nothing() -> None:
+    return None
+
+
+def _ignore(_text: str) -> None:
+    return None
 
 
 class Switchboard:
@@ -35,27 +48,118 @@ class Switchboard:
         self.fleet: ApiFleet | None = None  # what the front-end kit reads the fleet through
         self.api: SupervisorAPI | None = None
         self._lock_file: IO[str] | None = None
+        self.services = Services(self._core(), stop_timeout_s=settings.shutdown_grace_s
+                                 + settings.kill_grace_s + 30)
+        self.stopping = asyncio.Event()
+        self.forced = asyncio.Event()
+
+    # -- services, in start order -------------------------------------------------------------
+
+    def _core(self) -> list[Service]:
+        return [
+            FnService("lock", self._start_lock, self._release_lock),
+            FnService("store", self._open_store, self._close_store),
+            # The pool owns the agents and starts its own parts: kill switch, watchdog, timers.
+            FnService("pool", self._start_pool, self._close_pool),
+            FnService("api", self._start_api, _nothing),
+        ]
+
+    async def _start_lock(self, _group: TaskGroup) -> None:
+        self._take_lock()
+        SECRETS.add(*self.settings.secret_values())
+
+    async def _release_lock(self) -> None:
+        if self._lock_file is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+            self._lock_file.close()
+            self._lock_file = None
+
+    async def _open_store(self, _group: TaskGroup) -> None:
+        self.store = await open_store(self.settings.db_path, redact=SECRETS)
+
+    async def _close_store(self) -> None:
+        if self.store is not None:
+            await self.store.db.close()
+
+    async def _start_pool(self, _group: TaskGroup) -> None:
+        assert self.store is not None
+        self.pool = AgentPool(self.settings, self.store, self.hub)
+        report = await self.pool.start()
+        # Kill switch layer 3: whatever Switchboard issued is revoked with it.
+        self.pool.killswitch.revokers.append(self.store.operators.revoke_invites)
+        logger.info("supervisor started home=%s resumed=%d swept=%d", self.settings.home,
+                    len(report.resumed), len(report.swept_pids))
+
+    async def _close_pool(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+
+    async def _start_api(self, _group: TaskGroup) -> None:
+        assert self.pool is not None
+        self.api = SupervisorAPI.over(self.pool)
+        self.fleet = ApiFleet(self.api)
+
+    async def add_task_service(self, name: str,
+                               run: Callable[[], Coroutine[Any, Any, object]]) -> None:
+        """A front end (or any part that is one long-running coroutine) as a service: started
+        now, in the services' task group, and stopped (cancelled) before the core parts."""
+        task: list[asyncio.Task[object]] = []
+
+        async def start(group: TaskGroup) -> None:
+            task.append(group.spawn(name, run()))
+
+        async def stop() -> None:
+            for t in task:
+                t.cancel()
+            await asyncio.gather(*task, return_exceptions=True)
+
+        await self.services.add(FnService(name, start, stop))
 
     async def __aenter__(self) -> Switchboard:
-        try:
-            self._take_lock()
-            SECRETS.add(*self.settings.secret_values())
-            self.store = await open_store(self.settings.db_path, redact=SECRETS)
-            self.pool = AgentPool(self.settings, self.store, self.hub)
-            report = await self.pool.start()
-            self.api = SupervisorAPI.over(self.pool)
-            self.fleet = ApiFleet(self.api)
-            # Kill switch layer 3: whatever Switchboard issued is revoked with it.
-            self.pool.killswitch.revokers.append(self.store.operators.revoke_invites)
-            logger.info("supervisor started home=%s resumed=%d swept=%d", self.settings.home,
-                        len(report.resumed), len(report.swept_pids))
-        except BaseException:
-            await self.aclose()
-            raise
+        await self.services.start()  # a start that fails stops what had started
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.services.stop()
+
+    # -- signals and the two-phase shutdown ---------------------------------------------------
+
+    def on_signal(self, signum: int) -> None:
+        """SIGINT/SIGTERM: the first asks for a shutdown, a second forces it. Only sets events
+        (it runs as a signal handler); tests call it directly."""
+        if self.stopping.is_set():
+            logger.warning("second signal: forcing shutdown signal=%d", signum)
+            self.forced.set()
+        else:
+            logger.info("signal received, shutting down signal=%d", signum)
+            self.stopping.set()
+
+    def request_stop(self) -> None:
+        self.stopping.set()
+
+    async def run_until_stopped(self, announce: Callable[[str], None] = _ignore) -> bool:
+        """Wait for a stop request, then phase one: let running turns finish for
+        shutdown_grace_s, cut short by a second signal. Phase two (ending every agent process)
+        is leaving the `async with`. True if every turn finished in time."""
+        assert self.pool is not None
+        await self.stopping.wait()
+        busy = sum(1 for r in self.pool.runners() if r.busy)
+        announce(f"shutting down: waiting up to {self.settings.shutdown_grace_s:g}s for {busy} "
+                 "running turn(s); interrupt again to force")
+        drain = asyncio.create_task(self.pool.drain(self.settings.shutdown_grace_s),
+                                    name="drain")
+        forced = asyncio.create_task(self.forced.wait(), name="force")
+        await asyncio.wait({drain, forced}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (drain, forced):
+            task.cancel()
+        finished = drain.done() and not drain.cancelled() and drain.result()
+        if self.forced.is_set() or not finished:
+            logger.warning("grace period over or forced: killing remaining turns")
+        return bool(finished) and not self.forced.is_set()
 
     def _take_lock(self) -> None:
         run = self.settings.run_dir
@@ -74,17 +178,6 @@ class Switchboard:
         fh.write(str(os.getpid()))
         fh.flush()
         self._lock_file = fh
-
-    async def aclose(self) -> None:
-        if self.pool is not None:
-            await self.pool.close()
-        if self.store is not None:
-            await self.store.db.close()
-        if self._lock_file is not None:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._lock_file, fcntl.LOCK_UN)
-            self._lock_file.close()
-            self._lock_file = None
 
     def context(self, caller: Caller) -> Context:
         assert self.api is not None

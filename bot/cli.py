@@ -133,56 +133,29 @@ def make_undumpable() -> str | None:
 async def serve(settings: Settings, *, console: bool) -> int:
     """Run until a signal (or the console's /quit); then shut down in two phases."""
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    force = asyncio.Event()
-
-    def on_signal(signum: int) -> None:
-        if stop.is_set():
-            logger.warning("second signal: forcing shutdown signal=%d", signum)
-            force.set()
-        else:
-            logger.info("signal received, shutting down signal=%d", signum)
-            stop.set()
-
+    app = Switchboard(settings)
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, on_signal, sig)
-    async with Switchboard(settings) as app:
+        loop.add_signal_handler(sig, app.on_signal, sig)
+    async with app:
         assert app.pool is not None
         if app.pool.recovery and (app.pool.recovery.resumed or app.pool.recovery.swept_pids):
             rec = app.pool.recovery
             msg = (f"recovered {len(rec.resumed)} agent(s); ended {len(rec.swept_pids)} leftover"
                    " process(es)")
             print(msg, file=sys.stderr if not console else sys.stdout)
-        chat_task: asyncio.Task[None] | None = None
         if settings.telegram_token:
             from bot.telegram import run_telegram
 
-            chat_task = asyncio.create_task(run_telegram(app), name="telegram")
-        console_task: asyncio.Task[None] | None = None
+            await app.add_task_service("telegram", lambda: run_telegram(app))
         if console:
             from bot.console import Console
 
-            console_task = asyncio.create_task(Console(app, on_exit=stop.set).run(), name="console")
+            await app.add_task_service(
+                "console", lambda: Console(app, on_exit=app.request_stop).run())
         else:
             print(f"switchboard running headless (home {settings.home}); "
                   "SIGTERM or SIGINT to stop", file=sys.stderr, flush=True)
-        await stop.wait()
-        busy = sum(1 for r in app.pool.runners() if r.busy)
-        print(f"shutting down: waiting up to {settings.shutdown_grace_s:g}s for {busy} running "
-              "turn(s); interrupt again to force", file=sys.stderr, flush=True)
-        drain = asyncio.create_task(app.pool.drain(settings.shutdown_grace_s), name="drain")
-        forced = asyncio.create_task(force.wait(), name="force")
-        await asyncio.wait({drain, forced}, return_when=asyncio.FIRST_COMPLETED)
-        for task in (drain, forced):
-            task.cancel()
-        if force.is_set() or not drain.result():
-            logger.warning("grace period over or forced: killing remaining turns")
-        if console_task is not None:
-            console_task.cancel()
-            await asyncio.gather(console_task, return_exceptions=True)
-        if chat_task is not None:
-            chat_task.cancel()
-            await asyncio.gather(chat_task, return_exceptions=True)
+        await app.run_until_stopped(lambda text: print(text, file=sys.stderr, flush=True))
     return 0
 
 

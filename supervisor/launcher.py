@@ -105,7 +105,9 @@ def _enter_sandbox(argv):
     bwrap = json.loads(os.environ[SANDBOX_VAR])
     env = {k: v for k, v in os.environ.items() if k not in (SANDBOX_VAR, PARENT_VAR)}
     env[STAGE_VAR] = "inner"
-    inner = [sys.executable, "-S", "-E", os.path.abspath(__file__)] + argv[1:]
+    # The interpreter itself, not a venv's link to it: the venv may lie in a hidden directory.
+    python = os.path.realpath(sys.executable)
+    inner = [python, "-S", "-E", os.path.abspath(__file__)] + argv[1:]
     try:
         # Out of the supervisor's session and process group: a Ctrl-C at the console (sent to
         # the foreground group) must not reach bwrap, whose death would end the sandbox.

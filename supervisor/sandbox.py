@@ -308,7 +308,8 @@ def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: P
         m.bind(dirs.etc / "passwd", Path("/etc/passwd"), writable=False)
         m.bind(dirs.etc / "group", Path("/etc/group"), writable=False)
     # What the sandbox itself needs to start, if it lives under something hidden.
-    needed = [Path(sys.base_prefix).resolve(), LAUNCHER_SOURCE, real_cli.resolve(),
+    needed = [Path(sys.base_prefix).resolve(), Path(sys.executable).resolve(), LAUNCHER_SOURCE,
+              real_cli.resolve(),
               *(Path(p).resolve() for p in ro_extra)]
     for p in needed:
         if any(_under(p, h) for h in m.hidden):

@@ -19,7 +19,8 @@ class Service(Protocol):
     and returns once nothing of it runs (its tasks are the group's, so it need not track
     them)."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     async def start(self, group: TaskGroup) -> None: ...
 
@@ -129,6 +130,13 @@ class Services:
             await self.stop()
             raise
         self.state = GroupState.RUNNING
+
+    async def add(self, svc: Service) -> None:
+        """One more service, after the others: started now if the group runs, stopped first."""
+        self.services.append(svc)
+        if self.state == GroupState.RUNNING:
+            await svc.start(self.group)
+            self._started.append(svc)
 
     async def stop(self) -> None:
         if self.state in (GroupState.STOPPING, GroupState.STOPPED):
