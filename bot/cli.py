@@ -18,15 +18,9 @@ from pathlib import Path
 from bot.app import Switchboard, running_pid
 from commands.dispatcher import REGISTRY, describe
 from commands.render import money
-from store import open_store
-from store.audit import record_sync
-from store.errors import StoreError
-from store.kv import set_sync
 from supervisor.config import Settings
-from supervisor.errors import ConfigError
-from supervisor.killswitch import HALT_KEY, write_local_trigger
-from supervisor.pool import resolve_cli
-from supervisor.process import sweep
+from supervisor.errors import ConfigError, StoreFailed
+from supervisor.offline import find_cli, kill_from_shell, recorded_agents, schema_version
 from supervisor.redact import SECRETS
 from supervisor.redact import install as install_redaction
 from supervisor.sandbox import describe as describe_isolation
@@ -167,20 +161,11 @@ def cmd_status(settings: Settings) -> int:
         print("no agents yet (no database)")
         return 0
 
-    async def show() -> None:
-        store = await open_store(settings.db_path, read_only=True)
-        try:
-            rows = await store.agents.list()
-            totals = {t.key: t for t in await store.turns.totals_by_agent()}
-            if not rows:
-                print("no agents yet")
-            for r in rows:
-                cost = totals[r.id].cost_usd if r.id in totals else 0.0
-                print(f"  {r.name:<20} {r.id}  {r.state:<9} {money(cost):>9}  {r.cwd}")
-        finally:
-            await store.db.close()
-
-    asyncio.run(show())
+    agents = asyncio.run(recorded_agents(settings))
+    if not agents:
+        print("no agents yet")
+    for r in agents:
+        print(f"  {r.name:<20} {r.id}  {r.state:<9} {money(r.cost_usd):>9}  {r.cwd}")
     return 0
 
 
@@ -188,22 +173,10 @@ def cmd_kill(settings: Settings, reason: str) -> int:
     """Works without the supervisor's help: the trigger file (which a running supervisor acts
     on), the halt flag written straight into the database, and a direct sweep by agent tag."""
     by = f"{getpass.getuser()}@cli"
-    path = write_local_trigger(settings, by, reason)
-    if settings.db_path.exists():
-        try:
-            set_sync(settings.db_path, HALT_KEY,
-                     {"by": by, "via": "cli", "reason": reason, "at": time.time()})
-        except Exception as exc:  # noqa: BLE001 - report and go on killing
-            print(f"could not write the halt flag into the database: {exc}", file=sys.stderr)
-    killed = sweep(f"{settings.instance_id}/")
-    summary = f"kill switch on: wrote {path}; SIGKILLed {len(killed)} agent process(es)."
-    if settings.db_path.exists():
-        try:
-            SECRETS.add(*settings.secret_values())
-            record_sync(settings.db_path, platform="cli", user_id=by, action="killswitch",
-                        args=f"on {reason}".strip(), ok=True, result=summary, redact=SECRETS)
-        except Exception as exc:  # noqa: BLE001 - report and go on
-            print(f"could not write the audit row: {exc}", file=sys.stderr)
+    done = kill_from_shell(settings, by, reason)
+    for problem in done.problems:
+        print(problem, file=sys.stderr)
+    summary = done.summary
     print(summary)
     print("Turn it off from the console or a chat front end: /killswitch off confirm")
     return 0
@@ -273,7 +246,7 @@ def _check_credentials(settings: Settings, doctor: _Doctor) -> None:
 def _check_cli(settings: Settings, doctor: _Doctor) -> Path | None:
     """The claude CLI agents run, if it starts."""
     try:
-        cli = resolve_cli(settings)
+        cli = find_cli(settings)
         started = time.monotonic()
         out = subprocess.run([str(cli), "--version"], capture_output=True, text=True, timeout=60)
         took = time.monotonic() - started
@@ -298,21 +271,14 @@ def _check_isolation(settings: Settings, cli: Path | None, doctor: _Doctor) -> N
 
 
 def _check_database(settings: Settings, doctor: _Doctor) -> None:
-    async def check_db() -> int:
-        store = await open_store(settings.db_path)
-        try:
-            return store.db.schema_version
-        finally:
-            await store.db.close()
-
     try:
         if running_pid(settings):
             doctor.report(True, "database in use by the running supervisor")
         else:
-            version = asyncio.run(check_db())
+            version = asyncio.run(schema_version(settings))
             doctor.report(True, f"database {settings.db_path} opens (schema version {version})")
-    except StoreError as exc:
-        doctor.report(False, f"database: {exc}")
+    except StoreFailed as exc:
+        doctor.report(False, f"database: {exc.cause}")
 
 
 def main(argv: list[str] | None = None) -> int:
