@@ -100,7 +100,11 @@ class _Mounts:
         self.args += ["--bind" if writable else "--ro-bind", str(src), str(dest)]
 
     def blank(self, path: Path) -> None:
-        """Hide one file: its content becomes empty."""
+        """Hide one file: its content becomes empty. Its parents are made first, world-
+        traversable: bwrap would make missing ones 0700, and a later --dir does not change an
+        existing directory (regression: blanking the policy file under /tmp made /tmp/<repo>
+        0700, so the agent uid could not reach the CLI beside it)."""
+        self.dirs_for(path)
         self.args += ["--ro-bind", "/dev/null", str(path)]
 
 
