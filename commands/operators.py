@@ -10,7 +10,6 @@ from commands.base import Arg, Context, Param, Reply, Role, Text, UsageError
 from supervisor.api import INVITE_ALPHABET, INVITE_LENGTH
 from supervisor.redact import MASK, SECRETS
 
-ROLES = ("viewer", "operator", "admin")
 _CODE_SHAPED = re.compile(rf"(?<![A-Za-z0-9])[{INVITE_ALPHABET}]{{{INVITE_LENGTH}}}"
                           r"(?![A-Za-z0-9])", re.IGNORECASE)
 

@@ -93,18 +93,29 @@ def tree(pid: int) -> list[int]:
     return seen
 
 
-def _live(pid: int) -> bool:
-    state = _state(pid)
-    return state is not None and state not in "ZX"
-
-
-def _state(pid: int) -> str | None:
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """/proc/<pid>/stat after the command name (state, ppid, ...), or None if it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             stat = fh.read()
     except OSError:
         return None
-    return stat[stat.rfind(b")") + 2:].split()[0].decode()
+    return stat[stat.rfind(b")") + 2:].split() or None
+
+
+def _state(pid: int) -> str | None:
+    fields = _stat_fields(pid)
+    return fields[0].decode() if fields else None
+
+
+def _live(pid: int) -> bool:
+    state = _state(pid)
+    return state is not None and state not in "ZX"
+
+
+def _stopped(pid: int) -> bool:
+    """Stopped, or no longer there to run."""
+    return _state(pid) in ("T", "t", "Z", None)
 
 
 def ns_pid(pid: int) -> int | None:
@@ -139,12 +150,7 @@ def _scan(needle: bytes) -> tuple[dict[int, list[int]], set[int]]:
         if not entry.isdigit():
             continue
         pid = int(entry)
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
+        fields = _stat_fields(entry)
         if not fields or fields[0] == b"Z" or pid == me:
             continue
         children.setdefault(int(fields[1]), []).append(pid)
@@ -242,10 +248,11 @@ class AgentProcess:
 
     def _find_sandbox(self, inner_cli_pid: int | None) -> None:
         """Host pids of bwrap (our child), the namespace's init and the CLI."""
-        for p in tagged_pids(self.tag + "\0"):
-            with contextlib.suppress(psutil.NoSuchProcess):
-                if psutil.Process(p).ppid() == os.getpid():
-                    self.launcher_pid = p
+        # bwrap is our own child: look among our children, not through the whole of /proc.
+        needle = f"{TAG_VAR}={self.tag}\0".encode()
+        for p in children_of(os.getpid()):
+            if _environ_has(p, needle):
+                self.launcher_pid = p
         if self.launcher_pid is None:
             return
         kids = children_of(self.launcher_pid)
@@ -297,7 +304,7 @@ class AgentProcess:
             _signal_all([self.init_pid], launcher_module.PAUSE_SIGNAL)
             deadline = time.monotonic() + 2.0
             while True:
-                running = [p for p in self.agent_pids() if _state(p) not in ("T", "t", "Z", None)]
+                running = [p for p in self.agent_pids() if not _stopped(p)]
                 if not running or time.monotonic() > deadline:
                     break
                 _signal_all(running, signal.SIGSTOP)
@@ -309,8 +316,7 @@ class AgentProcess:
             # A signal is delivered, not done: wait (bounded) until they show stopped, so that
             # what pause reports is what the process table says.
             deadline = time.monotonic() + 1.0
-            while any(_state(p) not in ("T", "t", "Z", None) for p in ours) \
-                    and time.monotonic() < deadline:
+            while not all(_stopped(p) for p in ours) and time.monotonic() < deadline:
                 time.sleep(0.002)
             self.paused = True
             return self.members()

@@ -27,14 +27,11 @@ from supervisor.config import Settings
 
 logger = logging.getLogger(__name__)
 
-LAUNCHER_SOURCE = Path(launcher_module.__file__).resolve()
 AGENT_USER = "switchboard-agent"
 CREDENTIAL_FILES = (".credentials.json",)
 # Sockets that hand out root to whoever can open them.
 DANGEROUS_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock",
                      "/run/containerd/containerd.sock", "/run/podman/podman.sock")
-# Environment names the sandbox sets itself; the agent's configured values are replaced.
-SANDBOX_ENV = ("HOME", "CLAUDE_CONFIG_DIR", "TMPDIR", "USER", "LOGNAME")
 PROBE_TIMEOUT_S = 20.0
 
 
@@ -117,7 +114,7 @@ def _resolved(path: Path | str) -> Path:
 
 
 def agent_dirs(settings: Settings, agent_id: str) -> AgentDirs:
-    root = settings.home.resolve() / "agents" / agent_id
+    root = settings.agents_dir.resolve() / agent_id
     return AgentDirs(root, root / "home", root / "claude", root / "tmp", root / "etc")
 
 
@@ -311,13 +308,15 @@ def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: P
     if iso.drops_uid:
         m.bind(dirs.etc / "passwd", Path("/etc/passwd"), writable=False)
         m.bind(dirs.etc / "group", Path("/etc/group"), writable=False)
-    # What the sandbox itself needs to start, if it lives under something hidden.
-    needed = [Path(sys.base_prefix).resolve(), Path(sys.executable).resolve(), LAUNCHER_SOURCE,
-              real_cli.resolve(),
-              *(Path(p).resolve() for p in ro_extra)]
+    # What the sandbox itself needs to start (the interpreter, the launcher it runs, the CLI),
+    # if it lives under something hidden; once, and not again inside what is already bound.
+    needed = [Path(sys.base_prefix).resolve(), Path(sys.executable).resolve(),
+              real_cli.resolve(), *(Path(p).resolve() for p in ro_extra)]
+    bound: list[Path] = []
     for p in needed:
-        if any(_under(p, h) for h in m.hidden):
+        if any(_under(p, h) for h in m.hidden) and not any(_under(p, b) for b in bound):
             m.bind(p, p, writable=False)
+            bound.append(p)
     m.args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                "--hostname", "switchboard-agent", "--die-with-parent", "--new-session",
                "--as-pid-1"]
