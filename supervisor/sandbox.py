@@ -308,15 +308,7 @@ def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: P
     if iso.drops_uid:
         m.bind(dirs.etc / "passwd", Path("/etc/passwd"), writable=False)
         m.bind(dirs.etc / "group", Path("/etc/group"), writable=False)
-    # What the sandbox itself needs to start (the interpreter, the launcher it runs, the CLI),
-    # if it lives under something hidden; once, and not again inside what is already bound.
-    needed = [Path(sys.base_prefix).resolve(), Path(sys.executable).resolve(),
-              real_cli.resolve(), *(Path(p).resolve() for p in ro_extra)]
-    bound: list[Path] = []
-    for p in needed:
-        if any(_under(p, h) for h in m.hidden) and not any(_under(p, b) for b in bound):
-            m.bind(p, p, writable=False)
-            bound.append(p)
+    _bind_needed(m, [real_cli, *ro_extra])
     m.args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                "--hostname", "switchboard-agent", "--die-with-parent", "--new-session",
                "--as-pid-1"]
@@ -333,6 +325,19 @@ def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: P
 SYSTEM_DIRS = tuple(Path(p) for p in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
                                       "/etc", "/dev", "/proc", "/sys", "/run", "/var", "/opt",
                                       "/boot", "/tmp"))
+
+
+def _bind_needed(m: _Mounts, extra: Iterable[Path]) -> None:
+    """What the sandbox itself needs to start (the interpreter, and `extra`: the CLI, the
+    launcher it runs), read-only, where it lives under something hidden (a checkout under /tmp
+    or a home); once each, and not again inside what is already bound."""
+    needed = [Path(sys.base_prefix).resolve(), Path(sys.executable).resolve(),
+              *(Path(p).resolve() for p in extra)]
+    bound: list[Path] = []
+    for p in needed:
+        if any(_under(p, h) for h in m.hidden) and not any(_under(p, b) for b in bound):
+            m.bind(p, p, writable=False)
+            bound.append(p)
 
 
 def _peer_dirs(settings: Settings, ws: Path,
@@ -427,8 +432,18 @@ def _probe(settings: Settings, real_cli: Path | None) -> Isolation:
                          + (f" at {settings.bwrap_path}" if settings.bwrap_path else ""),
                          fix=_FIX)
     uid, gid = agent_ids(settings)
-    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session", "--as-pid-1"]
+    # The same view an agent gets of what it needs: /tmp and the hidden directories replaced,
+    # the interpreter and the CLI bound back where they lie under them.
+    m = _Mounts()
+    m.args += [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+               "--perms", "1777", "--tmpfs", "/tmp"]
+    m.hidden.append(Path("/tmp"))
+    for d in hidden_paths(settings, {})[0]:
+        if not _under(d, Path("/tmp")):
+            m.tmpfs(d)
+    _bind_needed(m, [real_cli] if real_cli is not None else [])
+    args = m.args + ["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session",
+                     "--as-pid-1"]
     check = ["import os, sys",
              "assert os.getpid() == 1, 'not in a pid namespace of its own'"]
     if uid is not None:
@@ -441,7 +456,7 @@ def _probe(settings: Settings, real_cli: Path | None) -> Isolation:
     check.append("print('sandbox ok')")
     try:
         done = subprocess.run(  # noqa: S603 - fixed argv
-            [*args, sys.executable, "-S", "-E", "-c", "\n".join(check)],
+            [*args, os.path.realpath(sys.executable), "-S", "-E", "-c", "\n".join(check)],
             capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env={"PATH": "/usr/bin:/bin"},
         )
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -100,3 +100,25 @@ def test_a_misspelt_override_value_is_refused(tmp_path):
     out = doctor(tmp_path / "d", SWITCHBOARD_ALLOW_UNISOLATED_AGENTS="sure")
     assert out.returncode == 2
     assert "allow_unisolated_agents" in out.stderr and "true or false" in out.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the agent uid differs from ours only as root")
+def test_the_probe_sees_what_an_agent_sees_of_a_checkout_in_a_private_directory(tmp_path):
+    """Regression: with the checkout in a 0700 directory under /tmp (as `mktemp -d` makes),
+    the probe looked at the host's /tmp, found the CLI out of the agent uid's reach and refused
+    every agent, although an agent's sandbox binds the CLI back into a /tmp of its own."""
+    import tempfile
+
+    from supervisor.config import Settings
+    from supervisor.sandbox import probe
+
+    private = Path(tempfile.mkdtemp(dir="/tmp"))  # 0700, root's
+    try:
+        cli = private / "bin" / "claude"
+        cli.parent.mkdir()
+        cli.write_text("#!/bin/sh\necho fake\n")
+        cli.chmod(0o755)
+        iso = probe(Settings(home=tmp_path / "sb"), cli)
+        assert iso.ok, iso.problem
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
