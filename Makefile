@@ -37,8 +37,12 @@ sandbox:
 run: $(RUN_STAMP) sandbox
 	$(VENV)/bin/switchboard run
 
+# Most tests wait on processes and sockets, not the CPU: four workers on two cores; the
+# twenty-agent fleets share one worker (xdist_group "fleet") so they never run at once.
+TEST_WORKERS ?= 4
+
 test: $(TEST_STAMP) sandbox
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check bot commands supervisor store tests bench

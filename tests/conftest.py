@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import shutil
 import socket
@@ -28,10 +29,31 @@ from supervisor.process import ns_pid
 from supervisor.sandbox import agent_ids
 from tests.fakes.mock_anthropic import MockAnthropic
 
-FAKE_CLAUDE = Path(__file__).resolve().parent / "fakes" / "fake_claude.py"
+
+def _fake_claude_executable() -> Path:
+    """tests/fakes/fake_claude.py as an executable that starts this interpreter directly: its
+    `#!/usr/bin/env python3` can go through a version manager's shell shim, which costs more
+    than the fake itself (a fleet test starts dozens of them)."""
+    src = Path(__file__).resolve().parent / "fakes" / "fake_claude.py"
+    where = Path(tempfile.mkdtemp(prefix="sbfake"))
+    where.chmod(0o755)  # sandboxed agents run it as another uid
+    exe = where / "claude"
+    exe.write_text(f"#!{Path(sys.executable).resolve()} -S\n" + src.read_text().split("\n", 1)[1])
+    exe.chmod(0o755)
+    atexit.register(shutil.rmtree, where, True)
+    return exe
+
+
+FAKE_CLAUDE = _fake_claude_executable()
 PERMISSIVE_POLICY = Path(__file__).resolve().parent / "fakes" / "permissive_policy.toml"
 MODEL = "claude-sonnet-4-5"
 ADMIN = Caller("test:admin", "tester", Role.ADMIN, "test")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Grouped tests (`xdist_group`, the long real-CLI fleets) first: under `--dist loadgroup`
+    a group runs on one worker, and started last it would be the run's long tail."""
+    items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)
 
 
 def agent_uid() -> tuple[int, int] | None:

@@ -32,10 +32,10 @@ from claude_agent_sdk import (
     ToolPermissionContext,
 )
 
+from tests.conftest import FAKE_CLAUDE
 from tests.fakes.mock_anthropic import MockAnthropic
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
-FAKE_CLAUDE = FAKES / "fake_claude.py"
 MODEL = "claude-sonnet-4-5"
 
 

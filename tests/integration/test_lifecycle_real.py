@@ -65,9 +65,11 @@ async def test_pause_freezes_every_process_including_the_running_tool(real_app, 
 
 async def test_kill_leaves_no_process_even_an_escaped_background_command(real_app):
     runner = await _spawn_idle(real_app, "bg", BACKGROUND)
+    # The turn can end before the detached shell has exec'd its sleep.
+    await wait_for(lambda: any(p.name() == "sleep" for p in processes_with_tag(runner.tag)), 10,
+                   "the background command to be running")
     procs = processes_with_tag(runner.tag)
     sleeper = [p for p in procs if p.name() == "sleep"]
-    assert sleeper, "the background command should still be running"
     # It left the CLI's session: a process-group kill of the CLI would miss it.
     cli_sid = os.getsid(runner.process.cli_pid)
     assert os.getsid(sleeper[0].pid) != cli_sid

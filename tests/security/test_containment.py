@@ -24,6 +24,7 @@ import pytest
 from tests.conftest import run, wait_for
 from tests.security.conftest import (
     COUNTERS,
+    SPAWN_WAIT_S,
     Watched,
     counters,
     escaper_prompt,
@@ -33,7 +34,9 @@ from tests.security.conftest import (
     wait_dead,
 )
 
-pytestmark = [pytest.mark.real_cli, pytest.mark.timeout(300)]
+# One worker runs the fleets one after the other, and first (tests/conftest.py): eighty real CLIs
+# at once would only make every other test wait.
+pytestmark = [pytest.mark.real_cli, pytest.mark.timeout(300), pytest.mark.xdist_group("fleet")]
 
 TRIALS = 20
 KILL_BOUND_S = 5.0  # after the command returned: all of it is dead by then
@@ -43,8 +46,25 @@ ROOT = Path(__file__).resolve().parents[2]
 async def hostile_fleet(app, mock, prefix: str) -> list[Watched]:
     """TRIALS agents with escapers running; the odd ones first tried `kill -9 1` (their init)."""
     names = [f"{prefix}{i}" for i in range(TRIALS)]
-    prompts = [escaper_prompt(kill_init=i % 2 == 1) for i in range(TRIALS)]
-    runners = await spawn_fleet(app, names, prompts)
+    # Started idle, then all handed their escapers at once: the escapers of the first agents
+    # would otherwise tick through every later CLI's start on these two cores.
+    runners = await spawn_fleet(app, names, "TEXT: ready")
+    for i, r in enumerate(runners):
+        reply = await run(app, f"/ask {r.name} {escaper_prompt(kill_init=i % 2 == 1)}")
+        assert reply.ok, reply.plain()
+
+    def escapers_done() -> bool:
+        done = [c for c in tool_calls(mock) if "base64 -d" in c.command]
+        return len(done) == TRIALS and all(
+            r.state == "idle" and not r.busy and not r.queued for r in runners)
+
+    try:
+        await wait_for(escapers_done, SPAWN_WAIT_S, "every agent to run its escapers")
+    except AssertionError as exc:
+        states = ", ".join(f"{r.name}={r.state} busy={r.busy} queued={r.queued} ({r.last_error})"
+                           for r in runners)
+        done = len([c for c in tool_calls(mock) if "base64 -d" in c.command])
+        raise AssertionError(f"{exc}: {done} escaper results; {states}") from None
     fleet = [Watched.of(r) for r in runners]
     await wait_for(lambda: all(escapers_running(w) for w in fleet), 30, "every escaper running")
     for w in fleet:
