@@ -41,7 +41,7 @@ from bench._common import percentile, quiet_logging, scratch_dir, wait_until  # 
 from bot.app import Switchboard  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
 from supervisor.events import AgentOutput  # noqa: E402
-from supervisor.pool import resolve_cli  # noqa: E402
+from supervisor.process import resolve_cli  # noqa: E402
 from tests.conftest import make_settings  # noqa: E402
 from tests.fakes.mock_anthropic import MockAnthropic  # noqa: E402
 

@@ -10,7 +10,6 @@ import fcntl
 import logging
 import os
 from collections.abc import Callable, Coroutine
-from pathlib import Path
 from typing import IO, Any
 
 from bot.fleet import ApiFleet
@@ -185,18 +184,3 @@ class Switchboard:
 
     async def run_command(self, caller: Caller, text: str) -> Reply:
         return await self.dispatcher.dispatch(self.context(caller), text)
-
-
-def running_pid(settings: Settings) -> int | None:
-    """The pid of the supervisor holding this data directory's lock, if one is running."""
-    lock = Path(settings.run_dir) / "supervisor.lock"
-    if not lock.exists():
-        return None
-    with open(lock) as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            text = lock.read_text().strip()
-            return int(text) if text.isdigit() else -1
-        fcntl.flock(fh, fcntl.LOCK_UN)
-    return None

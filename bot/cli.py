@@ -15,12 +15,17 @@ import threading
 import time
 from pathlib import Path
 
-from bot.app import Switchboard, running_pid
 from commands.dispatcher import REGISTRY, describe
 from commands.render import money
 from supervisor.config import Settings
 from supervisor.errors import ConfigError, StoreFailed
-from supervisor.offline import find_cli, kill_from_shell, recorded_agents, schema_version
+from supervisor.offline import (
+    find_cli,
+    kill_from_shell,
+    recorded_agents,
+    running_pid,
+    schema_version,
+)
 from supervisor.redact import SECRETS
 from supervisor.redact import install as install_redaction
 from supervisor.sandbox import describe as describe_isolation
@@ -127,6 +132,8 @@ def make_undumpable() -> str | None:
 async def serve(settings: Settings, *, console: bool) -> int:
     """Run until a signal (or the console's /quit); then shut down in two phases."""
     loop = asyncio.get_running_loop()
+    from bot.app import Switchboard  # the whole supervisor: only `run` needs it
+
     app = Switchboard(settings)
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, app.on_signal, sig)

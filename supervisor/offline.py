@@ -4,6 +4,7 @@ entry point calls these; it never touches the store or the processes itself."""
 
 from __future__ import annotations
 
+import fcntl
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,7 @@ from store.kv import set_sync
 from supervisor.config import Settings
 from supervisor.errors import StoreFailed
 from supervisor.killswitch import HALT_KEY, write_local_trigger
-from supervisor.pool import resolve_cli
-from supervisor.process import sweep
+from supervisor.process import resolve_cli, sweep
 from supervisor.redact import SECRETS
 
 
@@ -94,3 +94,18 @@ def kill_from_shell(settings: Settings, by: str, reason: str) -> ShellKill:
         except Exception as exc:  # noqa: BLE001 - report and go on
             problems.append(f"could not write the audit row: {exc}")
     return ShellKill(path, killed, summary, tuple(problems))
+
+
+def running_pid(settings: Settings) -> int | None:
+    """The pid of the supervisor holding this data directory's lock, if one is running."""
+    lock = Path(settings.run_dir) / "supervisor.lock"
+    if not lock.exists():
+        return None
+    with open(lock) as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = lock.read_text().strip()
+            return int(text) if text.isdigit() else -1
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return None

@@ -7,7 +7,6 @@ import logging
 import os
 import re
 import secrets
-import shutil
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -23,7 +22,7 @@ from supervisor.events import AgentState, EventHub
 from supervisor.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
 from supervisor.killswitch import KillSwitch
 from supervisor.policy import Policy, PolicyError
-from supervisor.process import bundled_cli, install_launcher, sweep
+from supervisor.process import install_launcher, resolve_cli, sweep
 from supervisor.protected import ProtectedPaths
 from supervisor.runner import AgentRunner, RunnerDeps
 from supervisor.sandbox import Isolation, describe, hide_in, probe, unwritable_reason
@@ -52,21 +51,6 @@ class RecoveryReport:
 
 def new_agent_id() -> str:
     return "".join(secrets.choice(ID_ALPHABET) for _ in range(6))
-
-
-def resolve_cli(settings: Settings) -> Path:
-    if settings.claude_cli:
-        path = settings.claude_cli
-        if not path.exists():
-            raise ConfigError(f"claude_cli is set to {path}, which does not exist")
-        return path
-    found = bundled_cli() or (Path(p) if (p := shutil.which("claude")) else None)
-    if found is None:
-        raise ConfigError(
-            "no claude CLI found: install claude-agent-sdk (it bundles one) or set "
-            "SWITCHBOARD_CLAUDE_CLI to its path"
-        )
-    return found
 
 
 class AgentPool:

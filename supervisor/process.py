@@ -13,20 +13,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
-from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
-from claude_agent_sdk.types import Message
 
 from supervisor import launcher as launcher_module
+from supervisor.errors import ConfigError
+
+if TYPE_CHECKING:  # the SDK costs about a second to import: only agents need it, not the
+    # offline commands (status, kill from a shell, the container's health check)
+    from claude_agent_sdk import ClaudeAgentOptions
+    from claude_agent_sdk.types import Message
+
+    from supervisor.config import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -35,10 +44,27 @@ STDERR_LINES = 40
 
 
 def bundled_cli() -> Path | None:
-    import claude_agent_sdk
-
-    path = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+    spec = importlib.util.find_spec("claude_agent_sdk")  # found, not imported
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / "_bundled" / "claude"
     return path if path.exists() else None
+
+
+def resolve_cli(settings: Settings) -> Path:
+    """The claude CLI agents run: the configured one, else the SDK's bundled one, else PATH's."""
+    if settings.claude_cli:
+        path = settings.claude_cli
+        if not path.exists():
+            raise ConfigError(f"claude_cli is set to {path}, which does not exist")
+        return path
+    found = bundled_cli() or (Path(p) if (p := shutil.which("claude")) else None)
+    if found is None:
+        raise ConfigError(
+            "no claude CLI found: install claude-agent-sdk (it bundles one) or set "
+            "SWITCHBOARD_CLAUDE_CLI to its path"
+        )
+    return found
 
 
 def install_launcher(run_dir: Path) -> Path:
@@ -210,6 +236,8 @@ class AgentProcess:
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
         self._on_stderr = on_stderr
         options.stderr = self._stderr
+        from claude_agent_sdk import ClaudeSDKClient
+
         self.client = ClaudeSDKClient(options)
         self.launcher_pid: int | None = None  # bwrap's outer process when sandboxed
         self.init_pid: int | None = None  # the sandbox's pid 1, seen from here

@@ -144,7 +144,10 @@ def test_switchboard_kill_from_the_command_line(short_home):
         assert len(processes_with_tag(tag)) >= 9
         env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
         env["SWITCHBOARD_HOME"] = str(home)
-        out = subprocess.run([sys.executable, "-m", "bot.cli", "kill", "--reason", "test"],
+        # With the agent SDK unimportable: the kill switch from a shell needs none of it.
+        broken_sdk = ("import sys; sys.modules['claude_agent_sdk'] = None; "
+                      "from bot.cli import main; sys.exit(main())")
+        out = subprocess.run([sys.executable, "-c", broken_sdk, "kill", "--reason", "test"],
                              capture_output=True, text=True, env=env, timeout=60,
                              cwd=Path(__file__).resolve().parents[2])
         assert out.returncode == 0, out.stderr
