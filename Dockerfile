@@ -1,29 +1,38 @@
 # Switchboard: the supervisor plus the claude CLI bundled in the claude-agent-sdk wheel.
 #
 #   docker build -t switchboard .
-#   docker run -d --name switchboard -v switchboard-data:/data \
-#       --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
-#       --security-opt systempaths=unconfined \
+#   docker run -d --name switchboard -v switchboard-data:/data -p 8080:8080 \
+#       --security-opt seccomp=deploy/seccomp-sandbox.json \
+#       --security-opt apparmor=unconfined --security-opt systempaths=unconfined \
 #       -e ANTHROPIC_API_KEY=... --stop-timeout 45 switchboard
 #
-# The three --security-opt let bubblewrap build each agent's sandbox inside the container (user
-# and pid namespaces, a fresh /proc); without them Switchboard refuses to start agents and says
-# why (`switchboard doctor`), unless SWITCHBOARD_ALLOW_UNISOLATED_AGENTS=true.
+# The security options let bubblewrap build each agent's sandbox inside the container: the
+# seccomp profile is Docker's default plus the namespace and mount calls bubblewrap makes (no
+# capability is added); without them Switchboard refuses to start agents and says why
+# (`switchboard doctor`), unless SWITCHBOARD_ALLOW_UNISOLATED_AGENTS=true.
 #
-# See deploy/README.md for compose, systemd and how stop/kill behave in a container.
-FROM python:3.11-slim
+# BASE_IMAGE: any Debian bookworm image. Where no image registry is reachable (CI),
+# deploy/ci/base-image builds one locally with debootstrap.
+# See deploy/README.md for compose, systemd, Cloud Run and how stop/kill behave in a container.
+ARG BASE_IMAGE=debian:bookworm-slim
+FROM ${BASE_IMAGE}
 
-# tini: PID 1 that forwards SIGTERM to Switchboard and reaps every orphan in the container.
-# git: for agents' work and repositories; procps: ps/kill for agents' shell commands and debugging;
-# ca-certificates: TLS to the Anthropic API and the chat APIs; bubblewrap: each agent's sandbox.
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+
+# python3: Debian's 3.11; tini: PID 1 that forwards SIGTERM and reaps every orphan; bubblewrap:
+# each agent's sandbox; git, ripgrep, curl, procps and bash: the shell agents work in;
+# ca-certificates: TLS to the Anthropic and chat APIs.
+# hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends tini git procps ca-certificates bubblewrap \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        python3 python3-venv tini bubblewrap git ripgrep curl procps ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PATH=/opt/switchboard/bin:$PATH
 
 RUN groupadd --system --gid 10001 switchboard \
     && useradd --system --uid 10001 --gid switchboard --create-home \
@@ -33,15 +42,16 @@ RUN groupadd --system --gid 10001 switchboard \
 
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY deploy/constraints.txt ./deploy/constraints.txt
 COPY bot ./bot
 COPY commands ./commands
 COPY store ./store
 COPY supervisor ./supervisor
-# A regular (non-editable) install; the claude-agent-sdk wheel brings the claude CLI binary.
-# The symlink puts that CLI on PATH for `claude auth login` / `claude --version` in the container;
-# Switchboard itself finds the bundled binary without it.
-RUN pip install . \
-    && ln -s "$(python -c 'import claude_agent_sdk, pathlib; print(pathlib.Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude")')" \
+# Runtime dependencies only (no test extras), claude-agent-sdk pinned by deploy/constraints.txt:
+# its wheel brings the claude CLI binary, linked onto PATH for `claude auth login`.
+RUN python3 -m venv /opt/switchboard \
+    && pip install --no-compile -c deploy/constraints.txt . \
+    && ln -s "$(python -c 'import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec("claude_agent_sdk").origin).parent / "_bundled" / "claude")')" \
         /usr/local/bin/claude \
     && claude --version \
     && switchboard --help >/dev/null \
@@ -49,17 +59,19 @@ RUN pip install . \
 
 # Everything Switchboard keeps (database, workspaces, launcher, log) lives in SWITCHBOARD_HOME.
 # CLAUDE_CONFIG_DIR on the same volume keeps the CLI's login and its session transcripts, so
-# agents resume their sessions (resume=<session_id>) after the container is replaced.
+# agents resume their sessions after the container is replaced.
 ENV SWITCHBOARD_HOME=/data \
-    CLAUDE_CONFIG_DIR=/data/claude
+    CLAUDE_CONFIG_DIR=/data/claude \
+    PORT=8080
 VOLUME ["/data"]
 WORKDIR /data
-USER switchboard
+USER 10001:10001
+EXPOSE 8080
 
-# `switchboard status` exits 0 whether or not the supervisor runs, so look at what it says:
-# "supervisor: running, pid N" while the supervisor holds the data directory's lock.
-HEALTHCHECK --interval=30s --timeout=15s --start-period=30s --retries=3 \
-    CMD switchboard status | grep -q '^supervisor: running' || exit 1
+# /healthz answers while the supervisor's event loop does; `switchboard status --check` is the
+# fallback when the listener is off (PORT empty).
+HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
+    CMD ["/bin/sh", "-c", "if [ -n \"$PORT\" ]; then curl -fsS -o /dev/null http://127.0.0.1:$PORT/healthz; else switchboard status --check; fi"]
 
 # SIGTERM drains running turns for SWITCHBOARD_SHUTDOWN_GRACE_S (default 30 s), then kills
 # each agent (SIGTERM, SWITCHBOARD_KILL_GRACE_S, SIGKILL): give `docker stop` at least 45 s.

@@ -404,9 +404,10 @@ def sandbox_env(iso: Isolation, dirs: AgentDirs, bwrap: list[str],
 _FIX = (
     "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) on a kernel with user "
     "namespaces enabled (sysctl kernel.unprivileged_userns_clone=1 and "
-    "user.max_user_namespaces > 0). In a container, allow namespaces: docker run "
-    "--security-opt seccomp=unconfined --security-opt apparmor=unconfined (deploy/"
-    "docker-compose.yml does this). Or set allow_unisolated_agents = true to run agents "
+    "user.max_user_namespaces > 0). In a container, allow namespaces and a fresh /proc: "
+    "docker run --security-opt seccomp=deploy/seccomp-sandbox.json --security-opt "
+    "apparmor=unconfined --security-opt systempaths=unconfined (deploy/docker-compose.yml "
+    "does this). Or set allow_unisolated_agents = true to run agents "
     "without the sandbox: they can then read and change whatever this user can, including "
     "Switchboard's database."
 )
