@@ -60,7 +60,8 @@ def test_without_namespaces_agents_are_refused_and_everyone_is_told(short_home):
     line = next(ln for ln in out.stdout.splitlines() if "isolation" in ln)
     assert line.startswith("[PROBLEM] isolation: NONE"), out.stdout
     assert "bwrap cannot build a sandbox here" in line and "Agents are refused" in line
-    assert "seccomp=deploy/seccomp-sandbox.json" in line and "allow_unisolated_agents = true" in line
+    assert "seccomp=deploy/seccomp-sandbox.json" in line
+    assert "allow_unisolated_agents = true" in line
     assert out.returncode == 1
 
     home = short_home / "sb"
