@@ -56,10 +56,11 @@ VOLUME ["/data"]
 WORKDIR /data
 USER switchboard
 
-# `switchboard status` exits 0 whether or not the supervisor runs, so look at what it says:
-# "supervisor: running, pid N" while the supervisor holds the data directory's lock.
+# `switchboard status --check` exits 0 while the supervisor holds the data directory's lock,
+# 1 if not. (Not `status | grep -q`: grep stops reading at the first match, and status then
+# wrote into a closed pipe every 30 s.)
 HEALTHCHECK --interval=30s --timeout=15s --start-period=30s --retries=3 \
-    CMD switchboard status | grep -q '^supervisor: running' || exit 1
+    CMD switchboard status --check
 
 # SIGTERM drains running turns for SWITCHBOARD_SHUTDOWN_GRACE_S (default 30 s), then kills
 # each agent (SIGTERM, SWITCHBOARD_KILL_GRACE_S, SIGKILL): give `docker stop` at least 45 s.
