@@ -35,6 +35,7 @@ from bot.kit.ports import (
     TapId,
 )
 from bot.kit.sanitize import clean, clean_action
+from bot.render import fit
 from commands.base import Button, Caller, Reply, Role, Text
 from commands.dispatcher import split_command
 from commands.operators import redact_codes
@@ -266,7 +267,8 @@ class FrontDesk(Lifecycle):
             reply = await self.commands(caller, action.value)
             if not reply.ok:
                 # The toast says why; a losing tap ("already answered by …") needs no more.
-                await self._answer(tap.tap, reply.plain()[:TOAST_CHARS], alert=True)
+                toast = reply.plain()
+                await self._answer(tap.tap, toast[:fit(toast, TOAST_CHARS)], alert=True)
                 if "already" not in reply.plain():
                     self.reply(tap.chat, reply)
                 return
