@@ -38,13 +38,13 @@ def plain_form(reply: Reply) -> Reply:
     return Reply(blocks=tuple(Text(b.text) for b in reply.blocks), buttons=reply.buttons)
 
 
-def short_form(reply: Reply) -> Reply:
-    """The start of the reply, plain, with a note that the whole is sent as a file; buttons
-    kept."""
+def short_form(reply: Reply, *, file_follows: bool = True) -> Reply:
+    """The start of the reply, plain, with a note that it is cut (and that the whole follows
+    as a file, if one does); buttons kept."""
     text = reply.plain()
-    return Reply(blocks=(Text(text[:SHORT_CHARS]), Text(
-        "✂️ The chat refused this message; the whole of it follows as a file.")),
-        buttons=reply.buttons)
+    note = "✂️ The chat refused this message whole" + (
+        "; all of it follows as a file." if file_follows else "; this is its start.")
+    return Reply(blocks=(Text(text[:SHORT_CHARS]), Text(note)), buttons=reply.buttons)
 
 
 def file_form(reply: Reply) -> Attachment:
@@ -123,17 +123,21 @@ class Outbox:
 
     def send(self, chat: ChatId, reply: Reply, *, priority: Priority = Priority.REPLY,
              reply_to: MessageId | None = None, silent: bool = False,
-             offer_kill: bool = False) -> asyncio.Future[MessageId]:
+             offer_kill: bool = False, as_file: bool = True) -> asyncio.Future[MessageId]:
+        """`as_file`: a file is an acceptable last form (not for a message edited later in
+        place, like a status card)."""
         def form(r: Reply) -> Call:
             return lambda a: a.send(chat, r, reply_to=reply_to, silent=silent,
                                     offer_kill=offer_kill)
 
-        async def as_file(a: ChatAdapter) -> MessageId:
+        async def file_send(a: ChatAdapter) -> MessageId:
             # The short form's note promised the file; a file alone says it itself.
             return await a.send_document(chat, file_form(reply),
                                          caption=reply.plain()[:200])
 
-        fallbacks = [form(plain_form(reply)), form(short_form(reply)), as_file]
+        fallbacks = [form(plain_form(reply)), form(short_form(reply, file_follows=as_file))]
+        if as_file:
+            fallbacks.append(file_send)
         return self._put(chat, priority, form(reply), "send", fallbacks=fallbacks)
 
     def edit(self, chat: ChatId, message: MessageId, reply: Reply, *,

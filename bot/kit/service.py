@@ -191,10 +191,12 @@ class FrontDesk(Lifecycle):
 
     async def _failed(self, chat: ChatId, sender: Sender, what: str, text: str,
                       exc: BaseException) -> None:
+        """`what`: message or tap, the audit row's action."""
         ref = secrets.token_hex(3)
         logger.error("front-end handler failed platform=%s what=%s ref=%s", self.platform, what,
                      ref, exc_info=exc)
-        reply = Reply.error(f"Something went wrong handling your {what} (ref {ref}); it was "
+        said = "button press" if what == "tap" else what
+        reply = Reply.error(f"Something went wrong handling your {said} (ref {ref}); it was "
                             "not done.", "Try again in a moment; if it keeps failing, an admin "
                             "can look the ref up in the log or run `switchboard doctor`.")
         self.reply(chat, reply)
@@ -232,7 +234,7 @@ class FrontDesk(Lifecycle):
         except Exception as exc:  # noqa: BLE001 - the operator must hear of it
             await self._answer(tap.tap, "That did not work; see the message below.",
                                alert=True)
-            await self._failed(tap.chat, tap.sender, "button press", tap.action or "", exc)
+            await self._failed(tap.chat, tap.sender, "tap", tap.action or "", exc)
 
     async def _on_tap(self, tap: Tap) -> None:
         caller = await self.access.caller(tap.sender)

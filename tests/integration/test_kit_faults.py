@@ -112,6 +112,10 @@ async def test_a_failing_handler_is_answered_and_audited(kit, chat, monkeypatch)
     row = await newest_audit(app)
     assert (row.action, row.args, row.ok) == ("message", "/agents", 0)
     assert row.result.startswith("failed ref ")
+    await taps(desk, ALICE, chat.find(dm(ALICE), "went wrong"), "/agents")
+    assert chat.tap_answers[-1]["alert"]
+    assert "handling your button press (ref" in chat.texts(dm(ALICE))[-1]
+    assert (await newest_audit(app)).action == "tap"
 
 
 # -- a message the chat refuses ------------------------------------------------------------------
