@@ -8,11 +8,13 @@ import contextlib
 import ctypes
 import getpass
 import logging
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from commands.dispatcher import REGISTRY, describe
@@ -61,7 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="attach the console front end even without a terminal")
     group.add_argument("--headless", dest="console", action="store_false",
                        help="no console; run until SIGTERM/SIGINT")
-    sub.add_parser("status", help="show the agents recorded in the data directory")
+    status = sub.add_parser("status", help="show the agents recorded in the data directory")
+    status.add_argument("--check", action="store_true",
+                        help="only say whether the supervisor runs; exit 0 if it does, 1 if "
+                        "not (for health checks)")
     sub.add_parser("doctor", help="check credentials, the claude CLI and the data directory")
     kill = sub.add_parser(
         "kill", help="KILL SWITCH: halt Switchboard and SIGKILL every agent, even if the "
@@ -160,8 +165,11 @@ async def serve(settings: Settings, *, console: bool) -> int:
     return 0
 
 
-def cmd_status(settings: Settings) -> int:
+def cmd_status(settings: Settings, check: bool = False) -> int:
     pid = running_pid(settings)
+    if check:
+        print(f"supervisor: {'running, pid ' + str(pid) if pid else 'not running'}")
+        return 0 if pid else 1
     print(f"data directory: {settings.home}")
     print(f"supervisor: {'running, pid ' + str(pid) if pid else 'not running'}")
     if not settings.db_path.exists():
@@ -213,6 +221,7 @@ def cmd_doctor(settings: Settings) -> int:
     cli = _check_cli(settings, doctor)
     _check_isolation(settings, cli, doctor)
     _check_database(settings, doctor)
+    _check_telegram(settings, doctor)
     fronts = ["console"]
     if settings.telegram_token:
         fronts.append("telegram (token set)")
@@ -288,6 +297,35 @@ def _check_database(settings: Settings, doctor: _Doctor) -> None:
         doctor.report(False, f"database: {exc.cause}")
 
 
+def _check_telegram(settings: Settings, doctor: _Doctor) -> None:
+    """The bot token asked of the Bot API itself (getMe). The token is never printed: not
+    quoted here, and every line goes through the redactor."""
+    token = settings.telegram_token
+    if token is None:
+        return
+    from telegram.error import InvalidToken, TelegramError
+
+    from bot.telegram import BadBaseUrl, get_me
+
+    where = settings.telegram_api_base_url or "api.telegram.org"
+    try:
+        me = asyncio.run(get_me(token.value, settings.telegram_api_base_url))
+    except BadBaseUrl as exc:
+        doctor.report(False, f"telegram: {exc}")
+    except InvalidToken:
+        also = (f" (or TELEGRAM_API_BASE_URL={where} is not a Bot API server)"
+                if settings.telegram_api_base_url else "")
+        doctor.report(False, f"telegram: {where} refused the bot token (getMe){also}. Copy "
+                      "TELEGRAM_BOT_TOKEN again from @BotFather.")
+    except (TelegramError, OSError) as exc:
+        doctor.report(False, f"telegram: cannot reach the Bot API at {where} "
+                      f"({type(exc).__name__}: {exc}); check the network or "
+                      "TELEGRAM_API_BASE_URL.")
+    else:
+        doctor.report(True, f"telegram: the bot token works (getMe: @{me.username}, "
+                      f"id {me.id})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -300,12 +338,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"switchboard: configuration error: {exc}", file=sys.stderr)
         return 2
     if args.command == "status":
-        return cmd_status(settings)
+        return _to_a_pipe(lambda: cmd_status(settings, args.check))
     if args.command == "doctor":
-        return cmd_doctor(settings)
+        return _to_a_pipe(lambda: cmd_doctor(settings))
     if args.command == "kill":
         return cmd_kill(settings, args.reason)
     return cmd_run(settings, args.console)
+
+
+def _to_a_pipe(command: Callable[[], int]) -> int:
+    """Run a command whose output may go to a reader that stops early (`| grep -q`, `| head`):
+    a closed pipe ends it quietly, not with a BrokenPipeError traceback (also not at exit,
+    when Python flushes stdout once more)."""
+    try:
+        code = command()
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 def cmd_run(settings: Settings, console: bool | None) -> int:

@@ -1,4 +1,7 @@
-"""The console front end: operator commands typed in a terminal, live agent output printed."""
+"""The console front end: operator commands typed in a terminal, live agent output printed.
+Every line read is bounded and cleaned by the kit's sanitiser; everything printed has its
+control characters and escape sequences made visible, so an agent's output cannot clear the
+screen or write the clipboard (OSC 52)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from typing import TextIO
 
 from bot.app import Switchboard
 from bot.kit import escalation as esc
+from bot.kit.sanitize import MAX_INPUT_CHARS, clean, for_terminal
 from bot.render import visible
 from commands.base import Caller, Reply, Role, Text
 from supervisor.api import AgentOutput, EscalationEvent, Event, StateChanged, TurnFinished
@@ -20,6 +24,59 @@ from supervisor.api import EscalationView as EscalationRow
 logger = logging.getLogger(__name__)
 
 FRONTEND = "console"
+MAX_LINE_BYTES = 1 << 20  # a longer line is refused whole, and the console reads on
+_CHUNK = 1 << 16
+
+
+class TooLong:
+    """What `LineReader` yields for a line over its bound: its length, the line itself gone."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+class LineReader:
+    """Lines from a stream, each at most `limit` bytes. A longer line is skipped to its end
+    (never buffered whole) and reported as TooLong, so the next line reads normally."""
+
+    def __init__(self, reader: asyncio.StreamReader, limit: int = MAX_LINE_BYTES) -> None:
+        self.reader = reader
+        self.limit = limit
+        self._buf = bytearray()
+        self._skipped = 0  # bytes of an over-long line dropped so far
+        self._eof = False
+
+    async def next(self) -> bytes | TooLong | None:
+        """The next line (with its newline, if it had one), TooLong, or None at EOF."""
+        while True:
+            end = self._buf.find(b"\n")
+            if end >= 0:
+                line, self._buf = bytes(self._buf[:end + 1]), self._buf[end + 1:]
+                if self._skipped or end > self.limit:
+                    size, self._skipped = self._skipped + len(line), 0
+                    return TooLong(size)
+                return line
+            if len(self._buf) > self.limit:
+                self._skipped += len(self._buf)
+                self._buf.clear()
+            if self._eof:
+                if self._skipped:
+                    size, self._skipped = self._skipped + len(self._buf), 0
+                    self._buf.clear()
+                    return TooLong(size)
+                rest, self._buf = bytes(self._buf), bytearray()
+                return rest or None
+            chunk = await self.reader.read(_CHUNK)
+            if not chunk:
+                self._eof = True
+            self._buf += chunk
+
+
+def too_long(size: int) -> Reply:
+    return Reply.error(f"That line is {size:,} bytes; the console reads lines of up to "
+                       f"{MAX_LINE_BYTES:,} bytes (and commands of {MAX_INPUT_CHARS:,} "
+                       "characters).", "Put long material in a file in the agent's directory "
+                       "and refer to it.")
 
 
 def _whole(block: Text) -> str:
@@ -88,7 +145,8 @@ class Console:
                              "console")
 
     def write(self, text: str) -> None:
-        self.stdout.write(text + "\n")
+        """Everything printed goes through here: no escape sequence reaches the terminal."""
+        self.stdout.write(for_terminal(text) + "\n")
         self.stdout.flush()
 
     async def run(self) -> None:
@@ -119,30 +177,68 @@ class Console:
             self.write(render_escalation(row))
             await escalations.ack(row.id, FRONTEND)
 
-    async def _lines(self) -> asyncio.StreamReader | None:
+    async def _lines(self) -> LineReader | None:
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=1 << 20)
+        reader = asyncio.StreamReader(limit=_CHUNK)
         try:
             await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), self.stdin)
         except (ValueError, OSError):
             return None
-        return reader
+        return LineReader(reader)
+
+    def _read_file_line(self) -> str | TooLong:
+        """A line of a regular file on stdin, bounded like the pipe's."""
+        line = self.stdin.readline(MAX_LINE_BYTES + 1)
+        if len(line) <= MAX_LINE_BYTES or line.endswith("\n"):
+            return line
+        size = len(line)
+        while line and not line.endswith("\n"):
+            line = self.stdin.readline(_CHUNK)
+            size += len(line)
+        return TooLong(size)
+
+    async def _next_line(self, reader: LineReader | None) -> str | TooLong | None:
+        if reader is None:  # stdin is a regular file: read it directly
+            return self._read_file_line() or None
+        raw = await reader.next()
+        if raw is None or isinstance(raw, TooLong):
+            return raw
+        return raw.decode(errors="replace")
 
     async def _read_commands(self) -> None:
         reader = await self._lines()
         while True:
-            if reader is not None:
-                raw = await reader.readline()
-                line = raw.decode(errors="replace")
-            else:  # stdin is a regular file: read it directly
-                line = self.stdin.readline()
-            if not line:
+            line = await self._next_line(reader)
+            if line is None:
                 return  # EOF
-            line = line.strip()
+            if isinstance(line, TooLong):
+                self.write(render_reply(too_long(line.size)))
+                await self._audit_refused(f"{line.size:,} bytes", "line too long")
+                continue
+            cleaned = clean(line.strip())
+            if cleaned.problem:
+                self.write(render_reply(Reply.error("That line is too long.", cleaned.problem)))
+                await self._audit_refused(f"{len(line):,} characters", "line too long")
+                continue
+            line = cleaned.text.strip()
             if not line:
                 continue
             if line in ("/quit", "/exit", "quit", "exit"):
                 return
             with contextlib.suppress(asyncio.CancelledError):
-                reply = await self.app.run_command(self.caller, line)
-                self.write(render_reply(reply))
+                await self._run(line, cleaned.note)
+
+    async def _run(self, line: str, note: str) -> None:
+        reply = await self.app.run_command(self.caller, line)
+        if reply.announced:
+            return  # the notice that every front end gets says it; printed from the outbox
+        text = render_reply(reply)
+        self.write(f"{text}\n{note}" if note else text)
+
+    async def _audit_refused(self, what: str, why: str) -> None:
+        if self.app.api is None:
+            return
+        try:
+            await self.app.api.audit(self.caller, "input", what, ok=False, result=why)
+        except Exception:  # noqa: BLE001 - the reply was printed; the log has the rest
+            logger.exception("could not audit a refused console line")

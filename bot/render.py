@@ -34,6 +34,29 @@ def escape(text: str) -> str:
     return html.escape(text, quote=False)
 
 
+def units(text: str) -> int:
+    """Length as chat APIs count it: UTF-16 code units (an emoji outside the basic plane is
+    two). Telegram's 4,096 and Slack's limits are in these; every limit here is."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def fit(text: str, limit: int) -> int:
+    """How many characters of `text` fit in `limit` UTF-16 units."""
+    if units(text) <= limit:
+        return len(text)
+    head = text[:limit]
+    if units(head) == limit:  # no wide character in it: the common case
+        return limit
+    lo, hi = limit // 2, limit  # units(text[:lo]) <= limit < units(text[:hi + 1])
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if units(text[:mid]) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 def visible(text: str) -> str:
     """`text` with every character that could hide or reorder other text written as an
     escape (\\x1b, \\u202e); newlines and tabs stay."""
@@ -41,19 +64,20 @@ def visible(text: str) -> str:
 
 
 def split_text(text: str, limit: int) -> list[str]:
-    """Pieces of at most `limit` characters, cut at a blank line, else a line end, else a
+    """Pieces of at most `limit` UTF-16 units, cut at a blank line, else a line end, else a
     space, else anywhere."""
     pieces: list[str] = []
     rest = text
-    while len(rest) > limit:
-        window = rest[:limit]
+    while units(rest) > limit:
+        size = fit(rest, limit)
+        window = rest[:size]
         cut = window.rfind("\n\n")
-        if cut < limit // 3:
+        if cut < size // 3:
             cut = window.rfind("\n")
-        if cut < limit // 3:
+        if cut < size // 3:
             cut = window.rfind(" ")
-        if cut < limit // 3:
-            cut = limit
+        if cut < size // 3:
+            cut = size
         pieces.append(rest[:cut].rstrip("\n"))
         rest = rest[cut:].lstrip("\n")
     if rest or not pieces:
@@ -81,13 +105,14 @@ class Preview:
 
 
 def preview(text: str, max_chars: int = PREVIEW_CHARS, max_lines: int = PREVIEW_LINES) -> Preview:
-    """The first lines of `text`, at most `max_lines` of them and `max_chars` characters, cut
-    at a line end when one is not too far back."""
+    """The first lines of `text`, at most `max_lines` of them and `max_chars` UTF-16 units,
+    cut at a line end when one is not too far back."""
     rows = text.split("\n")
     lines = len(rows) - (text.endswith("\n") or not text)  # a final newline ends a line
-    if len(text) <= max_chars and len(rows) <= max_lines:
+    if units(text) <= max_chars and len(rows) <= max_lines:
         return Preview(text, 0, len(text), lines)
-    shown = "\n".join(rows[:max_lines])[:max_chars]
+    shown = "\n".join(rows[:max_lines])
+    shown = shown[:fit(shown, max_chars)]
     if len(shown) < len(text) and text[len(shown)] != "\n":  # cut inside a line
         end = shown.rfind("\n")
         if end >= max_chars // 2:
@@ -115,11 +140,11 @@ def group_blocks(blocks: tuple[Text, ...], limit: int = SAFE_LIMIT) -> list[tupl
         text = block.text if block.text.strip() else "…"
         extra = 3 if block.style == "error" else 0
         for piece in split_text(text, limit - extra):
-            need = len(piece) + extra + (2 if parts else 0)
+            need = units(piece) + extra + (2 if parts else 0)
             if parts and size + need > limit:
                 out.append(tuple(parts))
                 parts, size = [], 0
-                need = len(piece) + extra
+                need = units(piece) + extra
             parts.append(Text(piece, block.style))
             size += need
     if parts:
@@ -139,7 +164,7 @@ def render_chunks(blocks: tuple[Text, ...], limit: int = SAFE_LIMIT) -> list[Chu
 
 
 def _chunk(group: tuple[Text, ...]) -> Chunk:
-    size = sum(len(b.text) + (3 if b.style == "error" else 0) for b in group)
+    size = sum(units(b.text) + (3 if b.style == "error" else 0) for b in group)
     return Chunk(html_of(group), size + 2 * (len(group) - 1))
 
 
@@ -160,10 +185,10 @@ def plan_blocks(reply: Reply,
         attachments.append(Attachment(block.filename, block.text.encode(), "text/plain"))
     attachments += reply.attachments
     total = sum(len(b.text) for b in blocks)
-    if total <= DOCUMENT_OVER:
+    if sum(units(b.text) for b in blocks) <= DOCUMENT_OVER:
         return group_blocks(tuple(blocks), limit), attachments
     full = "\n\n".join(b.text for b in blocks)
-    start = full[: limit // 2]
+    start = full[:fit(full, limit // 2)]
     groups = group_blocks((Text(start, "code"),
                            Text(f"… {total:,} characters in all: the full text is attached.")),
                           limit)

@@ -59,7 +59,7 @@ from bot.kit import (  # noqa: E402
     TapId,
     action_of,
 )
-from bot.render import TELEGRAM_LIMIT, plan_blocks, render_chunks  # noqa: E402
+from bot.render import TELEGRAM_LIMIT, fit, plan_blocks, render_chunks  # noqa: E402
 from commands.base import Attachment, Button, Reply  # noqa: E402
 from commands.dispatcher import REGISTRY  # noqa: E402
 from supervisor.redact import SECRETS  # noqa: E402
@@ -70,6 +70,7 @@ logger = logging.getLogger(__name__)
 PLATFORM = "telegram"
 KILL_TEXT = "🛑 KILL ALL"
 CALLBACK_MAX = 64
+CAPTION_MAX = 1000  # Telegram's is 1,024 UTF-16 units
 BUTTON_LABEL_MAX = 60
 T = TypeVar("T")
 
@@ -92,6 +93,48 @@ class CallbackCodec:
         if data.startswith("t:"):
             return self._tokens.get(data[2:])
         return data
+
+
+class BadBaseUrl(Exception):
+    """TELEGRAM_API_BASE_URL cannot be right: what to change is the message."""
+
+
+def api_base_problem(base: str) -> str | None:
+    """Why TELEGRAM_API_BASE_URL is wrong, or None. It is the server's root: PTB appends
+    /bot<token>/<method>, so a value ending in /bot asks for /bot/bot<token>/getMe, which the
+    server answers 404 and PTB reports as a refused token."""
+    path = urlparse(base).path.rstrip("/")
+    last = path.rsplit("/", 1)[-1]
+    if last == "bot" or (last.startswith("bot") and ":" in last):
+        return (f"TELEGRAM_API_BASE_URL ends in /{'bot' if last == 'bot' else 'bot<token>'}: "
+                "set it to the Bot API server's address alone (for example "
+                "http://localhost:8081), without /bot or the token; Switchboard adds "
+                "/bot<token> itself.")
+    if urlparse(base).scheme not in ("http", "https"):
+        return ("TELEGRAM_API_BASE_URL must start with http:// or https:// (for example "
+                "http://localhost:8081).")
+    return None
+
+
+def api_urls(base: str | None) -> tuple[str, str] | None:
+    """(base_url, base_file_url) for PTB from TELEGRAM_API_BASE_URL; None: Telegram's own.
+    Raises BadBaseUrl saying what to change."""
+    if not base:
+        return None
+    problem = api_base_problem(base)
+    if problem:
+        raise BadBaseUrl(problem)
+    root = base.rstrip("/")
+    return f"{root}/bot", f"{root}/file/bot"
+
+
+async def get_me(token: str, base: str | None) -> User:
+    """The bot behind `token` (getMe), as `switchboard doctor` checks it. Raises
+    BadBaseUrl, InvalidToken (refused) or TelegramError (unreachable)."""
+    urls = api_urls(base)
+    bot = Bot(token, base_url=urls[0], base_file_url=urls[1]) if urls else Bot(token)
+    async with bot:  # initialize() calls getMe: a refused token raises InvalidToken
+        return await bot.get_me()
 
 
 async def _call(request: Awaitable[T]) -> T | None:
@@ -165,7 +208,7 @@ class TelegramAdapter:
                             caption: str = "") -> MessageId:
         message = await _call(self.bot.send_document(
             int(chat), document=document.content, filename=document.filename,
-            caption=caption[:1000] or None))
+            caption=caption[:fit(caption, CAPTION_MAX)] or None))
         assert message is not None
         return MessageId(str(message.message_id))
 
@@ -194,10 +237,9 @@ class TelegramFrontend(Lifecycle):
         assert token is not None, "TELEGRAM_BOT_TOKEN is not set"
         assert self.app.fleet is not None, "start the Switchboard first"
         builder = ApplicationBuilder().token(token.value).concurrent_updates(True)
-        base = self.settings.telegram_api_base_url
-        if base:
-            builder = builder.base_url(f"{base.rstrip('/')}/bot").base_file_url(
-                f"{base.rstrip('/')}/file/bot")
+        urls = api_urls(self.settings.telegram_api_base_url)
+        if urls:
+            builder = builder.base_url(urls[0]).base_file_url(urls[1])
         self.ptb = builder.build()
         self.ptb.add_handler(CallbackQueryHandler(self._on_callback))
         self.ptb.add_handler(MessageHandler(filters.ALL, self._on_message))
@@ -289,10 +331,17 @@ async def run_telegram(app: Switchboard, *, retry_max_s: float = 300.0) -> None:
         front = TelegramFrontend(app)
         try:
             await front.start()
+        except BadBaseUrl as exc:
+            await front.stop()
+            logger.error("telegram: %s Running without Telegram.", exc)
+            return
         except InvalidToken:
             await front.stop()
+            custom = app.settings.telegram_api_base_url
+            also = (f" If the token is right, check that TELEGRAM_API_BASE_URL ({custom}) is "
+                    "a Bot API server's address.") if custom else ""
             logger.error("telegram: the bot token was refused; running without Telegram. "
-                         "Check TELEGRAM_BOT_TOKEN (from @BotFather).")
+                         "Check TELEGRAM_BOT_TOKEN (from @BotFather).%s", also)
             return
         except (TelegramError, OSError) as exc:
             await front.stop()
@@ -307,4 +356,5 @@ async def run_telegram(app: Switchboard, *, retry_max_s: float = 300.0) -> None:
             await front.stop()
 
 
-__all__ = ["TelegramFrontend", "KILL_TEXT", "run_telegram"]
+__all__ = ["BadBaseUrl", "KILL_TEXT", "TelegramFrontend", "api_base_problem", "get_me",
+           "run_telegram"]

@@ -58,6 +58,9 @@ class Reply:
     ok: bool = True
     # What the audit row records instead of the reply's text, for replies that carry a secret.
     audit: str | None = None
+    # The same news reaches every front end as a notice (the kill switch): a front end that
+    # shows notices does not show this reply as well, so it arrives once.
+    announced: bool = False
 
     @classmethod
     def text(cls, *lines: str, style: str = "plain", **kw: Any) -> Reply:

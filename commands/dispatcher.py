@@ -20,13 +20,15 @@ from commands.base import (
     usage_line,
 )
 from commands.killswitch import KillAll, KillSwitchCmd
-from commands.operators import Invite, Operators
+from commands.operators import Invite, Operators, redact_codes
 from supervisor.api import SupervisorError
 from supervisor.redact import MASK
 
 logger = logging.getLogger(__name__)
 
 MAX_COMMAND_CHARS = 200_000
+TEXT_ACTION = "text"  # the audit action of a message that is not a command
+AUDIT_TEXT_CHARS = 500
 # Not commands here, but typed as ones: what follows /start is an invite code, never audited.
 SECRET_ARGS = frozenset({"start"})
 
@@ -99,13 +101,19 @@ class Dispatcher:
 
     async def dispatch(self, ctx: Context, text: str) -> Reply:
         if len(text) > MAX_COMMAND_CHARS:
-            return Reply.error(
+            reply = Reply.error(
                 f"That message is {len(text):,} characters; the limit is {MAX_COMMAND_CHARS:,}.",
                 "Put long material in a file in the agent's directory and refer to it.",
             )
+            await self._audit(ctx, TEXT_ACTION, f"{len(text):,} characters", reply)
+            return reply
         if not text.strip().startswith("/"):
-            return Reply.error("Commands start with '/'.",
-                               "For example /agents, or /help for the list.")
+            reply = Reply.error("Commands start with '/'.",
+                                "For example /agents, or /help for the list.")
+            # Audited like any command (an invite code pasted bare is masked).
+            await self._audit(ctx, TEXT_ACTION, redact_codes(text.strip())[:AUDIT_TEXT_CHARS],
+                              reply)
+            return reply
         name, rest = split_command(text)
         cmd = self.commands.get(name)
         if cmd is None:

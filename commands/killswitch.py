@@ -27,15 +27,17 @@ class KillAll:
                              "and halts Switchboard until an admin turns the switch off.",
                              "title"),
                         Text("Send /killall confirm (or tap the button) to go ahead.")),
-                buttons=((Button("🛑 Yes, kill everything", "/killall confirm", confirm=True),),),
+                # This message is the confirmation: its button acts at once (two taps in all).
+                buttons=((Button("🛑 Yes, kill everything", "/killall confirm"),),),
             )
         if api.halted:
             report_text = "The kill switch was already on; every agent process swept again."
             await api.halt(by=ctx.caller, reason="repeated")
-            return Reply.text(report_text)
+            return Reply.text(report_text, announced=True)
         report = await api.halt(by=ctx.caller, reason="operator /killall")
+        # Every front end gets the kill switch's notice; the reply would say it again.
         return Reply(blocks=(Text(report.text(), "title"),),
-                     buttons=((Button("Turn it off…", "/killswitch off"),),))
+                     buttons=((Button("Turn it off…", "/killswitch off"),),), announced=True)
 
 
 class KillSwitchCmd:
@@ -66,4 +68,4 @@ class KillSwitchCmd:
                                       "messaged again. Send /killswitch off confirm."),),
                          buttons=((Button("Yes, turn it off", "/killswitch off confirm",
                                           confirm=True),),))
-        return Reply.text(await ctx.api.release(by=ctx.caller))
+        return Reply.text(await ctx.api.release(by=ctx.caller), announced=True)

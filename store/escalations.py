@@ -203,12 +203,15 @@ class EscalationRepo:
         )
         return [EscalationRow.from_row(r) for r in rows]
 
-    async def undelivered(self, frontend: str, limit: int = 200) -> list[EscalationRow]:
+    async def undelivered(self, frontend: str, limit: int = 200,
+                          after_seq: int = 0) -> list[EscalationRow]:
+        """Rows `frontend` has not acknowledged, oldest first, from after `after_seq` (to
+        page through a long backlog)."""
         rows = await self.db.fetchall(
             "SELECT e.* FROM escalations e LEFT JOIN deliveries d"
             " ON d.escalation_id = e.id AND d.frontend = ?"
-            " WHERE d.escalation_id IS NULL ORDER BY e.seq LIMIT ?",
-            (frontend, limit),
+            " WHERE d.escalation_id IS NULL AND e.seq > ? ORDER BY e.seq LIMIT ?",
+            (frontend, after_seq, limit),
         )
         return [EscalationRow.from_row(r) for r in rows]
 

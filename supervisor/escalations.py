@@ -52,6 +52,7 @@ from supervisor.errors import AlreadyAnswered, SupervisorError, UnknownEscalatio
 logger = logging.getLogger(__name__)
 
 ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
+FOLLOW_PAGE = 200  # rows read at a time from a front end's backlog
 
 
 class Kind(StrEnum):
@@ -332,15 +333,34 @@ class Escalations:
 
     async def follow(self, frontend: str) -> AsyncIterator[EscalationRow]:
         """Every escalation and notice this front end has not acknowledged, oldest first, then
-        new ones as they arrive. Call `ack` after delivering; unacknowledged rows come again."""
+        new ones as they arrive. Call `ack` after delivering; unacknowledged rows come again
+        with the next new row. A front end seen for the first time starts from now: what is
+        still open, not the history of notices and closed requests from before it existed."""
         with self.hub.subscription() as queue:
+            await self._first_sight(frontend)
             while True:
-                for row in await self.store.escalations.undelivered(frontend):
-                    yield row
+                after = 0
+                while True:  # the whole backlog, a page at a time, however long it is
+                    page = await self.store.escalations.undelivered(
+                        frontend, limit=FOLLOW_PAGE, after_seq=after)
+                    for row in page:
+                        yield row
+                    if len(page) < FOLLOW_PAGE:
+                        break
+                    after = page[-1].seq
                 while True:
                     event = await queue.get()
                     if isinstance(event, EscalationEvent) and event.what == "created":
                         break
+
+    async def _first_sight(self, frontend: str) -> None:
+        key = f"frontend_seen:{frontend}"
+        if await self.store.kv.get(key) is not None:
+            return
+        await self.store.escalations.mark_all_delivered(frontend, now=self.clock.now())
+        await self.store.kv.set(key, self.clock.now())
+        logger.info("front end seen for the first time frontend=%s: starting from now",
+                    frontend)
 
     async def ack(self, esc_id: str, frontend: str) -> None:
         await self.store.escalations.ack(esc_id, frontend, now=self.clock.now())

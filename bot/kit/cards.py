@@ -117,7 +117,8 @@ class StatusCards:
             if shown is None:
                 if view.live:
                     self._shown[key] = _Shown(None, reply)
-                    fut = self.outbox.send(chat, reply, priority=Priority.CARD, silent=True)
+                    fut = self.outbox.send(chat, reply, priority=Priority.CARD, silent=True,
+                                           as_file=False)
                     fut.add_done_callback(functools.partial(self._sent, key))
                 continue
             if shown.message is None:

@@ -24,26 +24,61 @@ class Copies:
         self.access = access
         self.platform = access.platform
         self.closed: asyncio.Queue[Escalation] = asyncio.Queue()
+        # Rows some chat refused in every form: not acknowledged (the next start sends them
+        # again), and not pushed again in this run, whose other chats already have them.
+        self.undeliverable: set[str] = set()
 
     # -- fan-out --------------------------------------------------------------------------------
 
     async def deliver(self) -> None:
-        """Follow the escalation outbox for this platform: push each row, then acknowledge."""
+        """Follow the escalation outbox for this platform: push each row, then acknowledge
+        it, but only once every chat has it."""
         async for row in self.fleet.follow_escalations(self.platform):
+            if row.id in self.undeliverable:
+                continue
             try:
-                await self.push(row)
-            except Exception:  # noqa: BLE001 - one bad row must not stop delivery
+                refused = await self.push(row)
+            except Exception as exc:  # noqa: BLE001 - one bad row must not stop delivery
                 logger.exception("could not deliver escalation platform=%s id=%s",
                                  self.platform, row.id)
+                refused = {ChatId("*"): exc}
+            if refused:
+                self.undeliverable.add(row.id)
+                await self._report(row, refused)
+                continue
             await self.fleet.ack_escalation(row.id, self.platform)
 
-    async def push(self, row: Escalation) -> None:
+    async def _report(self, row: Escalation, refused: dict[ChatId, BaseException]) -> None:
+        """A row some chat would not take: in the log, and, when it asks for an answer or
+        settles one, as a notice to every front end (a notice about a notice is not sent: it
+        could be refused the same way, again and again)."""
+        chats = ", ".join(f"{chat} ({exc})" for chat, exc in refused.items())
+        logger.error("escalation not delivered platform=%s id=%s kind=%s chats=%s; it stays "
+                     "unacknowledged", self.platform, row.id, row.kind, chats)
+        if row.kind == Kind.NOTICE:
+            return
+        await self.fleet.notify(
+            f"Could not show {row.id} on {self.platform}",
+            f"{self.platform.capitalize()} refused \"{row.title}\" for chat {chats}. It is "
+            "not marked delivered there (the next start sends it again). See it and answer "
+            f"it here: /pending, or /approve {row.id}, /deny {row.id}, /answer {row.id} ….")
+
+    async def push(self, row: Escalation) -> dict[ChatId, BaseException]:
+        """Send the row to every chat allowed to see it; returns the chats that refused its
+        card in every form, with why."""
         chats = await self.access.chats(Role.OPERATOR if render.needs_answer(row)
                                         else Role.VIEWER)
+        refused: dict[ChatId, BaseException] = {}
         if render.is_long_notice(row):
-            for chat in chats:
-                self.outbox.reply(chat, render.long_notice(row), priority=Priority.URGENT)
-            return
+            replies = {chat: self.outbox.reply(chat, render.long_notice(row),
+                                               priority=Priority.URGENT) for chat in chats}
+            for chat, futures in replies.items():
+                for fut in futures:
+                    try:
+                        await fut
+                    except ChatError as exc:
+                        refused[chat] = exc
+            return refused
         card = render.card(row)
         reply = card.reply if row.status == "open" or row.kind == Kind.NOTICE else \
             render.settled(row)  # closed before it was ever shown: show how
@@ -61,18 +96,21 @@ class Copies:
                 except ChatError:
                     logger.warning("could not send the whole text id=%s chat=%s", row.id, chat)
             sent[chat] = self.outbox.send(chat, reply, priority=Priority.URGENT, reply_to=above)
-        if row.kind == Kind.NOTICE:
-            return
         for chat, fut in sent.items():
             try:
                 message = await fut
-            except ChatError:
+            except ChatError as exc:
+                refused[chat] = exc
                 continue
-            await self.fleet.record_copy(ChatCopy(row.id, self.platform, chat, message))
+            if row.kind != Kind.NOTICE:
+                await self.fleet.record_copy(ChatCopy(row.id, self.platform, chat, message))
+        if row.kind == Kind.NOTICE:
+            return refused
         latest = await self.fleet.escalation(row.id)
         if latest is not None and latest.status != "open":
             # Answered while its copies went out: the edit may have missed the new ones.
             self.closed.put_nowait(latest)
+        return refused
 
     # -- editing the copies ---------------------------------------------------------------------
 

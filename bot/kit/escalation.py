@@ -50,9 +50,16 @@ def is_long_notice(row: Escalation) -> bool:
     return row.kind == Kind.NOTICE and len(row.body) > LONG_NOTICE_CHARS and not row.detail
 
 
+def header(row: Escalation) -> str:
+    """The first line of every form of a row's card (short or long, open or settled)."""
+    notice = row.kind == Kind.NOTICE
+    return f"{mark(row)} {row.title}" + ("" if notice else f"  {row.id}")
+
+
 def long_notice(row: Escalation) -> Reply:
-    """A long final answer: all of it, for the platform to split or attach."""
-    return Reply(blocks=(Text(row.title, "title"), Text(row.body)))
+    """A long final answer: all of it, for the platform to split or attach, under the same
+    header a short one has."""
+    return Reply(blocks=(Text(header(row), "title"), Text(row.body)))
 
 
 def card_buttons(row: Escalation) -> tuple[tuple[Button, ...], ...]:
@@ -68,8 +75,7 @@ def _card_blocks(row: Escalation) -> tuple[list[Text], list[Attachment]]:
     """The body (with "Why asked") first, so it stays in sight; then the detail, whole if it
     fits, else its start, a note that it is cut, and the file that has all of it."""
     notice = row.kind == Kind.NOTICE
-    head = f"{mark(row)} {row.title}" + ("" if notice else f"  {row.id}")
-    blocks = [Text(head, "title")]
+    blocks = [Text(header(row), "title")]
     files: list[Attachment] = []
     if row.body:
         text = visible(row.body)  # escaped first, so escapes cannot overflow the card

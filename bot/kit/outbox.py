@@ -1,5 +1,7 @@
 """The chat outbox: one ordered queue per chat, priorities, superseded edits merged, the
-platform's retry_after honoured, outages retried with backoff; nothing dropped."""
+platform's retry_after honoured, outages retried with backoff; nothing dropped. A message the
+platform refuses is tried again in forms it is more likely to take (plain text without markup,
+then shorter, then as a file) before its future fails."""
 
 from __future__ import annotations
 
@@ -22,11 +24,31 @@ from bot.kit.ports import (
     MessageId,
     RateLimited,
 )
-from commands.base import Attachment, Reply
+from commands.base import Attachment, Reply, Text
 
 logger = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 30.0
+SHORT_CHARS = 1000  # the shortened form of a refused message
+
+
+def plain_form(reply: Reply) -> Reply:
+    """The reply with no markup at all: every block plain text (a platform that refused the
+    markup, Telegram's "can't parse entities", takes this)."""
+    return Reply(blocks=tuple(Text(b.text) for b in reply.blocks), buttons=reply.buttons)
+
+
+def short_form(reply: Reply, *, file_follows: bool = True) -> Reply:
+    """The start of the reply, plain, with a note that it is cut (and that the whole follows
+    as a file, if one does); buttons kept."""
+    text = reply.plain()
+    note = "✂️ The chat refused this message whole" + (
+        "; all of it follows as a file." if file_follows else "; this is its start.")
+    return Reply(blocks=(Text(text[:SHORT_CHARS]), Text(note)), buttons=reply.buttons)
+
+
+def file_form(reply: Reply) -> Attachment:
+    return Attachment("message.txt", reply.plain().encode("utf-8", "replace"))
 
 
 class Priority(IntEnum):
@@ -48,6 +70,8 @@ class _Op:
     what: str
     edit_of: MessageId | None = None  # an edit: a later edit of the same message replaces it
     futures: list[asyncio.Future[Any]] = field(default_factory=list)
+    # Other forms of the same call, tried in turn when the platform refuses one.
+    fallbacks: list[Call] = field(default_factory=list)
 
 
 def _consume(fut: asyncio.Future[Any]) -> None:
@@ -99,9 +123,22 @@ class Outbox:
 
     def send(self, chat: ChatId, reply: Reply, *, priority: Priority = Priority.REPLY,
              reply_to: MessageId | None = None, silent: bool = False,
-             offer_kill: bool = False) -> asyncio.Future[MessageId]:
-        return self._put(chat, priority, lambda a: a.send(
-            chat, reply, reply_to=reply_to, silent=silent, offer_kill=offer_kill), "send")
+             offer_kill: bool = False, as_file: bool = True) -> asyncio.Future[MessageId]:
+        """`as_file`: a file is an acceptable last form (not for a message edited later in
+        place, like a status card)."""
+        def form(r: Reply) -> Call:
+            return lambda a: a.send(chat, r, reply_to=reply_to, silent=silent,
+                                    offer_kill=offer_kill)
+
+        async def file_send(a: ChatAdapter) -> MessageId:
+            # The short form's note promised the file; a file alone says it itself.
+            return await a.send_document(chat, file_form(reply),
+                                         caption=reply.plain()[:200])
+
+        fallbacks = [form(plain_form(reply)), form(short_form(reply, file_follows=as_file))]
+        if as_file:
+            fallbacks.append(file_send)
+        return self._put(chat, priority, form(reply), "send", fallbacks=fallbacks)
 
     def edit(self, chat: ChatId, message: MessageId, reply: Reply, *,
              priority: Priority = Priority.REPLY) -> asyncio.Future[None]:
@@ -111,12 +148,14 @@ class Outbox:
             # Superseded: the queued edit now carries the newest content, keeps its place
             # (or moves up, if this one is more urgent), and answers both callers.
             waiting.call = lambda a: a.edit(chat, message, reply)
+            waiting.fallbacks = [lambda a: a.edit(chat, message, plain_form(reply))]
             waiting.priority = min(waiting.priority, priority)
             fut = self._future()
             waiting.futures.append(fut)
             return fut
         return self._put(chat, priority, lambda a: a.edit(chat, message, reply), "edit",
-                         edit_of=message)
+                         edit_of=message,
+                         fallbacks=[lambda a: a.edit(chat, message, plain_form(reply))])
 
     def document(self, chat: ChatId, document: Attachment, *, caption: str = "",
                  priority: Priority = Priority.REPLY) -> asyncio.Future[MessageId]:
@@ -146,12 +185,14 @@ class Outbox:
         return queue
 
     def _put(self, chat: ChatId, priority: Priority, call: Call, what: str, *,
-             edit_of: MessageId | None = None) -> asyncio.Future[Any]:
+             edit_of: MessageId | None = None,
+             fallbacks: list[Call] | None = None) -> asyncio.Future[Any]:
         fut = self._future()
         if self._closed:
             fut.set_exception(ChatRefused("the outbox is closed"))
             return fut
-        self._queue(chat).push(_Op(priority, next(self._seq), call, what, edit_of, [fut]))
+        self._queue(chat).push(_Op(priority, next(self._seq), call, what, edit_of, [fut],
+                                   list(fallbacks or ())))
         self._idle.clear()
         if chat not in self._workers:
             self._workers[chat] = asyncio.create_task(
@@ -193,6 +234,12 @@ class Outbox:
                 backoff = min(backoff * 2, self.max_backoff_s)
                 continue
             except ChatError as exc:
+                if op.fallbacks:
+                    logger.warning("chat refused platform=%s chat=%s what=%s error=%s; trying "
+                                   "another form (%d left)", self.adapter.platform, chat,
+                                   op.what, exc, len(op.fallbacks))
+                    op.call = op.fallbacks.pop(0)
+                    continue
                 logger.error("chat refused platform=%s chat=%s what=%s error=%s",
                              self.adapter.platform, chat, op.what, exc)
                 self._settle(op, exc=exc)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import secrets
 from collections.abc import Awaitable, Callable, Iterable
 from enum import StrEnum
 
@@ -26,18 +28,25 @@ from bot.kit.ports import (
     EventFeed,
     FleetPort,
     Incoming,
+    MessageId,
+    Sender,
     SystemClock,
     Tap,
     TapId,
 )
+from bot.kit.sanitize import clean, clean_action
+from bot.render import fit
 from commands.base import Button, Caller, Reply, Role, Text
 from commands.dispatcher import split_command
+from commands.operators import redact_codes
+from supervisor.escalations import Kind
 from supervisor.service import Lifecycle
 
 logger = logging.getLogger(__name__)
 
 CommandRunner = Callable[[Caller, str], Awaitable[Reply]]
 TOAST_CHARS = 190  # a tap's answer is at most 200 characters on Telegram
+AUDIT_CHARS = 200  # of what the operator sent, in an audit row about it
 
 
 class DeskState(StrEnum):
@@ -120,28 +129,83 @@ class FrontDesk(Lifecycle):
         return self.outbox.reply(chat, reply)
 
     async def on_message(self, msg: Incoming) -> None:
+        """One message, answered whatever happens: a failure inside is a clear error reply
+        and an audit row, never silence."""
+        try:
+            await self._on_message(msg)
+        except Exception as exc:  # noqa: BLE001 - the operator must hear of it
+            await self._failed(msg.chat, msg.sender, "message", msg.text, exc)
+
+    async def _on_message(self, msg: Incoming) -> None:
+        cleaned = clean(msg.text)
         caller = await self.access.caller(msg.sender)
-        text = msg.text.strip()
+        text = cleaned.text.strip()
         if caller is None:
-            await self._stranger(msg, text)
+            await self._stranger(msg, text or f"({len(msg.text):,} characters)")
+            return
+        if cleaned.problem:
+            await self._bad_input(msg.chat, msg.sender, f"{len(msg.text):,} characters",
+                                  Reply.error("That message is too long.", cleaned.problem))
             return
         if text.startswith("/") and split_command(text)[0] == "start":
             self.welcome(msg.chat, caller)
             return
         if msg.reply_to is not None and text and not text.startswith("/"):
-            esc_id = await self.fleet.escalation_for_message(self.platform, msg.chat,
-                                                             msg.reply_to)
-            if esc_id is None:
-                self.reply(msg.chat, Reply.error(
+            line = await self._answer_line(msg.chat, msg.reply_to, text)
+            if line is None:
+                await self._bad_input(msg.chat, msg.sender, redact_codes(text), Reply.error(
                     "That message is not a question I asked.",
                     "Reply to a question's message to answer it, or send a command (/help)."))
                 return
-            text = f"/answer {esc_id} {text}"
+            text = line
         elif not text:
-            self.reply(msg.chat, Reply.error("I only understand text.",
-                                             "Send /help for the commands."))
+            await self._bad_input(msg.chat, msg.sender, "", Reply.error(
+                "I only understand text.", "Send /help for the commands."))
             return
-        self.reply(msg.chat, await self.commands(caller, text))
+        reply = await self.commands(caller, text)
+        if cleaned.note:
+            reply = dataclasses.replace(reply, blocks=(*reply.blocks, Text(cleaned.note)))
+        self._reply_to_command(msg.chat, reply)
+
+    async def _answer_line(self, chat: ChatId, message: MessageId, text: str) -> str | None:
+        """A reply to one of our questions as the command it stands for: a question is
+        answered with the text, a permission request denied with it as the reason."""
+        esc_id = await self.fleet.escalation_for_message(self.platform, chat, message)
+        if esc_id is None:
+            return None
+        row = await self.fleet.escalation(esc_id)
+        verb = "deny" if row is not None and row.kind == Kind.PERMISSION else "answer"
+        return f"/{verb} {esc_id} {text}"
+
+    def _reply_to_command(self, chat: ChatId, reply: Reply) -> None:
+        """A command's reply, unless every front end is told the same as a notice."""
+        if not reply.announced:
+            self.reply(chat, reply)
+
+    async def _bad_input(self, chat: ChatId, sender: Sender, args: str, reply: Reply) -> None:
+        """Input that reached no command: the reply says why, the audit table has it (`args`:
+        what was sent, fit for the audit table)."""
+        self.reply(chat, reply)
+        await self.access.audit(sender, "input", args[:AUDIT_CHARS], False,
+                                reply.plain()[:AUDIT_CHARS])
+
+    async def _failed(self, chat: ChatId, sender: Sender, what: str, text: str,
+                      exc: BaseException) -> None:
+        """`what`: message or tap, the audit row's action."""
+        ref = secrets.token_hex(3)
+        logger.error("front-end handler failed platform=%s what=%s ref=%s", self.platform, what,
+                     ref, exc_info=exc)
+        said = "button press" if what == "tap" else what
+        reply = Reply.error(f"Something went wrong handling your {said} (ref {ref}); it was "
+                            "not done.", "Try again in a moment; if it keeps failing, an admin "
+                            "can look the ref up in the log or run `switchboard doctor`.")
+        self.reply(chat, reply)
+        try:
+            await self.access.audit(sender, what, redact_codes(clean(text).text)[:AUDIT_CHARS],
+                                    False, f"failed ref {ref}")
+        except Exception:  # noqa: BLE001 - the store may be what failed; the log has it
+            logger.exception("could not audit a failed handler platform=%s ref=%s",
+                             self.platform, ref)
 
     async def _stranger(self, msg: Incoming, text: str) -> None:
         command, code = split_command(text) if text.startswith("/") else ("", "")
@@ -165,17 +229,30 @@ class FrontDesk(Lifecycle):
         self.outbox.send(chat, Reply.text(text), offer_kill=offer_kill)
 
     async def on_tap(self, tap: Tap) -> None:
+        try:
+            await self._on_tap(tap)
+        except Exception as exc:  # noqa: BLE001 - the operator must hear of it
+            await self._answer(tap.tap, "That did not work; see the message below.",
+                               alert=True)
+            await self._failed(tap.chat, tap.sender, "tap", tap.action or "", exc)
+
+    async def _on_tap(self, tap: Tap) -> None:
         caller = await self.access.caller(tap.sender)
+        action_text = clean_action(tap.action) if tap.action is not None else None
         if caller is None:
-            await self.access.audit(tap.sender, "refused", tap.action or "", False,
-                                    "not an operator")
+            await self.access.audit(tap.sender, "refused",
+                                    redact_codes(clean(tap.action or "").text)[:AUDIT_CHARS],
+                                    False, "not an operator")
             await self._answer(tap.tap, NOT_AN_OPERATOR, alert=True)
             return
-        if tap.action is None:
-            await self._answer(tap.tap, "That button has expired; send the command instead.",
-                               alert=True)
+        if action_text is None:
+            why = ("That button has expired; send the command instead." if tap.action is None
+                   else "That button is not one of mine; send the command instead.")
+            await self._answer(tap.tap, why, alert=True)
+            await self.access.audit(tap.sender, "tap", clean(tap.action or "").text[:AUDIT_CHARS],
+                                    False, why)
             return
-        action = parse_action(tap.action)
+        action = parse_action(action_text)
         if action.kind == "cancel":
             await self._answer(tap.tap, "Cancelled.")
         elif action.kind == "details":
@@ -192,12 +269,13 @@ class FrontDesk(Lifecycle):
             reply = await self.commands(caller, action.value)
             if not reply.ok:
                 # The toast says why; a losing tap ("already answered by …") needs no more.
-                await self._answer(tap.tap, reply.plain()[:TOAST_CHARS], alert=True)
+                toast = reply.plain()
+                await self._answer(tap.tap, toast[:fit(toast, TOAST_CHARS)], alert=True)
                 if "already" not in reply.plain():
                     self.reply(tap.chat, reply)
                 return
             await self._answer(tap.tap, "Done.")
-            self.reply(tap.chat, reply)
+            self._reply_to_command(tap.chat, reply)
 
     async def _answer(self, tap: TapId, text: str = "", *, alert: bool = False) -> None:
         """Straight to the platform, not queued: a tap must be answered within seconds."""

@@ -96,3 +96,23 @@ def test_headless_run_and_status_while_running(short_home):
         sup.close()
     time.sleep(0.1)
     assert "not running" in sb(["status"], home).stdout
+
+
+def test_status_into_a_pipe_closed_early_is_quiet(tmp_path):
+    """Regression (issue 9): the health check's `status | grep -q` closed the pipe at the
+    first match, and status logged a BrokenPipeError traceback every 30 s."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before status writes a line
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SWITCHBOARD_",))}
+    try:
+        out = subprocess.run([sys.executable, "-m", "bot.cli", "status"], stdout=write_end,
+                             stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=90,
+                             env={**base, "SWITCHBOARD_HOME": str(tmp_path / "h")})
+    finally:
+        os.close(write_end)
+    assert out.returncode == 0 and out.stderr == ""
+    check = sb(["status", "--check"], tmp_path / "h")
+    assert (check.returncode, check.stdout) == (1, "supervisor: not running\n")
+    health = [line for line in (ROOT / "Dockerfile").read_text().splitlines()
+              if line.strip().startswith("CMD switchboard status")]
+    assert health == ["    CMD switchboard status --check"]  # no pipe into grep -q

@@ -442,9 +442,9 @@ async def test_kill_all_button_with_confirmation(fake_tg_app):
     fake.user_sends(ADMIN, KILL_TEXT)
     ask = await said(fake, ADMIN, "kills all 3 live agent(s)")
     assert all(r.state == "idle" for r in runners)  # nothing happens without the confirm
-    await tap(fake, ADMIN, ask, "Yes, kill everything")
-    await confirm(fake, ADMIN)
+    await tap(fake, ADMIN, ask, "Yes, kill everything")  # the second tap: no third (issue 9)
     await said(fake, ADMIN, "Kill switch on")
+    assert len([t for t in texts(fake, ADMIN) if "Kill switch on" in t]) == 1  # once
     assert all(r.state == "killed" for r in runners)
     assert processes_with_tag(app.settings.instance_id + "/") == []
     fake.user_sends(OPERATOR, "/spawn again hi")

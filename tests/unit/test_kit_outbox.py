@@ -9,7 +9,7 @@ import pytest
 
 from bot.kit.outbox import Outbox, Priority
 from bot.kit.ports import ChatId, ChatRefused
-from commands.base import Attachment, Reply
+from commands.base import Attachment, Button, Reply, Text
 from tests.fakes.fake_chat import FakeChat, FakeClock
 
 A, B = ChatId("a"), ChatId("b")
@@ -100,13 +100,36 @@ async def test_superseded_edits_are_merged_into_one_call_with_the_newest(chat, o
 
 
 async def test_a_refused_call_fails_alone(chat, outbox):
-    chat.refuse_next()
+    for _ in range(4):  # the message, then each of its other forms
+        chat.refuse_next()
     bad = outbox.send(A, Reply.text("refused"))
     good = outbox.send(A, Reply.text("fine"))
     with pytest.raises(ChatRefused):
         await bad
     await good
     assert chat.texts(A) == ["fine"]
+    assert [c[0] for c in chat.calls] == ["send", "send", "send", "document", "send"]
+
+
+async def test_a_refused_message_goes_out_in_a_form_the_chat_takes(chat, outbox):
+    """Regression (issue 9): a message the platform refused was dropped, its caller told it
+    failed; now it is retried plain, then shorter, then as a file."""
+    reply = Reply(blocks=(Text("Title", "title"), Text("x" * 3000, "code")),
+                  buttons=((Button("Allow", "/approve ab"),),))
+    chat.refuse_next("Bad Request: can't parse entities: Unsupported start tag")
+    mid = await outbox.send(A, reply)
+    shown = chat.messages[(A, mid)]
+    assert shown.text == "Title\n\n" + "x" * 3000 and shown.buttons == [[("Allow", "/approve ab")]]
+    for _ in range(2):  # markup and length both refused: the start, with its buttons
+        chat.refuse_next("Bad Request: message is too long")
+    mid = await outbox.send(A, reply)
+    shown = chat.messages[(A, mid)]
+    assert shown.text.startswith("Title\nxxx") and "follows as a file" in shown.text
+    assert shown.buttons == [[("Allow", "/approve ab")]] and len(shown.text) < 1200
+    for _ in range(3):
+        chat.refuse_next("Bad Request: BUTTON_DATA_INVALID")
+    mid = await outbox.send(A, reply)
+    assert chat.messages[(A, mid)].document.content.decode() == "Title\n" + "x" * 3000
 
 
 async def test_a_reply_goes_out_as_the_platform_lays_it_out(chat, outbox):

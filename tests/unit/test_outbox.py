@@ -19,6 +19,7 @@ from supervisor.escalations import (
     UnknownEscalation,
 )
 from supervisor.events import EventHub
+from tests.conftest import wait_for
 
 
 @pytest.fixture
@@ -43,7 +44,8 @@ async def test_a_front_end_that_was_down_gets_each_missed_row_once(esc):
 
 
 async def test_follow_yields_backlog_then_new_rows(esc):
-    first = await esc.notify(None, "before")
+    # Still open when the front end first looks: shown (a notice from before it is not).
+    first = await esc.open(agent_id=None, kind=Kind.QUESTION, title="q", body="?")
     seen: list[str] = []
 
     async def consume():
@@ -147,3 +149,45 @@ async def test_restart_expires_orphans_and_says_so(tmp_path):
         assert await esc2.expire_orphans("again") == []
     finally:
         await store.db.close()
+
+
+async def consume(esc, frontend, seen, n, timeout_s=5.0):
+    """Follow `frontend`, acknowledging each row, until `n` rows were seen."""
+    async def run():
+        async for row in esc.follow(frontend):
+            seen.append(row.id)
+            await esc.ack(row.id, frontend)
+            if len(seen) >= n:
+                return
+
+    await asyncio.wait_for(run(), timeout_s)
+
+
+async def test_a_backlog_longer_than_a_page_is_delivered_whole(esc):
+    """Regression (issue 9): follow read 200 rows, then waited for a new escalation before
+    reading the rest."""
+    await esc.store.kv.set("frontend_seen:phone", 0)  # a front end that was down a while
+    rows = [await esc.notify(None, f"notice {i}") for i in range(250)]
+    seen: list[str] = []
+    await consume(esc, "phone", seen, 250)
+    assert seen == [r.id for r in rows]
+
+
+async def test_a_front_end_seen_for_the_first_time_starts_from_now(esc):
+    """Regression (issue 9): a new front end replayed every notice ever written."""
+    old = [await esc.notify(None, f"old {i}") for i in range(3)]
+    closed = await esc.open(agent_id=None, kind=Kind.PERMISSION, title="done", body="b")
+    await esc.answer(closed.id, Answer(Decision.ALLOW, "", "alice", "console"))
+    still_open = await esc.open(agent_id=None, kind=Kind.QUESTION, title="open", body="?")
+    seen: list[str] = []
+    task = asyncio.create_task(consume(esc, "newphone", seen, 2))
+    await wait_for(lambda: seen, 5, "the open question")
+    new = await esc.notify(None, "new")
+    await task
+    assert seen == [still_open.id, new.id]
+    assert not {r.id for r in old} & set(seen)
+    # Known from now on: what it misses while away comes next time.
+    missed = await esc.notify(None, "while away")
+    later: list[str] = []
+    await consume(esc, "newphone", later, 1)
+    assert later == [missed.id]

@@ -21,6 +21,7 @@ from bot.render import (
     preview,
     render_chunks,
     split_text,
+    units,
 )
 from bot.render import visible as escaped
 from commands.approvals import escalation_blocks
@@ -138,3 +139,17 @@ def test_characters_that_hide_or_reorder_text_are_shown_as_escapes():
     assert files[0].content.decode() == command
     assert all(len(visible(c.html)) <= SAFE_LIMIT for c in chunks)
     assert "\x1b" not in "".join(c.html for c in chunks)
+
+
+def test_splitting_counts_utf16_units_not_code_points():
+    """Regression (issue 9): 9,000 emoji were cut into chunks of 3,800 code points, 7,600
+    UTF-16 units: Telegram refused them (its 4,096 is in UTF-16 units) and they were lost."""
+    emoji = "😀" * 9000
+    chunks, files = plan_reply(Reply.text(emoji))
+    assert all(units(visible(c.html)) <= TELEGRAM_LIMIT for c in chunks)
+    assert "".join(f.content.decode() for f in files).count("😀") == 9000
+    pieces = split_text("a😀" * 3000, 4096)
+    assert "".join(pieces) == "a😀" * 3000 and all(units(p) <= 4096 for p in pieces)
+    assert all(units(c.html) <= TELEGRAM_LIMIT for c in render_chunks((Text("😀" * 5000),)))
+    cut = preview("😀" * 2000)
+    assert units(cut.text) <= PREVIEW_CHARS and cut.hidden == 2000 - len(cut.text)

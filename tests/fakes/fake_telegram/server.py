@@ -30,4 +30,8 @@ class _Handler(QuietHandler):
         self.wfile.flush()
 
     def _send_json(self, status: int, obj: Any) -> None:
-        self._send(status, json.dumps(obj, ensure_ascii=False).encode("utf-8"))
+        try:
+            body = json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: JSON's \uXXXX escape carries it
+            body = json.dumps(obj).encode("ascii")
+        self._send(status, body)
