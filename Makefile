@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test install install-test sandbox bench lint clean
+.PHONY: run test install install-test sandbox bench lint clean image-test
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,9 +45,14 @@ test: $(TEST_STAMP) sandbox
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(TEST_STAMP)
-	$(VENV)/bin/ruff check bot commands supervisor store tests bench
+	$(VENV)/bin/ruff check bot commands supervisor store tests bench deploy
+	$(VENV)/bin/hadolint Dockerfile
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/mypy
+
+# Builds the Docker image (on a locally made Debian base) and runs tests/image against it.
+image-test: $(TEST_STAMP)
+	PY=$(PY) deploy/ci/image-test
 
 bench: $(TEST_STAMP)
 	$(PY) bench/spawn_latency.py
