@@ -476,3 +476,21 @@ async def test_escalation_detail_is_kept_whole_and_old_rows_upgrade(db_path, mon
         assert row.detail == command and row.detail_name == "command.sh"
     finally:
         await s.db.close()
+
+
+async def test_a_write_cancelled_during_begin_leaves_the_connection_clean(store):
+    """Regression: a task cancelled while its BEGIN IMMEDIATE was queued in the connection's
+    thread left the transaction open (the BEGIN ran after the cancel), and the next, unrelated
+    write failed with "cannot start a transaction within a transaction"."""
+    for _ in range(20):  # the cancel lands at a different point of BEGIN each time
+        task = asyncio.create_task(store.audit.record(
+            platform="p", user_id="u", user_name="", action="cancelled", args="", ok=True,
+            result=""))
+        await asyncio.sleep(0)  # the BEGIN is queued, not yet run
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await store.audit.record(platform="p", user_id="u", user_name="", action="next",
+                                 args="", ok=True, result="")
+    assert not store.db._w().in_transaction
+    assert [r.action for r in await store.audit.recent(50)].count("next") == 20
