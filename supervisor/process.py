@@ -342,7 +342,6 @@ class AgentProcess:
     async def kill(self, grace_s: float) -> list[int]:
         """SIGTERM, a bounded wait, SIGKILL of every member, then the tag sweep. Returns the
         pids that had to be force-killed. Safe to call more than once and under cancellation."""
-        forced: list[int] = []
         try:
             members = self.members()
             if members:
@@ -354,8 +353,10 @@ class AgentProcess:
                     deadline = time.monotonic() + grace_s
                     while time.monotonic() < deadline and self.members():  # noqa: ASYNC110 - polls /proc
                         await asyncio.sleep(0.05)
-            forced = self.kill_now()
         finally:
+            # Whatever ends the wait (its deadline, a cancel, an error), the SIGKILL happens:
+            # it is synchronous, so a cancelled kill still kills.
+            forced = self.kill_now()
             await self.close(kill=False)
         return forced
 
