@@ -429,6 +429,10 @@ class AgentRunner:
                                                         error="stopped by operator")
             else:
                 await self._fail(turn_id, exc)
+        except Exception as exc:  # noqa: BLE001 - an unforeseen error still ends the turn visibly
+            logger.exception("turn crashed agent=%s name=%s", self.id, self.name)
+            if not self._stopping:
+                await self._fail(turn_id, AgentFailed(None, "", f"the turn failed: {exc!r}"))
         finally:
             self.current_tool = None
             self.turn_started_at = None
