@@ -227,7 +227,8 @@ class AgentProcess:
         return "\n".join(list(self.stderr_tail)[-lines:])
 
     async def start(self, timeout_s: float = 90.0) -> None:
-        await asyncio.wait_for(self.client.connect(), timeout_s)
+        async with asyncio.timeout(timeout_s):  # not wait_for: see close()
+            await self.client.connect()
         info = await self.client.get_server_info() or {}
         pid = info.get("pid")
         if self.sandboxed:
@@ -379,8 +380,13 @@ class AgentProcess:
         if self.paused:
             self.resume()
         try:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for returns normally when a cancel
+            # lands just as the disconnect finishes, and the cancel is lost (the runner's loop
+            # then ran on through shutdown: "agent loop did not stop"). Shielded: a cancel
+            # leaves the disconnect running to its end; the SIGKILL below happens regardless.
             with contextlib.suppress(Exception):  # the client may already be dead; never raise here
-                await asyncio.wait_for(asyncio.shield(self.client.disconnect()), timeout_s)
+                async with asyncio.timeout(timeout_s):
+                    await asyncio.shield(self.client.disconnect())
         finally:
             if kill:
                 self.kill_now()

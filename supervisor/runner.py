@@ -94,6 +94,7 @@ class AgentRunner:
         self._lifecycle = asyncio.Lock()
         self._state_before_pause = AgentState.IDLE
         self._stopping = False
+        self._shutting_down = False  # the supervisor is closing: the loop ends, whatever else
         self.current_tool: str | None = None
         self.turn_started_at: float | None = None
         self.first_event_at: float | None = None
@@ -157,12 +158,14 @@ class AgentRunner:
 
     async def run(self) -> None:
         """The agent's loop: one turn at a time, for as long as it is not killed."""
-        while self.state != AgentState.KILLED:
+        while self.state != AgentState.KILLED and not self._shutting_down:
             item = await self._inbox.take(IDLE_POLL_S)
             if item is None:
-                if self.state != AgentState.KILLED:
+                if self.state != AgentState.KILLED and not self._shutting_down:
                     await self._check_idle_process()
                 continue
+            if self._shutting_down:
+                break  # not taken: a durable inbox hands it over again on the next start
             await self._not_paused.wait()
             if self.state == AgentState.KILLED:
                 break
@@ -213,12 +216,13 @@ class AgentRunner:
                     if proc.paused:
                         proc.resume()
                     if self.busy:
-                        with contextlib.suppress(ClaudeSDKError, OSError):
-                            await asyncio.wait_for(proc.interrupt(), 5)
+                        # asyncio.timeout, not wait_for (which can lose a cancel on 3.11)
+                        with contextlib.suppress(ClaudeSDKError, OSError, TimeoutError):
+                            async with asyncio.timeout(5):
+                                await proc.interrupt()
                         with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(
-                                self._turn_done.wait(), self._deps.settings.stop_grace_s
-                            )
+                            async with asyncio.timeout(self._deps.settings.stop_grace_s):
+                                await self._turn_done.wait()
                     await proc.close(kill=True, timeout_s=self._deps.settings.stop_grace_s)
                     self._proc = None
                 self._not_paused.set()
@@ -303,8 +307,11 @@ class AgentRunner:
         self._inbox.wake()
 
     async def close_for_shutdown(self) -> None:
-        """Supervisor shutdown: end the process, keep the agent resumable on the next start."""
+        """Supervisor shutdown: end the process, keep the agent resumable on the next start.
+        The loop ends too, even if a cancel meant for it were lost somewhere underneath."""
         self._stopping = True
+        self._shutting_down = True
+        self._inbox.wake()
         proc, self._proc = self._proc, None
         if proc is not None:
             await proc.kill(self._deps.settings.kill_grace_s)

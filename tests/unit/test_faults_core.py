@@ -73,3 +73,24 @@ def test_clean_replaces_surrogates_and_drops_controls(raw, cleaned):
     out = clean(raw)
     assert out == cleaned
     out.encode("utf-8")  # always encodable
+
+
+async def test_a_cancel_landing_as_close_finishes_is_never_lost():
+    """Regression: close() bounded the SDK's disconnect with asyncio.wait_for, which on 3.11
+    returns normally when the cancel lands just as the disconnect finishes. The runner's loop
+    then carried on through shutdown (hundreds of "agent loop did not stop" per bench run)."""
+    lost = []
+    for yields in range(8):  # the cancel lands at each step of close() in turn
+        proc = AgentProcess(tag=f"test-{os.getpid()}/close-{yields}",
+                            options=ClaudeAgentOptions(env={}))
+        task = asyncio.create_task(proc.close(kill=False))
+        for _ in range(yields):
+            await asyncio.sleep(0)
+        if not task.cancel():
+            continue  # it had finished: nothing to lose
+        try:
+            await task
+        except asyncio.CancelledError:
+            continue
+        lost.append(yields)
+    assert lost == []
