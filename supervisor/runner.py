@@ -430,10 +430,12 @@ class AgentRunner:
                 raise AgentFailed(None, proc.stderr_text(), "the turn ended without a result")
             await self._finish_turn(turn_id, result)
         except (ClaudeSDKError, AgentFailed, OSError, StoreError) as exc:
-            if self._stopping:
+            if self._stopping or self._deps.killswitch.halted:
                 if turn_id is not None:
-                    await self._deps.store.turns.finish(turn_id, status="interrupted",
-                                                        error="stopped by operator")
+                    await self._deps.store.turns.finish(
+                        turn_id, status="interrupted",
+                        error="the kill switch was triggered" if self._deps.killswitch.halted
+                        else "stopped by operator")
             else:
                 await self._fail(turn_id, exc)
         except Exception as exc:  # noqa: BLE001 - an unforeseen error still ends the turn visibly
@@ -446,7 +448,9 @@ class AgentRunner:
             self._turn_done.set()
 
     async def _fail(self, turn_id: int | None, exc: BaseException) -> None:
-        if self.state == AgentState.KILLED or self._stopping:
+        # Halted: the kill switch's thread SIGKILLed the CLI before the loop could mark this
+        # runner halting; the switch does the bookkeeping (mark_killed), not a crash report.
+        if self.state == AgentState.KILLED or self._stopping or self._deps.killswitch.halted:
             return
         self._deps.crashes.record(self.id)
         proc, self._proc = self._proc, None
