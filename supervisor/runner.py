@@ -430,7 +430,9 @@ class AgentRunner:
                 raise AgentFailed(None, proc.stderr_text(), "the turn ended without a result")
             await self._finish_turn(turn_id, result)
         except (ClaudeSDKError, AgentFailed, OSError, StoreError) as exc:
-            if self._stopping or self._deps.killswitch.halted:
+            if self._shutting_down:
+                pass  # left running: the pool reports it to the operator (supervisor/recovery)
+            elif self._stopping or self._deps.killswitch.halted:
                 if turn_id is not None:
                     await self._deps.store.turns.finish(
                         turn_id, status="interrupted",
@@ -474,14 +476,19 @@ class AgentRunner:
                 message += f"\nstderr tail:\n{tail}"
         self.last_error = message
         logger.warning("agent failed agent=%s name=%s exit_code=%s", self.id, self.name, code)
-        if turn_id is not None:
-            await self._deps.store.turns.finish(turn_id, status="failed", error=message)
-        await self._deps.store.agents.update(self.id, last_error=message)
-        await self._set_state(AgentState.FAILED, message)
         title = f"{self.name} failed"
         if self._deps.crashes.in_loop(self.id) is not None:
             title += " again: crash loop, it will not be restarted for now"
-        await self._deps.escalations.notify(self.id, title, message)
+        notice = await self._deps.escalations.draft_notice(self.id, title, message)
+        if turn_id is not None:  # the notice goes with the turn's end (see _finish_turn)
+            await self._deps.store.turns.finish(turn_id, status="failed", error=message,
+                                                notice=notice)
+        await self._deps.store.agents.update(self.id, last_error=message)
+        await self._set_state(AgentState.FAILED, message)
+        if turn_id is None:
+            await self._deps.escalations.notify(self.id, title, message)
+        else:
+            await self._deps.escalations.published(notice.id)
 
     async def _record(self, msg: Any, turn_id: int) -> None:
         rec = record_of(msg)
@@ -507,8 +514,14 @@ class AgentRunner:
         text = msg.result or "; ".join(msg.errors or []) or msg.subtype
         if msg.session_id and msg.session_id != self.session_id:
             self.session_id = msg.session_id
+        # The notice is written with the turn's end, in one transaction: a crash right after
+        # cannot lose it, and the outbox delivers it after a restart.
+        notice = await self._deps.escalations.draft_notice(
+            self.id, f"{self.name} {'finished' if ok else 'ended with an error'}",
+            text[:200_000])
         await self._deps.store.turns.finish(
             turn_id,
+            notice=notice,
             status=status,
             result_text=text,
             error=None if ok else text,
@@ -522,8 +535,7 @@ class AgentRunner:
             self.id, cost_baseline=self._baseline, session_id=self.session_id
         )
         self._deps.hub.publish(TurnFinished(self.id, self.name, turn_id, ok, text, cost))
-        await self._deps.escalations.notify(
-            self.id, f"{self.name} {'finished' if ok else 'ended with an error'}", text[:200_000])
+        await self._deps.escalations.published(notice.id)
         if self.state in (AgentState.WORKING, AgentState.STALLED):
             await self._set_state(AgentState.IDLE, "turn finished" if ok else f"turn ended: {text}")
         reason = await self._deps.over_budget(self)
