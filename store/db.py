@@ -151,8 +151,24 @@ class Database:
 
 
 async def _rollback(conn: aiosqlite.Connection) -> None:
+    """End the connection's transaction, whatever state it is in.
+
+    Unconditional: a task cancelled while its BEGIN waited in the connection's thread queue
+    sees no transaction yet (`in_transaction` is False), but the BEGIN still runs after the
+    cancel, and would leave the next, unrelated write failing with "cannot start a
+    transaction within a transaction". The connection runs its calls in order, so a ROLLBACK
+    queued now runs after that BEGIN. It is a task started before the write lock is released
+    (so it is queued before any later writer's BEGIN), and shielded: a second cancel cannot
+    skip it."""
+    task = asyncio.ensure_future(_rollback_now(conn))
+    await asyncio.shield(task)
+
+
+async def _rollback_now(conn: aiosqlite.Connection) -> None:
     try:
-        if conn.in_transaction:
-            await conn.execute("ROLLBACK")
-    except sqlite3.Error:
+        await conn.execute("ROLLBACK")
+    except sqlite3.OperationalError as exc:
+        if "no transaction is active" not in str(exc):
+            logger.warning("rollback failed", exc_info=True)
+    except (sqlite3.Error, ValueError):  # ValueError: the connection is closed
         logger.warning("rollback failed", exc_info=True)

@@ -84,6 +84,29 @@ class Notice:
     ref_id: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class EscalationDraft:
+    """A row to insert inside another write's transaction (see `EscalationRepo.insert`)."""
+
+    id: str
+    agent_id: str | None
+    kind: str
+    title: str
+    body: str = ""
+    tool_name: str | None = None
+    tool_input: dict[str, Any] | None = None
+    options: tuple[str, ...] = ()
+    free_text: bool = False
+    ref_id: str | None = None
+    status: str = "open"
+    detail: str | None = None
+    detail_name: str | None = None
+    remind_at: float | None = None
+    expires_at: float | None = None
+    on_timeout: str = "deny"
+    survives_restart: bool = False
+
+
 class EscalationRepo:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -97,19 +120,31 @@ class EscalationRepo:
         on_timeout: str = "deny", survives_restart: bool = False, now: float | None = None,
     ) -> EscalationRow:
         async with self.db.transaction() as conn:
-            await conn.execute(
-                "INSERT INTO escalations (id, agent_id, kind, title, body, tool_name, tool_input,"
-                " options, free_text, ref_id, status, created_at, detail, detail_name,"
-                " remind_at, expires_at, on_timeout, survives_restart)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (id, agent_id, kind, title, body, tool_name,
-                 json.dumps(tool_input, default=str) if tool_input is not None else None,
-                 json.dumps(list(options)), int(free_text), ref_id, status, _stamp(now), detail,
-                 detail_name, remind_at, expires_at, on_timeout, int(survives_restart)),
-            )
+            await self.insert(conn, EscalationDraft(
+                id=id, agent_id=agent_id, kind=kind, title=title, body=body,
+                tool_name=tool_name, tool_input=tool_input, options=options,
+                free_text=free_text, ref_id=ref_id, status=status, detail=detail,
+                detail_name=detail_name, remind_at=remind_at, expires_at=expires_at,
+                on_timeout=on_timeout, survives_restart=survives_restart), now)
         row = await self.get(id)
         assert row is not None
         return row
+
+    @staticmethod
+    async def insert(conn: aiosqlite.Connection, d: EscalationDraft,
+                     now: float | None = None) -> None:
+        """Insert a row inside the caller's transaction (with the write it reports)."""
+        await conn.execute(
+            "INSERT INTO escalations (id, agent_id, kind, title, body, tool_name, tool_input,"
+            " options, free_text, ref_id, status, created_at, detail, detail_name,"
+            " remind_at, expires_at, on_timeout, survives_restart)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (d.id, d.agent_id, d.kind, d.title, d.body, d.tool_name,
+             json.dumps(d.tool_input, default=str) if d.tool_input is not None else None,
+             json.dumps(list(d.options)), int(d.free_text), d.ref_id, d.status, _stamp(now),
+             d.detail, d.detail_name, d.remind_at, d.expires_at, d.on_timeout,
+             int(d.survives_restart)),
+        )
 
     @staticmethod
     async def _insert_notice(conn: aiosqlite.Connection, notice: Notice, now: float) -> None:

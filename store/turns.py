@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 
 from store.db import Database
+from store.escalations import EscalationDraft, EscalationRepo
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +56,14 @@ class TurnRepo:
         input_tokens: int = 0,
         output_tokens: int = 0,
         model_costs: dict[str, tuple[float, int, int]] | None = None,
+        notice: EscalationDraft | None = None,
     ) -> None:
+        """End a turn; `notice` (the operator's "turn finished") goes in the same
+        transaction, so a crash can never leave a finished turn without its notice."""
         now = time.time()
         async with self.db.transaction() as conn:
+            if notice is not None:
+                await EscalationRepo.insert(conn, notice, now)
             await conn.execute(
                 "UPDATE turns SET status=?, result_text=?, error=?, session_id=?, cost_usd=?,"
                 " input_tokens=?, output_tokens=?, ended_at=? WHERE id=?",
@@ -73,6 +79,30 @@ class TurnRepo:
                     " output_tokens, at) VALUES (?,?,?,?,?,?,?)",
                     (agent_id, turn_id, model, m_cost, m_in, m_out, now),
                 )
+
+    async def running(self) -> list[TurnRow]:
+        rows = await self.db.fetchall("SELECT * FROM turns WHERE status='running' ORDER BY id")
+        return [TurnRow(**dict(r)) for r in rows]
+
+    async def get(self, turn_id: int) -> TurnRow | None:
+        row = await self.db.fetchone("SELECT * FROM turns WHERE id=?", (turn_id,))
+        return TurnRow(**dict(row)) if row else None
+
+    async def interrupt(self, turn_id: int, error: str, *,
+                        report: EscalationDraft | None = None) -> bool:
+        """Mark a turn left running as interrupted, with the escalation that reports it in
+        the same transaction (so it is reported once, or not at all and still running).
+        False if it was no longer running."""
+        now = time.time()
+        async with self.db.transaction() as conn:
+            cur = await conn.execute(
+                "UPDATE turns SET status='interrupted', error=?, ended_at=? WHERE id=? AND"
+                " status='running'", (error, now, turn_id))
+            if cur.rowcount != 1:
+                return False
+            if report is not None:
+                await EscalationRepo.insert(conn, report, now)
+            return True
 
     async def close_running(self, agent_id: str | None, error: str) -> int:
         """Mark turns left running (by a crash or restart) as interrupted."""

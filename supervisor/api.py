@@ -39,6 +39,7 @@ from supervisor.events import AgentOutput, AgentState, Event, EventHub, StateCha
 from supervisor.guardrails import RateLimiter
 from supervisor.killswitch import KillReport, KillSwitch
 from supervisor.redact import SECRETS
+from supervisor.sanitize import clean
 from supervisor.views import (
     AgentDetail,
     AgentLog,
@@ -209,6 +210,7 @@ class SupervisorAPI:
         """Start an agent on its first prompt. The pool admits it (limits, rates, memory,
         isolation) and validates name, prompt, mode and directory."""
         self._not_halted()
+        name, prompt = clean(name), clean(prompt)
         r = await self._pool.spawn(name, prompt, model=model, cwd=cwd, parent=parent,
                                    permission_mode=permission_mode,
                                    project_settings=project_settings, by=by.id)
@@ -219,7 +221,7 @@ class SupervisorAPI:
         """Queue a message for an agent; it becomes the agent's next turn (a stopped or
         failed agent restarts on its session; a paused one runs it once resumed)."""
         self._not_halted()
-        r, ahead = await self._pool.ask(ref, text)
+        r, ahead = await self._pool.ask(clean(ref), clean(text))
         return Sent(_view(r), ahead)
 
     @_store_errors
@@ -294,13 +296,14 @@ class SupervisorAPI:
     async def deny(self, esc_id: str, *, by: Actor, reason: str = "") -> EscalationView:
         """Deny a request; the reason goes back to the model. Works while halted."""
         return await self._escalations.answer(
-            esc_id, Answer(Decision.DENY, reason, by.name, by.platform))
+            esc_id, Answer(Decision.DENY, clean(reason), by.name, by.platform))
 
     @_store_errors
     async def answer(self, esc_id: str, text: str, *, by: Actor) -> EscalationView:
         """Answer a question with an option number or text. The closed row's
         answer["text"] is what the agent got (an option number becomes the option)."""
         self._not_halted()
+        text = clean(text)
         row = await self._escalations.get(esc_id)
         if row is not None and row.status == "open":
             if row.kind == Kind.PERMISSION:
@@ -321,7 +324,7 @@ class SupervisorAPI:
     async def notify(self, title: str, body: str = "", *,
                      agent_id: str | None = None) -> EscalationView:
         """A notice to every front end; it needs no answer."""
-        return await self._escalations.notify(agent_id, title, body)
+        return await self._escalations.notify(agent_id, clean(title), clean(body))
 
     async def follow_escalations(self, frontend: str) -> AsyncIterator[EscalationView]:
         """Everything `frontend` has not acknowledged, oldest first, then each new one."""
@@ -353,7 +356,7 @@ class SupervisorAPI:
     async def halt(self, *, by: Actor, reason: str = "") -> KillReport:
         """Trigger the kill switch: every agent SIGKILLed, open requests denied, invites
         revoked, new work refused until release. Again while on: sweeps once more."""
-        return await self._killswitch.trigger(by.name, by.platform, reason)
+        return await self._killswitch.trigger(by.name, by.platform, clean(reason))
 
     @_store_errors
     async def release(self, *, by: Actor) -> str:

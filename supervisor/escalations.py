@@ -45,7 +45,7 @@ from enum import StrEnum
 from typing import Any
 
 from store import Store
-from store.escalations import EscalationRow, Notice
+from store.escalations import EscalationDraft, EscalationRow, Notice
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.errors import AlreadyAnswered, SupervisorError, UnknownEscalation
 
@@ -103,6 +103,7 @@ class Timeouts:
 
 
 Hook = Callable[[], Awaitable[None]]
+AnswerHook = Callable[[EscalationRow, "Answer"], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +133,37 @@ class Escalations:
         self.timeouts = timeouts
         self.clock: Clock = clock or SYSTEM_CLOCK
         self._waiting: dict[str, _Waiting] = {}
+        self._answer_hooks: dict[str, AnswerHook] = {}
+
+    def on_answer(self, tool_name: str, hook: AnswerHook) -> None:
+        """Call `hook` with each row of `tool_name` that an operator answers: how a row that
+        survives restarts (answered from the store, no call waiting) is acted on."""
+        self._answer_hooks[tool_name] = hook
+
+    async def draft_notice(self, agent_id: str | None, title: str, body: str = "",
+                           ref_id: str | None = None) -> EscalationDraft:
+        """A notice to be written inside another write's transaction; `published` after."""
+        return EscalationDraft(id=await self._new_id(), agent_id=agent_id, kind=Kind.NOTICE,
+                               title=title, body=body, ref_id=ref_id, status="info")
+
+    async def draft_question(self, agent_id: str | None, title: str, body: str, *,
+                             options: tuple[str, ...], tool_name: str,
+                             tool_input: dict[str, Any], detail: str | None = None,
+                             detail_name: str | None = None,
+                             timeouts: Timeouts | None = None) -> EscalationDraft:
+        """A question that survives restarts, answered through `on_answer(tool_name)`."""
+        remind_at, expires_at = (timeouts or self.timeouts).schedule(self.clock.now())
+        return EscalationDraft(
+            id=await self._new_id(), agent_id=agent_id, kind=Kind.QUESTION, title=title,
+            body=body, tool_name=tool_name, tool_input=tool_input, options=options,
+            detail=detail, detail_name=detail_name, remind_at=remind_at,
+            expires_at=expires_at, survives_restart=True)
+
+    async def published(self, esc_id: str) -> None:
+        """Tell the front ends about a row written with another write (a draft)."""
+        row = await self.store.escalations.get(esc_id)
+        if row is not None:
+            self._publish("created", row)
 
     async def _new_id(self) -> str:
         for length in (4, 4, 4, 5, 6, 8):
@@ -281,6 +313,12 @@ class Escalations:
             self._publish("answered", closed)
         if notice is not None:
             await self._published_notice(notice)
+        hook = self._answer_hooks.get(closed.tool_name or "") if closed is not None else None
+        if hook is not None and closed is not None and status == "answered":
+            try:
+                await hook(closed, answer)
+            except Exception:  # noqa: BLE001 - the answer is recorded; acting on it may fail
+                logger.exception("acting on an answer failed id=%s", esc_id)
         return closed
 
     async def answer(self, esc_id: str, answer: Answer) -> EscalationRow:

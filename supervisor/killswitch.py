@@ -7,6 +7,12 @@ refused and (5) every tool call denied while halted; (6) triggers that need no c
 a local file in the data directory and an object in the GCS bucket, each watched by a thread
 that acts on its own, so the switch works while the event loop is busy or wedged. Each watcher
 is a loop around a run-once poll (`poll_local`, `poll_gcs`) that tests call directly.
+
+A watcher thread does only what needs nothing else to work: it persists the flag (a plain
+SQLite connection of its own) and SIGKILLs by tag through /proc. Everything that touches the
+runners, the escalations or the async store is handed to the event loop
+(`run_coroutine_threadsafe`). A poll that fails in any way is logged (once a minute while it
+keeps failing) and the watcher keeps watching: it never dies of an error.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +41,8 @@ HALT_KEY = "halt"
 GCS_CURSOR_KEY = "killswitch:gcs_generation"
 LOCAL_FILE = "kill-switch.json"
 GCS_OBJECT = "kill-switch.json"
+LOCAL_POLL_S = 0.25
+ERROR_LOG_EVERY_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,25 +93,49 @@ class KillSwitch:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.halt = await self.store.kv.get(HALT_KEY)
-        self._watch(self._watch_local, "killswitch-file")
+        self._watch(self.poll_local, "killswitch-file", LOCAL_POLL_S)
         if self.settings.gcs_bucket:
-            self._watch(self._watch_gcs, "killswitch-gcs")
+            self._watch(self._gcs_poller(), "killswitch-gcs", self.settings.kill_poll_s)
 
     def close(self) -> None:
         self._stop.set()
         for t in self._threads:
             t.join(timeout=5)
 
-    def _watch(self, target: Callable[[], None], name: str) -> None:
-        thread = threading.Thread(target=target, name=name, daemon=True)
+    def _watch(self, poll: Callable[[], object], name: str, interval_s: float) -> None:
+        thread = threading.Thread(target=self.watch_loop, args=(poll, name, interval_s),
+                                  name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
+
+    def watch_loop(self, poll: Callable[[], object], name: str, interval_s: float) -> None:
+        """A watcher thread's body: `poll` every `interval_s` until close. Whatever a poll
+        raises is logged and the loop goes on: the kill switch must work when everything
+        else is broken, so its watcher never dies of an error."""
+        failing_since: float | None = None
+        last_logged = 0.0
+        while not self._stop.wait(interval_s):
+            try:
+                poll()
+            except Exception:  # noqa: BLE001 - the watcher outlives any error around it
+                now = time.monotonic()
+                if failing_since is None or now - last_logged >= ERROR_LOG_EVERY_S:
+                    logger.exception("kill switch: the %s watcher failed; it keeps watching",
+                                     name)
+                    last_logged = now
+                failing_since = failing_since if failing_since is not None else now
+            else:
+                if failing_since is not None:
+                    logger.warning("kill switch: the %s watcher works again after %.0fs",
+                                   name, time.monotonic() - failing_since)
+                    failing_since = None
 
     # -- triggering -------------------------------------------------------------------------------
 
     def fire_now(self, by: str, via: str, reason: str) -> list[int]:
         """Layers 1 and 2, synchronously, from any thread: persist the flag, SIGKILL everything.
-        Safe to call twice; the async rest (revoke, states, notices) follows on the loop."""
+        Touches no runner (a runner seeing its CLI die checks `halted`, set here first). Safe
+        to call twice; the async rest (revoke, states, notices) follows on the loop."""
         with self._fire_lock:
             halt = {"by": by, "via": via, "reason": reason, "at": self.clock.now()}
             if self.halt is None:
@@ -111,15 +144,25 @@ class KillSwitch:
                     set_sync(self.settings.db_path, HALT_KEY, halt)
                 except Exception:  # noqa: BLE001 - a broken store must not stop the kill
                     logger.exception("kill switch: could not persist the halt flag")
-            for runner in list(self.pool.runners()):
-                runner.halting()
             return sweep(f"{self.settings.instance_id}/")
+
+    def _live_halting(self) -> list[Any]:
+        """On the loop: the live runners, each told that its CLI's death is the switch's."""
+        live = [r for r in self.pool.runners() if r.state.live]
+        for runner in self.pool.runners():
+            runner.halting()
+        return live
 
     async def trigger(self, by: str, via: str, reason: str = "") -> KillReport:
         started = self.clock.monotonic()
-        live = [r for r in self.pool.runners() if r.state.live]
+        live = self._live_halting()
         pids = await asyncio.to_thread(self.fire_now, by, via, reason)
         return await self._after(live, pids, started, by, via)
+
+    async def _after_thread(self, pids: list[int], started: float, by: str,
+                            via: str) -> KillReport:
+        """The loop's half of a trigger that a watcher thread fired."""
+        return await self._after(self._live_halting(), pids, started, by, via)
 
     async def _after(self, live: list[Any], pids: list[int], started: float, by: str,
                      via: str) -> KillReport:
@@ -151,11 +194,10 @@ class KillSwitch:
         if self.halt is not None:
             return
         started = self.clock.monotonic()
-        live = [r for r in self.pool.runners() if r.state.live]
         pids = self.fire_now(by, via, reason)
         loop = self._loop
         if loop is not None and not loop.is_closed():
-            asyncio.run_coroutine_threadsafe(self._after(live, pids, started, by, via), loop)
+            asyncio.run_coroutine_threadsafe(self._after_thread(pids, started, by, via), loop)
 
     async def deactivate(self, by: str, via: str) -> str:
         if self.halt is None:
@@ -177,39 +219,40 @@ class KillSwitch:
 
     # -- remote triggers (threads) ----------------------------------------------------------------
 
-    def _watch_local(self) -> None:
-        while not self._stop.wait(0.25):
-            self.poll_local()
-
     def poll_local(self) -> bool:
-        """Run once: act on the local trigger file if it is there. True if it fired."""
+        """Run once: act on the local trigger file if it is there. True if it fired. Whatever
+        the file holds (nothing, bad JSON, not an object), its presence fires the switch."""
         path = self.local_file
         if self.halt is not None or not path.exists():
             return False
         try:
-            data = json.loads(path.read_text() or "{}")
-        except (OSError, ValueError):
-            data = {}
-        self._fire_from_thread(str(data.get("by", "local file")), "file",
-                               str(data.get("reason", "")))
+            raw = path.read_bytes()
+        except OSError:  # unreadable (a directory, no permission): still a trigger
+            raw = b""
+        by, reason = _who(_read_trigger(raw), "local file")
+        self._fire_from_thread(by, "file", reason)
         return True
 
-    def _watch_gcs(self) -> None:
-        try:
-            from google.cloud import storage  # deferred: a heavy import few setups need
-        except ImportError:
-            logger.error("kill switch: google-cloud-storage is not installed; GCS trigger off")
-            return
-        client = None
-        while not self._stop.wait(self.settings.kill_poll_s):
+    def _gcs_poller(self) -> Callable[[], object]:
+        """One GCS poll per call, with a client made on first use and again after a failure."""
+        client: Any = None
+
+        def poll() -> bool:
+            nonlocal client
+            try:
+                from google.cloud import storage  # deferred: a heavy import few setups need
+            except ImportError:
+                raise RuntimeError("google-cloud-storage is not installed: the GCS trigger "
+                                   "cannot work; install it or unset gcs_bucket") from None
             try:
                 if client is None:
                     client = storage.Client(**self.settings.gcs_client_kwargs())
-                self.poll_gcs(client)
-            except Exception:  # noqa: BLE001 - keep polling through outages
-                logger.warning("kill switch: GCS poll failed bucket=%s", self.settings.gcs_bucket,
-                               exc_info=True)
-                client = None
+                return self.poll_gcs(client)
+            except Exception:
+                client = None  # a new one on the next poll
+                raise
+
+        return poll
 
     def poll_gcs(self, client: Any) -> bool:
         """Run once: act on the trigger object in the bucket if it is new. True if it fired."""
@@ -219,13 +262,23 @@ class KillSwitch:
         if get_sync(self.settings.db_path, GCS_CURSOR_KEY) == blob.generation:
             return False  # this object was acted on, then deactivated
         set_sync(self.settings.db_path, GCS_CURSOR_KEY, blob.generation)
-        try:
-            data = json.loads(blob.download_as_text() or "{}")
-        except ValueError:
-            data = {}
-        self._fire_from_thread(str(data.get("by", "cloud console")), "gcs",
-                               str(data.get("reason", "")))
+        by, reason = _who(_read_trigger(blob.download_as_bytes()), "cloud console")
+        self._fire_from_thread(by, "gcs", reason)
         return True
+
+
+def _read_trigger(raw: bytes) -> dict[str, Any]:
+    """A trigger's JSON object; {} for anything else (empty, not JSON, not an object)."""
+    try:
+        data = json.loads(raw.decode("utf-8", "replace") or "{}")
+    except (ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _who(data: dict[str, Any], default_by: str) -> tuple[str, str]:
+    """(by, reason) from a trigger, bounded: a file anyone can write is no place for essays."""
+    return str(data.get("by") or default_by)[:200], str(data.get("reason") or "")[:1000]
 
 
 def write_local_trigger(settings: Settings, by: str, reason: str,

@@ -24,6 +24,7 @@ from supervisor.killswitch import KillSwitch
 from supervisor.policy import Policy, PolicyError
 from supervisor.process import install_launcher, resolve_cli, sweep
 from supervisor.protected import ProtectedPaths
+from supervisor.recovery import RERUN_TOOL, answer_hook, report_interrupted
 from supervisor.runner import AgentRunner, RunnerDeps
 from supervisor.sandbox import Isolation, describe, hide_in, probe, unwritable_reason
 from supervisor.timers import EscalationTimers
@@ -79,6 +80,7 @@ class AgentPool:
             reminder_s=settings.approval_reminder_s, timeout_s=settings.approval_timeout_s,
             on_timeout=settings.approval_on_timeout,
         ), clock)
+        self.escalations.on_answer(RERUN_TOOL, answer_hook(self))
         self.timers = EscalationTimers(self.escalations, clock)
         self.killswitch = KillSwitch(settings, store, self, clock)
         self.crashes = CrashTracker(settings.crash_loop_max, settings.crash_loop_window_s, clock)
@@ -130,9 +132,13 @@ class AgentPool:
         swept = await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
         if swept:
             logger.warning("swept leftover agent processes count=%d pids=%s", len(swept), swept)
-        interrupted = await self.store.turns.close_running(None, "the supervisor restarted")
         resumed = []
-        for row in await self.store.agents.list():
+        rows = await self.store.agents.list()
+        # Turns the previous supervisor left running: reported, never replayed unasked.
+        interrupted = await report_interrupted(
+            self.store, self.escalations, {r.id: r.name for r in rows},
+            "the supervisor stopped while it ran")
+        for row in rows:
             runner = AgentRunner(row, self._deps)
             if row.state == AgentState.KILLED:
                 self._runners[row.id] = runner  # kept for /status and /logs; it has no loop
@@ -404,7 +410,8 @@ class AgentPool:
                 if r.state in (AgentState.WORKING, AgentState.STARTING, AgentState.WAITING):
                     await self.store.agents.set_state(r.id, r.state, AgentState.IDLE,
                                                       "supervisor shut down mid-turn")
-            await self.store.turns.close_running(None, "the supervisor shut down")
+            await report_interrupted(self.store, self.escalations,
+                                     {r.id: r.name for r in runners}, "the supervisor shut down")
         except StoreError:
             # The next start repairs these rows; the sweep below must happen regardless.
             logger.exception("could not record the shutdown in the store")

@@ -255,7 +255,8 @@ class AgentProcess:
         return "\n".join(list(self.stderr_tail)[-lines:])
 
     async def start(self, timeout_s: float = 90.0) -> None:
-        await asyncio.wait_for(self.client.connect(), timeout_s)
+        async with asyncio.timeout(timeout_s):  # not wait_for: see close()
+            await self.client.connect()
         info = await self.client.get_server_info() or {}
         pid = info.get("pid")
         if self.sandboxed:
@@ -370,7 +371,6 @@ class AgentProcess:
     async def kill(self, grace_s: float) -> list[int]:
         """SIGTERM, a bounded wait, SIGKILL of every member, then the tag sweep. Returns the
         pids that had to be force-killed. Safe to call more than once and under cancellation."""
-        forced: list[int] = []
         try:
             members = self.members()
             if members:
@@ -382,8 +382,10 @@ class AgentProcess:
                     deadline = time.monotonic() + grace_s
                     while time.monotonic() < deadline and self.members():  # noqa: ASYNC110 - polls /proc
                         await asyncio.sleep(0.05)
-            forced = self.kill_now()
         finally:
+            # Whatever ends the wait (its deadline, a cancel, an error), the SIGKILL happens:
+            # it is synchronous, so a cancelled kill still kills.
+            forced = self.kill_now()
             await self.close(kill=False)
         return forced
 
@@ -406,8 +408,13 @@ class AgentProcess:
         if self.paused:
             self.resume()
         try:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for returns normally when a cancel
+            # lands just as the disconnect finishes, and the cancel is lost (the runner's loop
+            # then ran on through shutdown: "agent loop did not stop"). Shielded: a cancel
+            # leaves the disconnect running to its end; the SIGKILL below happens regardless.
             with contextlib.suppress(Exception):  # the client may already be dead; never raise here
-                await asyncio.wait_for(asyncio.shield(self.client.disconnect()), timeout_s)
+                async with asyncio.timeout(timeout_s):
+                    await asyncio.shield(self.client.disconnect())
         finally:
             if kill:
                 self.kill_now()

@@ -94,6 +94,7 @@ class AgentRunner:
         self._lifecycle = asyncio.Lock()
         self._state_before_pause = AgentState.IDLE
         self._stopping = False
+        self._shutting_down = False  # the supervisor is closing: the loop ends, whatever else
         self.current_tool: str | None = None
         self.turn_started_at: float | None = None
         self.first_event_at: float | None = None
@@ -157,12 +158,14 @@ class AgentRunner:
 
     async def run(self) -> None:
         """The agent's loop: one turn at a time, for as long as it is not killed."""
-        while self.state != AgentState.KILLED:
+        while self.state != AgentState.KILLED and not self._shutting_down:
             item = await self._inbox.take(IDLE_POLL_S)
             if item is None:
-                if self.state != AgentState.KILLED:
+                if self.state != AgentState.KILLED and not self._shutting_down:
                     await self._check_idle_process()
                 continue
+            if self._shutting_down:
+                break  # not taken: a durable inbox hands it over again on the next start
             await self._not_paused.wait()
             if self.state == AgentState.KILLED:
                 break
@@ -213,12 +216,13 @@ class AgentRunner:
                     if proc.paused:
                         proc.resume()
                     if self.busy:
-                        with contextlib.suppress(ClaudeSDKError, OSError):
-                            await asyncio.wait_for(proc.interrupt(), 5)
+                        # asyncio.timeout, not wait_for (which can lose a cancel on 3.11)
+                        with contextlib.suppress(ClaudeSDKError, OSError, TimeoutError):
+                            async with asyncio.timeout(5):
+                                await proc.interrupt()
                         with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(
-                                self._turn_done.wait(), self._deps.settings.stop_grace_s
-                            )
+                            async with asyncio.timeout(self._deps.settings.stop_grace_s):
+                                await self._turn_done.wait()
                     await proc.close(kill=True, timeout_s=self._deps.settings.stop_grace_s)
                     self._proc = None
                 self._not_paused.set()
@@ -303,8 +307,11 @@ class AgentRunner:
         self._inbox.wake()
 
     async def close_for_shutdown(self) -> None:
-        """Supervisor shutdown: end the process, keep the agent resumable on the next start."""
+        """Supervisor shutdown: end the process, keep the agent resumable on the next start.
+        The loop ends too, even if a cancel meant for it were lost somewhere underneath."""
         self._stopping = True
+        self._shutting_down = True
+        self._inbox.wake()
         proc, self._proc = self._proc, None
         if proc is not None:
             await proc.kill(self._deps.settings.kill_grace_s)
@@ -423,19 +430,29 @@ class AgentRunner:
                 raise AgentFailed(None, proc.stderr_text(), "the turn ended without a result")
             await self._finish_turn(turn_id, result)
         except (ClaudeSDKError, AgentFailed, OSError, StoreError) as exc:
-            if self._stopping:
+            if self._shutting_down:
+                pass  # left running: the pool reports it to the operator (supervisor/recovery)
+            elif self._stopping or self._deps.killswitch.halted:
                 if turn_id is not None:
-                    await self._deps.store.turns.finish(turn_id, status="interrupted",
-                                                        error="stopped by operator")
+                    await self._deps.store.turns.finish(
+                        turn_id, status="interrupted",
+                        error="the kill switch was triggered" if self._deps.killswitch.halted
+                        else "stopped by operator")
             else:
                 await self._fail(turn_id, exc)
+        except Exception as exc:  # noqa: BLE001 - an unforeseen error still ends the turn visibly
+            logger.exception("turn crashed agent=%s name=%s", self.id, self.name)
+            if not self._stopping:
+                await self._fail(turn_id, AgentFailed(None, "", f"the turn failed: {exc!r}"))
         finally:
             self.current_tool = None
             self.turn_started_at = None
             self._turn_done.set()
 
     async def _fail(self, turn_id: int | None, exc: BaseException) -> None:
-        if self.state == AgentState.KILLED or self._stopping:
+        # Halted: the kill switch's thread SIGKILLed the CLI before the loop could mark this
+        # runner halting; the switch does the bookkeeping (mark_killed), not a crash report.
+        if self.state == AgentState.KILLED or self._stopping or self._deps.killswitch.halted:
             return
         self._deps.crashes.record(self.id)
         proc, self._proc = self._proc, None
@@ -459,14 +476,19 @@ class AgentRunner:
                 message += f"\nstderr tail:\n{tail}"
         self.last_error = message
         logger.warning("agent failed agent=%s name=%s exit_code=%s", self.id, self.name, code)
-        if turn_id is not None:
-            await self._deps.store.turns.finish(turn_id, status="failed", error=message)
-        await self._deps.store.agents.update(self.id, last_error=message)
-        await self._set_state(AgentState.FAILED, message)
         title = f"{self.name} failed"
         if self._deps.crashes.in_loop(self.id) is not None:
             title += " again: crash loop, it will not be restarted for now"
-        await self._deps.escalations.notify(self.id, title, message)
+        notice = await self._deps.escalations.draft_notice(self.id, title, message)
+        if turn_id is not None:  # the notice goes with the turn's end (see _finish_turn)
+            await self._deps.store.turns.finish(turn_id, status="failed", error=message,
+                                                notice=notice)
+        await self._deps.store.agents.update(self.id, last_error=message)
+        await self._set_state(AgentState.FAILED, message)
+        if turn_id is None:
+            await self._deps.escalations.notify(self.id, title, message)
+        else:
+            await self._deps.escalations.published(notice.id)
 
     async def _record(self, msg: Any, turn_id: int) -> None:
         rec = record_of(msg)
@@ -492,8 +514,14 @@ class AgentRunner:
         text = msg.result or "; ".join(msg.errors or []) or msg.subtype
         if msg.session_id and msg.session_id != self.session_id:
             self.session_id = msg.session_id
+        # The notice is written with the turn's end, in one transaction: a crash right after
+        # cannot lose it, and the outbox delivers it after a restart.
+        notice = await self._deps.escalations.draft_notice(
+            self.id, f"{self.name} {'finished' if ok else 'ended with an error'}",
+            text[:200_000])
         await self._deps.store.turns.finish(
             turn_id,
+            notice=notice,
             status=status,
             result_text=text,
             error=None if ok else text,
@@ -507,8 +535,7 @@ class AgentRunner:
             self.id, cost_baseline=self._baseline, session_id=self.session_id
         )
         self._deps.hub.publish(TurnFinished(self.id, self.name, turn_id, ok, text, cost))
-        await self._deps.escalations.notify(
-            self.id, f"{self.name} {'finished' if ok else 'ended with an error'}", text[:200_000])
+        await self._deps.escalations.published(notice.id)
         if self.state in (AgentState.WORKING, AgentState.STALLED):
             await self._set_state(AgentState.IDLE, "turn finished" if ok else f"turn ended: {text}")
         reason = await self._deps.over_budget(self)

@@ -146,7 +146,10 @@ class Services:
         for svc in reversed(self._started):
             left = max(0.1, deadline - time.monotonic())
             try:
-                await asyncio.wait_for(asyncio.shield(svc.stop()), left)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for returns normally when a
+                # cancel lands as its awaitable finishes, and the cancel is lost.
+                async with asyncio.timeout(left):
+                    await asyncio.shield(svc.stop())
             except TimeoutError:
                 logger.error("service did not stop in time service=%s", svc.name)
             except Exception:  # noqa: BLE001 - one part failing to stop must not stop the rest

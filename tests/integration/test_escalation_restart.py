@@ -53,8 +53,10 @@ def test_open_escalations_survive_a_supervisor_sigkill(short_home, mock_api, tmp
         sup2.expect("Expired: w2 wants to use Bash")
         # The agents resume with a note that their request went unanswered.
         sup2.expect("not answered because the supervisor restarted", 90)
+        # What waits now is the operator's choice about each interrupted turn, not replayed.
         sup2.send("/pending")
-        sup2.expect("Nothing is waiting for you.")
+        sup2.expect("== 2 waiting ==")
+        sup2.expect_all(["w1: a turn was interrupted", "w2: a turn was interrupted"])
         sup2.send("/quit")
         sup2.proc.wait(60)
     finally:

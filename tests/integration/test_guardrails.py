@@ -111,17 +111,29 @@ async def test_memory_admission_reads_cgroup_files(app_with, tmp_path):
 
 
 async def test_session_ttl_warns_then_stops(app_with):
-    async with app_with(session_ttl_s=1.5, ttl_warn_s=1.0, watchdog_interval_s=0.1) as app:
+    """Deterministic: the watchdog's run-once tick is driven at chosen instants of the
+    session (its own loop sleeps for an hour), so neither a slow start nor a slow tick can skip
+    the warning or race the stop notice (it used to poll wall time on a 1.5 s TTL)."""
+    async with app_with(session_ttl_s=100.0, ttl_warn_s=30.0, watchdog_interval_s=3600.0) as app:
         await spawn_ok(app, "/spawn mayfly go")
         r = await app.pool.get("mayfly")
+        await wait_for(lambda: r.state == "idle" and r.session_started_at, 20, "mayfly idle")
+        start = r.session_started_at
 
         async def titles():
             return [n.title for n in await notices(app)]
 
-        await wait_for(lambda: r.state == "stopped", 20, "TTL stop")
+        await app.pool.watchdog.tick(start + 69.0)
+        assert not any("session TTL" in t for t in await titles())
+        await app.pool.watchdog.tick(start + 70.0)
         got = await titles()
-        assert any("reaches its session TTL" in t for t in got), got
-        assert any("session TTL reached" in t for t in got), got
+        assert any("mayfly reaches its session TTL in 0.5 min" in t for t in got), got
+        assert r.state == "idle"
+        await app.pool.watchdog.tick(start + 80.0)  # warned once only
+        assert sum("reaches its session TTL" in t for t in await titles()) == 1
+        await app.pool.watchdog.tick(start + 100.0)
+        assert r.state == "stopped"
+        assert "mayfly stopped: session TTL reached" in await titles()
 
 
 async def test_stalled_agent_is_flagged_and_recovers(app_with):

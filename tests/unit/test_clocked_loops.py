@@ -89,3 +89,41 @@ def test_one_poll_of_the_trigger_file_halts_with_the_clocks_time(tmp_path):
     assert switch.halt is not None and switch.halt["at"] == 1_900_000_000.0
     assert get_sync(settings.db_path, HALT_KEY)["by"] == "ops"
     assert switch.poll_local() is False  # already halted
+
+
+def test_a_trigger_file_that_is_not_an_object_still_fires(tmp_path):
+    """Regression: `[1]` (or any JSON that is not an object) in the trigger file raised in the
+    watcher thread, which died silently: that file, and every later one, was ignored."""
+    async def prepare():
+        store = await open_store(Settings(home=tmp_path).db_path)
+        await store.db.close()
+        return store
+
+    store = asyncio.run(prepare())
+    settings = Settings(home=tmp_path)
+    for content in ("[1]", '"stop"', "null", "{" * 5, "[" * 100_000):
+        switch = KillSwitch(settings, store, StubPool(settings, None), FakeClock())
+        switch.local_file.write_text(content)
+        assert switch.poll_local() is True, content
+        assert switch.halt is not None and switch.halt["by"] == "local file"
+
+
+def test_the_watcher_logs_a_failing_poll_and_keeps_watching(tmp_path, caplog):
+    """Regression: any exception in a watcher thread ended it without a word."""
+    settings = Settings(home=tmp_path)
+    switch = KillSwitch(settings, None, StubPool(settings, None), FakeClock())  # type: ignore[arg-type]
+    calls: list[int] = []
+
+    def poll() -> None:
+        calls.append(1)
+        if len(calls) <= 3:
+            raise OSError("the disk went away")
+        if len(calls) == 5:
+            switch.close()  # stop after two good polls
+
+    with caplog.at_level("WARNING", logger="supervisor.killswitch"):
+        switch.watch_loop(poll, "killswitch-file", 0.001)
+    assert len(calls) == 5
+    failed = [r for r in caplog.records if "watcher failed" in r.getMessage()]
+    assert len(failed) == 1 and "the disk went away" in (failed[0].exc_text or "")
+    assert any("works again" in r.getMessage() for r in caplog.records)

@@ -476,3 +476,46 @@ async def test_escalation_detail_is_kept_whole_and_old_rows_upgrade(db_path, mon
         assert row.detail == command and row.detail_name == "command.sh"
     finally:
         await s.db.close()
+
+
+async def test_a_write_cancelled_during_begin_leaves_the_connection_clean(store):
+    """Regression: a task cancelled while its BEGIN IMMEDIATE was queued in the connection's
+    thread left the transaction open (the BEGIN ran after the cancel), and the next, unrelated
+    write failed with "cannot start a transaction within a transaction"."""
+    for _ in range(20):  # the cancel lands at a different point of BEGIN each time
+        task = asyncio.create_task(store.audit.record(
+            platform="p", user_id="u", user_name="", action="cancelled", args="", ok=True,
+            result=""))
+        await asyncio.sleep(0)  # the BEGIN is queued, not yet run
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await store.audit.record(platform="p", user_id="u", user_name="", action="next",
+                                 args="", ok=True, result="")
+    assert not store.db._w().in_transaction
+    assert [r.action for r in await store.audit.recent(50)].count("next") == 20
+
+
+async def test_a_turns_end_and_its_notice_are_one_write(store):
+    """The "turn finished" notice is written in the transaction that ends the turn: a crash
+    between the two (up to 44 finished turns without a notice after a SIGKILL under load)
+    can no longer happen, and a failed write loses both, never one."""
+    from store.escalations import EscalationDraft
+
+    await make_agent(store)
+    turn = await store.turns.start("a1", "p")
+    await store.turns.finish(turn, status="ok", result_text="done",
+                             notice=EscalationDraft(id="n1", agent_id="a1", kind="notice",
+                                                    title="alpha finished", status="info"))
+    assert [r.title for r in await store.escalations.undelivered("console")] == \
+        ["alpha finished"]
+    turn2 = await store.turns.start("a1", "p2")
+    await _fill_to_the_brim(store.db)
+    with pytest.raises(StoreUnavailable, match="full"):
+        await store.turns.finish(turn2, status="ok", result_text="r" * 200_000,
+                                 notice=EscalationDraft(id="n2", agent_id="a1", kind="notice",
+                                                        title="alpha finished again",
+                                                        body="r" * 200_000, status="info"))
+    assert [r.title for r in await store.escalations.undelivered("console")] == \
+        ["alpha finished"]
+    assert [t.status for t in await store.turns.recent("a1")] == ["running", "ok"]
