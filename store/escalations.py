@@ -257,12 +257,15 @@ class EscalationRepo:
             (esc_id, frontend, _stamp(now)),
         )
 
-    async def mark_all_delivered(self, frontend: str, *, now: float | None = None) -> None:
-        """A front end seen for the first time starts from now, not from the beginning."""
+    async def mark_all_delivered(self, frontend: str, *, before: float,
+                                 now: float | None = None) -> None:
+        """A front end seen for the first time starts from now, not from the beginning: every
+        row but the open ones, created before `before` (the supervisor's start), counts as
+        delivered to it."""
         await self.db.execute(
             "INSERT OR IGNORE INTO deliveries (escalation_id, frontend, delivered_at)"
-            " SELECT id, ?, ? FROM escalations WHERE status != 'open'",
-            (frontend, _stamp(now)),
+            " SELECT id, ?, ? FROM escalations WHERE status != 'open' AND created_at < ?",
+            (frontend, _stamp(now), before),
         )
 
     async def allow_for_session(self, agent_id: str, session_id: str | None, key: str,

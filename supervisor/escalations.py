@@ -132,6 +132,9 @@ class Escalations:
         self.hub = hub
         self.timeouts = timeouts
         self.clock: Clock = clock or SYSTEM_CLOCK
+        # What this supervisor says at start (isolation, recovery) is new to a front end seen
+        # for the first time; what came before it is history.
+        self.started_at = self.clock.now()
         self._waiting: dict[str, _Waiting] = {}
         self._answer_hooks: dict[str, AnswerHook] = {}
 
@@ -373,7 +376,8 @@ class Escalations:
         """Every escalation and notice this front end has not acknowledged, oldest first, then
         new ones as they arrive. Call `ack` after delivering; unacknowledged rows come again
         with the next new row. A front end seen for the first time starts from now: what is
-        still open, not the history of notices and closed requests from before it existed."""
+        still open and what this supervisor said since it started, not the history of notices and
+        closed requests from before."""
         with self.hub.subscription() as queue:
             await self._first_sight(frontend)
             while True:
@@ -395,7 +399,8 @@ class Escalations:
         key = f"frontend_seen:{frontend}"
         if await self.store.kv.get(key) is not None:
             return
-        await self.store.escalations.mark_all_delivered(frontend, now=self.clock.now())
+        await self.store.escalations.mark_all_delivered(frontend, before=self.started_at,
+                                                        now=self.clock.now())
         await self.store.kv.set(key, self.clock.now())
         logger.info("front end seen for the first time frontend=%s: starting from now",
                     frontend)
