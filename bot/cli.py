@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from bot.logs import JsonFormatter
 from commands.dispatcher import REGISTRY, describe
 from commands.render import money
 from supervisor.config import Settings
@@ -78,6 +79,17 @@ CHATTY_LOGGERS = ("httpx", "urllib3", "google.auth", "slack_sdk", "slack_bolt")
 TRACE_LOGGERS = ("aiosqlite", "httpcore")
 
 
+def json_logs(settings: Settings) -> bool:
+    """JSON lines unless asked for text, or (auto) stderr is a terminal: a person reads a
+    terminal; a container's log driver or journald reads everything else."""
+    if settings.log_format != "auto":
+        return settings.log_format == "json"
+    try:
+        return not sys.stderr.isatty()
+    except (AttributeError, ValueError):  # no stderr, or a closed one
+        return True
+
+
 def configure_logging(settings: Settings, *, to_stderr: bool) -> None:
     settings.home.mkdir(parents=True, exist_ok=True)
     SECRETS.add(*settings.secret_values())
@@ -91,6 +103,9 @@ def configure_logging(settings: Settings, *, to_stderr: bool) -> None:
         handlers=handlers,
         force=True,
     )
+    if json_logs(settings):
+        for handler in handlers:
+            handler.setFormatter(JsonFormatter(SECRETS))
     for handler in handlers:  # after basicConfig, which sets their formatter
         install_redaction(handler, SECRETS)
     for name in CHATTY_LOGGERS:
@@ -156,6 +171,9 @@ async def serve(settings: Settings, *, console: bool) -> int:
         else:
             print(f"switchboard running headless (home {settings.home}); "
                   "SIGTERM or SIGINT to stop", file=sys.stderr, flush=True)
+        if app.listener is not None:
+            print(f"health and metrics on {app.listener.url} (/healthz /readyz /metrics)",
+                  file=sys.stderr if not console else sys.stdout, flush=True)
         await app.run_until_stopped(lambda text: print(text, file=sys.stderr, flush=True))
     return 0
 
