@@ -315,7 +315,7 @@ async def run_telegram(app: Switchboard, *, retry_max_s: float = 300.0) -> None:
     """Keep the Telegram front end up for as long as this task runs. Telegram being down at
     start is retried with backoff (the console and the supervisor run meanwhile); a token
     Telegram refuses is reported once, and Switchboard goes on without Telegram."""
-    delay = 5.0
+    delay = min(5.0, retry_max_s)
     link = app.links.link(PLATFORM)
     while True:
         front = TelegramFrontend(app)
