@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from supervisor.redact import SECRETS, RedactingFormatter
+
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message", "asctime", "taskName"}
@@ -29,14 +31,14 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-class JsonFormatter(logging.Formatter):
+class JsonFormatter(RedactingFormatter):
     """One JSON object per record, on one line (newlines in a message or a traceback are
-    escaped by JSON). Every text value goes through `redact` before encoding, so masking never
-    breaks the JSON; the handler's RedactingFormatter still runs over the finished line."""
+    escaped by JSON). A RedactingFormatter, so supervisor.redact.install keeps it and sets its
+    redactor, but one that redacts each text value before encoding rather than the finished
+    line: a mask run over JSON could eat the backslash of an escaped quote and break it."""
 
-    def __init__(self, redact: Callable[[str], str] | None = None) -> None:
-        super().__init__()
-        self.redact = redact or (lambda text: text)
+    def __init__(self, redact: Callable[[str], str] = SECRETS) -> None:
+        super().__init__(logging.Formatter(), redact)
 
     def format(self, record: logging.LogRecord) -> str:
         msg = record.getMessage()
@@ -49,9 +51,9 @@ class JsonFormatter(logging.Formatter):
             if key not in _STANDARD and not key.startswith("_"):
                 out.setdefault(key, _plain(value))
         if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
+            out["exc"] = self.inner.formatException(record.exc_info)
         if record.stack_info:
-            out["stack"] = self.formatStack(record.stack_info)
+            out["stack"] = self.inner.formatStack(record.stack_info)
         clean = {k: self.redact(v) if isinstance(v, str) else v for k, v in out.items()}
         return json.dumps(clean, ensure_ascii=False)
 
