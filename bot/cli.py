@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bot.logs import JsonFormatter
@@ -144,9 +145,18 @@ def make_undumpable() -> str | None:
     return None
 
 
+def announcer(settings: Settings, *, console: bool) -> Callable[[str], None]:
+    """How `run` tells the operator what it does. On stderr in JSON mode, a line of its own
+    would break "one object a line", so it is a log line there (stderr and the log file)."""
+    if not console and json_logs(settings):
+        return lambda text: logger.info("%s", text)
+    return lambda text: print(text, file=sys.stderr, flush=True)
+
+
 async def serve(settings: Settings, *, console: bool) -> int:
     """Run until a signal (or the console's /quit); then shut down in two phases."""
     loop = asyncio.get_running_loop()
+    say = announcer(settings, console=console)
     from bot.app import Switchboard  # the whole supervisor: only `run` needs it
 
     app = Switchboard(settings)
@@ -158,7 +168,10 @@ async def serve(settings: Settings, *, console: bool) -> int:
             rec = app.pool.recovery
             msg = (f"recovered {len(rec.resumed)} agent(s); ended {len(rec.swept_pids)} leftover"
                    " process(es)")
-            print(msg, file=sys.stderr if not console else sys.stdout)
+            if console:
+                print(msg)
+            else:
+                say(msg)
         if settings.telegram_token:
             from bot.telegram import run_telegram
 
@@ -169,12 +182,15 @@ async def serve(settings: Settings, *, console: bool) -> int:
             await app.add_task_service(
                 "console", lambda: Console(app, on_exit=app.request_stop).run())
         else:
-            print(f"switchboard running headless (home {settings.home}); "
-                  "SIGTERM or SIGINT to stop", file=sys.stderr, flush=True)
+            say(f"switchboard running headless (home {settings.home}); SIGTERM or SIGINT to "
+                "stop")
         if app.listener is not None:
-            print(f"health and metrics on {app.listener.url} (/healthz /readyz /metrics)",
-                  file=sys.stderr if not console else sys.stdout, flush=True)
-        await app.run_until_stopped(lambda text: print(text, file=sys.stderr, flush=True))
+            text = f"health and metrics on {app.listener.url} (/healthz /readyz /metrics)"
+            if console:
+                print(text)
+            else:
+                say(text)
+        await app.run_until_stopped(say)
     return 0
 
 
