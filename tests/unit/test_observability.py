@@ -10,13 +10,17 @@ import json
 import logging
 import shutil
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from bot.cli import configure_logging, json_logs
+from bot.kit import Links, LinkState
 from bot.logs import STABLE, JsonFormatter
-from bot.web import LoopLag
+from bot.metrics import Metrics, Sample
+from bot.web import LoopLag, readiness
 from store import open_store
 from supervisor.config import Secret, Settings
 from supervisor.errors import ConfigError
@@ -216,3 +220,55 @@ def test_json_lines_survive_the_handler_redactor_on_any_secret_shape(tmp_path, r
     assert len(lines) == len(nasty)
     for line in lines:
         assert json.loads(line)["msg"].endswith(" end"), line
+
+
+# -- the API's counts, the plug-ins, readiness ---------------------------------------------------
+
+
+@dataclass
+class Running:
+    """What the listener reads of a Switchboard (bot.web.Observed), over a real API."""
+
+    api: object
+    links: Links = field(default_factory=Links)
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+async def test_the_bus_and_the_scheduler_plug_their_counts_into_the_api(quiet_app):
+    api = quiet_app.api
+    stats = await api.stats()
+    assert (stats.bus_depth, dict(stats.schedule_runs)) == (0, {"ok": 0, "failed": 0,
+                                                                "skipped": 0})
+    api.report_bus_depth(lambda: 3)
+    api.report_schedule_runs(lambda: {"ok": 2, "late": 1})
+    stats = await api.stats()
+    assert stats.bus_depth == 3
+    assert dict(stats.schedule_runs) == {"ok": 2, "failed": 0, "skipped": 0, "late": 1}
+    text = Metrics().render(Sample(stats, (), 0.0)).decode()
+    got = {(s.name, tuple(s.labels.values())): s.value
+           for f in text_string_to_metric_families(text) for s in f.samples}
+    assert got[("switchboard_bus_depth", ())] == 3
+    assert got[("switchboard_schedule_runs_total", ("late",))] == 1
+    assert got[("switchboard_agents", ("idle",))] == 0
+
+
+async def test_readiness_needs_a_writable_store_and_each_front_end_connected_or_retrying(
+        quiet_app):
+    app = Running(quiet_app.api)
+    assert await readiness(app) == {"ready": True, "not_ready": [], "store": "writable",
+                                    "frontends": {}, "halted": False}
+    link = app.links.link("telegram")
+    assert (await readiness(app))["not_ready"] == ["telegram: starting"]
+    link.set(LinkState.RETRYING, "cannot reach the Bot API")
+    assert (await readiness(app))["ready"] is True
+    link.set(LinkState.CONNECTED)
+    app.stopping.set()
+    assert (await readiness(app))["not_ready"] == ["shutting down"]
+    app.stopping.clear()
+    await quiet_app.store.db.close()
+    report = await readiness(app)
+    assert report["ready"] is False
+    assert report["not_ready"] == ["store: the database takes no writes: opened read-only or "
+                                   "closed"]
+    assert str(quiet_app.settings.home) not in json.dumps(report)  # no path to strangers
+    assert (await readiness(Running(None)))["not_ready"] == ["store: not open yet (starting)"]
