@@ -1,6 +1,7 @@
-"""The composition root: the one place that builds every long-lived part (lock, store, pool with
-its kill switch, watchdog and escalation timers, the API, front ends) as named services, started
-in order and stopped in reverse under one bound, and that turns signals into a shutdown."""
+"""The composition root: the one place that builds every long-lived part (lock, the HTTP
+listener, store, pool with its kill switch, watchdog and escalation timers, the API, front ends)
+as named services, started in order and stopped in reverse under one bound, and that turns
+signals into a shutdown."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import fcntl
 import logging
 import os
 from collections.abc import Callable, Coroutine
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from bot.fleet import ApiFleet
+from bot.kit.links import Links
 from commands.base import Caller, Context, Reply
 from commands.dispatcher import Dispatcher
 from store import Store, open_store
@@ -23,6 +25,9 @@ from supervisor.events import EventHub
 from supervisor.pool import AgentPool
 from supervisor.redact import SECRETS
 from supervisor.service import FnService, Service, Services, TaskGroup
+
+if TYPE_CHECKING:
+    from bot.web import Listener
 
 logger = logging.getLogger(__name__)
 
@@ -47,16 +52,30 @@ class Switchboard:
         self.fleet: ApiFleet | None = None  # what the front-end kit reads the fleet through
         self.api: SupervisorAPI | None = None
         self._lock_file: IO[str] | None = None
-        self.services = Services(self._core(), stop_timeout_s=settings.shutdown_grace_s
-                                 + settings.kill_grace_s + 30)
+        # Every configured chat front end has a link from the start, so /readyz waits for it.
+        self.links = Links()
+        if settings.telegram_token:
+            self.links.link("telegram")
+        self.listener: Listener | None = None
+        if settings.http_listen is not None:
+            from bot.web import Listener  # aiohttp and prometheus-client: only when listening
+
+            self.listener = Listener(self, *settings.http_listen)
         self.stopping = asyncio.Event()
         self.forced = asyncio.Event()
+        self.services = Services(self._core(), stop_timeout_s=settings.shutdown_grace_s
+                                 + settings.kill_grace_s + 30)
 
     # -- services, in start order -------------------------------------------------------------
 
     def _core(self) -> list[Service]:
+        core: list[Service] = [FnService("lock", self._start_lock, self._release_lock)]
+        if self.listener is not None:
+            # Right after the lock: /healthz answers while the rest starts, and /readyz says
+            # what it waits for; stopped almost last, so probes see the shutdown.
+            core.append(self.listener)
         return [
-            FnService("lock", self._start_lock, self._release_lock),
+            *core,
             FnService("store", self._open_store, self._close_store),
             # The pool owns the agents and starts its own parts: kill switch, watchdog, timers.
             FnService("pool", self._start_pool, self._close_pool),

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bot.logs import JsonFormatter
 from commands.dispatcher import REGISTRY, describe
 from commands.render import money
 from supervisor.config import Settings
@@ -83,6 +84,17 @@ CHATTY_LOGGERS = ("httpx", "urllib3", "google.auth", "slack_sdk", "slack_bolt")
 TRACE_LOGGERS = ("aiosqlite", "httpcore")
 
 
+def json_logs(settings: Settings) -> bool:
+    """JSON lines unless asked for text, or (auto) stderr is a terminal: a person reads a
+    terminal; a container's log driver or journald reads everything else."""
+    if settings.log_format != "auto":
+        return settings.log_format == "json"
+    try:
+        return not sys.stderr.isatty()
+    except (AttributeError, ValueError):  # no stderr, or a closed one
+        return True
+
+
 def configure_logging(settings: Settings, *, to_stderr: bool) -> None:
     settings.home.mkdir(parents=True, exist_ok=True)
     SECRETS.add(*settings.secret_values())
@@ -96,6 +108,9 @@ def configure_logging(settings: Settings, *, to_stderr: bool) -> None:
         handlers=handlers,
         force=True,
     )
+    if json_logs(settings):
+        for handler in handlers:
+            handler.setFormatter(JsonFormatter(SECRETS))
     for handler in handlers:  # after basicConfig, which sets their formatter
         install_redaction(handler, SECRETS)
     for name in CHATTY_LOGGERS:
@@ -134,9 +149,18 @@ def make_undumpable() -> str | None:
     return None
 
 
+def announcer(settings: Settings, *, console: bool) -> Callable[[str], None]:
+    """How `run` tells the operator what it does. On stderr in JSON mode, a line of its own
+    would break "one object a line", so it is a log line there (stderr and the log file)."""
+    if not console and json_logs(settings):
+        return lambda text: logger.info("%s", text)
+    return lambda text: print(text, file=sys.stderr, flush=True)
+
+
 async def serve(settings: Settings, *, console: bool) -> int:
     """Run until a signal (or the console's /quit); then shut down in two phases."""
     loop = asyncio.get_running_loop()
+    say = announcer(settings, console=console)
     from bot.app import Switchboard  # the whole supervisor: only `run` needs it
 
     app = Switchboard(settings)
@@ -148,7 +172,10 @@ async def serve(settings: Settings, *, console: bool) -> int:
             rec = app.pool.recovery
             msg = (f"recovered {len(rec.resumed)} agent(s); ended {len(rec.swept_pids)} leftover"
                    " process(es)")
-            print(msg, file=sys.stderr if not console else sys.stdout)
+            if console:
+                print(msg)
+            else:
+                say(msg)
         if settings.telegram_token:
             from bot.telegram import run_telegram
 
@@ -159,9 +186,15 @@ async def serve(settings: Settings, *, console: bool) -> int:
             await app.add_task_service(
                 "console", lambda: Console(app, on_exit=app.request_stop).run())
         else:
-            print(f"switchboard running headless (home {settings.home}); "
-                  "SIGTERM or SIGINT to stop", file=sys.stderr, flush=True)
-        await app.run_until_stopped(lambda text: print(text, file=sys.stderr, flush=True))
+            say(f"switchboard running headless (home {settings.home}); SIGTERM or SIGINT to "
+                "stop")
+        if app.listener is not None:
+            text = f"health and metrics on {app.listener.url} (/healthz /readyz /metrics)"
+            if console:
+                print(text)
+            else:
+                say(text)
+        await app.run_until_stopped(say)
     return 0
 
 

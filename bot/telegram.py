@@ -1,12 +1,14 @@
 """The Telegram front end: python-telegram-bot glue and HTML rendering. The adapter turns
 updates into the kit's messages and taps and the kit's calls into Bot API calls; everything
 else (who may do what, escalations, cards, the outbox) is the front-end kit's. Embedded in
-Switchboard's event loop (initialize → start polling → start; never run_polling)."""
+Switchboard's event loop (initialize → start polling → start; never run_polling). In webhook
+mode the updates come through Switchboard's own HTTP listener (bot/web.py), not PTB's server."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import os
 import secrets
@@ -17,6 +19,7 @@ from urllib.parse import urlparse
 # RetryAfter.retry_after as a timedelta; the int form is deprecated and warns on every 429.
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
+from aiohttp import web  # noqa: E402
 from telegram import (  # noqa: E402
     Bot,
     BotCommand,
@@ -52,6 +55,7 @@ from bot.kit import (  # noqa: E402
     FrontDesk,
     Incoming,
     Layout,
+    LinkState,
     MessageId,
     RateLimited,
     Sender,
@@ -68,6 +72,7 @@ from supervisor.service import Lifecycle  # noqa: E402
 logger = logging.getLogger(__name__)
 
 PLATFORM = "telegram"
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 KILL_TEXT = "🛑 KILL ALL"
 CALLBACK_MAX = 64
 CAPTION_MAX = 1000  # Telegram's is 1,024 UTF-16 units
@@ -229,6 +234,8 @@ class TelegramFrontend(Lifecycle):
         self.ptb: Application[Any, Any, Any, Any, Any, Any] | None = None
         self.desk: FrontDesk | None = None
         self.webhook_secret: str | None = None
+        self.webhook_path: str | None = None
+        self.link = app.links.link(PLATFORM)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -248,32 +255,56 @@ class TelegramFrontend(Lifecycle):
         self.desk = FrontDesk(
             TelegramAdapter(self.ptb.bot, self.codec), self.app.fleet, self.app.run_command,
             admin_ids=self.settings.telegram_admin_ids,
-            card_interval_s=self.settings.status_card_interval_s, kill_label=KILL_TEXT)
+            card_interval_s=self.settings.status_card_interval_s, kill_label=KILL_TEXT,
+            stats=self.link.stats)
         await self.ptb.bot.set_my_commands(
             [BotCommand(c.name, c.summary[:256]) for c in REGISTRY])
         await self.desk.start()  # admins are seeded before the first update is read
         assert self.ptb.updater is not None
         url = self.settings.telegram_webhook_url
         if url:
-            # Telegram sends the secret in X-Telegram-Bot-Api-Secret-Token with every update;
-            # PTB's webhook server refuses calls without it (403).
-            secret = self.settings.telegram_webhook_secret
-            self.webhook_secret = secret.value if secret else secrets.token_urlsafe(32)
-            SECRETS.add(self.webhook_secret)  # PTB logs setWebhook's parameters at DEBUG
-            await self.ptb.updater.start_webhook(
-                listen=self.settings.telegram_webhook_listen,
-                port=self.settings.telegram_webhook_port,
-                url_path=urlparse(url).path.lstrip("/"), webhook_url=url,
-                secret_token=self.webhook_secret)
+            await self._start_webhook(url)
         else:
             await self.ptb.updater.start_polling(poll_interval=0, timeout=self.poll_timeout_s)
         await self.ptb.start()
         logger.info("telegram front end started bot=%s", self.ptb.bot.username)
 
+    async def _start_webhook(self, url: str) -> None:
+        """Updates are POSTed to the URL's path on Switchboard's HTTP listener; Telegram sends
+        the secret in X-Telegram-Bot-Api-Secret-Token with each, and a call without it is
+        refused (403) before it is read."""
+        listener = self.app.listener
+        assert listener is not None, "webhook mode: the settings give the listener an address"
+        assert self.ptb is not None
+        secret = self.settings.telegram_webhook_secret
+        self.webhook_secret = secret.value if secret else secrets.token_urlsafe(32)
+        SECRETS.add(self.webhook_secret)  # PTB logs setWebhook's parameters at DEBUG
+        self.webhook_path = urlparse(url).path or "/"
+        listener.mount(self.webhook_path, self._on_webhook)  # before Telegram may call it
+        await self.ptb.bot.set_webhook(url, secret_token=self.webhook_secret)
+
+    async def _on_webhook(self, request: web.Request) -> web.Response:
+        given = request.headers.get(SECRET_HEADER, "")
+        expected = self.webhook_secret or ""
+        if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
+            return web.Response(status=403, text="wrong or missing secret token\n")
+        ptb = self.ptb
+        if ptb is None:
+            return web.Response(status=503, text="the Telegram front end is stopping\n")
+        try:
+            update = Update.de_json(await request.json(), ptb.bot)
+        except (ValueError, TypeError, KeyError, TelegramError):
+            return web.Response(status=400, text="not a Telegram update\n")
+        await ptb.update_queue.put(update)
+        return web.Response(text="ok\n")
+
     async def stop(self, timeout_s: float = 10.0, grace_s: float = 1.0) -> None:
         """Stop following the fleet and taking updates, let running handlers finish (their
         sends still flow), drain the outbox for `grace_s`; every step bounded, so a dead API
         cannot block shutdown."""
+        if self.webhook_path is not None and self.app.listener is not None:
+            self.app.listener.unmount(self.webhook_path)
+            self.webhook_path = None
         desk = self.desk
         if desk is not None:
             await desk.stop_following()
@@ -326,13 +357,15 @@ async def run_telegram(app: Switchboard, *, retry_max_s: float = 300.0) -> None:
     """Keep the Telegram front end up for as long as this task runs. Telegram being down at
     start is retried with backoff (the console and the supervisor run meanwhile); a token
     Telegram refuses is reported once, and Switchboard goes on without Telegram."""
-    delay = 5.0
+    delay = min(5.0, retry_max_s)
+    link = app.links.link(PLATFORM)
     while True:
         front = TelegramFrontend(app)
         try:
             await front.start()
         except BadBaseUrl as exc:
             await front.stop()
+            link.set(LinkState.DOWN, str(exc))
             logger.error("telegram: %s Running without Telegram.", exc)
             return
         except InvalidToken:
@@ -340,19 +373,23 @@ async def run_telegram(app: Switchboard, *, retry_max_s: float = 300.0) -> None:
             custom = app.settings.telegram_api_base_url
             also = (f" If the token is right, check that TELEGRAM_API_BASE_URL ({custom}) is "
                     "a Bot API server's address.") if custom else ""
+            link.set(LinkState.DOWN, "the bot token was refused")
             logger.error("telegram: the bot token was refused; running without Telegram. "
                          "Check TELEGRAM_BOT_TOKEN (from @BotFather).%s", also)
             return
         except (TelegramError, OSError) as exc:
             await front.stop()
+            link.set(LinkState.RETRYING, f"cannot reach the Bot API: {SECRETS(str(exc))}")
             logger.warning("telegram: cannot reach the Bot API (%s); retrying in %.0fs", exc,
                            delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, retry_max_s)
             continue
+        link.set(LinkState.CONNECTED, outbox=front.desk.outbox if front.desk else None)
         try:
             await asyncio.Event().wait()  # until cancelled at shutdown
         finally:
+            link.set(LinkState.STARTING, "stopped")
             await front.stop()
 
 

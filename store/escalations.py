@@ -238,6 +238,15 @@ class EscalationRepo:
         )
         return [EscalationRow.from_row(r) for r in rows]
 
+    async def open_summary(self) -> tuple[int, float | None]:
+        """How many escalations are open and when the oldest opened (the status index: only
+        open rows are read)."""
+        row = await self.db.fetchone(
+            "SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM escalations WHERE status='open'")
+        if row is None:
+            return 0, None
+        return int(row["n"]), (float(row["oldest"]) if row["oldest"] is not None else None)
+
     async def undelivered(self, frontend: str, limit: int = 200,
                           after_seq: int = 0) -> list[EscalationRow]:
         """Rows `frontend` has not acknowledged, oldest first, from after `after_seq` (to

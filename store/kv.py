@@ -30,6 +30,12 @@ class KvRepo:
     async def delete(self, key: str) -> None:
         await self.db.execute("DELETE FROM kv WHERE key = ?", (key,))
 
+    async def touch(self, key: str) -> float:
+        """Write the time under `key` and return it: proof the database takes writes."""
+        now = time.time()
+        await self.set(key, now)
+        return now
+
 
 def set_sync(db_path: Path, key: str, value: Any, timeout_s: float = 5.0) -> None:
     """Write one key with a private connection: usable from any thread or process."""

@@ -34,9 +34,44 @@ class CostLine:
     turns: int
 
 
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """Every turn that ended, by status, and every dollar, by agent and model: what /metrics
+    reads on each scrape, so it must never cost a scan."""
+
+    outcomes: tuple[tuple[str, int], ...]
+    costs: tuple[tuple[str, str, float], ...]  # (agent_id, model, cost_usd)
+
+
 class TurnRepo:
     def __init__(self, db: Database) -> None:
         self.db = db
+        # Kept in memory from the first tally() on, by the same transactions that write the
+        # rows, so it always equals what a GROUP BY over turns and costs would say.
+        self._outcomes: dict[str, int] | None = None
+        self._costs: dict[tuple[str, str], float] = {}
+
+    async def tally(self) -> Tally:
+        if self._outcomes is None:
+            # Once per process; inside a write transaction so no finish slips in between.
+            async with self.db.transaction() as conn:
+                async with conn.execute("SELECT status, COUNT(*) FROM turns WHERE status !="
+                                        " 'running' GROUP BY status") as cur:
+                    outcomes = {str(r[0]): int(r[1]) for r in await cur.fetchall()}
+                async with conn.execute("SELECT agent_id, model, SUM(cost_usd) FROM costs"
+                                        " GROUP BY agent_id, model") as cur:
+                    costs = {(str(r[0]), str(r[1])): float(r[2] or 0.0)
+                             for r in await cur.fetchall()}
+            self._outcomes, self._costs = outcomes, costs
+        return Tally(tuple(sorted(self._outcomes.items())),
+                     tuple((a, m, c) for (a, m), c in sorted(self._costs.items())))
+
+    def _count(self, old: str | None, new: str, n: int = 1) -> None:
+        if self._outcomes is None:
+            return
+        if old is not None and old != "running":
+            self._outcomes[old] = self._outcomes.get(old, 0) - n
+        self._outcomes[new] = self._outcomes.get(new, 0) + n
 
     async def start(self, agent_id: str, prompt: str) -> int:
         return await self.db.execute(
@@ -64,21 +99,29 @@ class TurnRepo:
         async with self.db.transaction() as conn:
             if notice is not None:
                 await EscalationRepo.insert(conn, notice, now)
+            async with conn.execute("SELECT agent_id, status FROM turns WHERE id=?",
+                                    (turn_id,)) as cur:
+                row = await cur.fetchone()
+            agent_id, old = (row[0], row[1]) if row else (None, None)
             await conn.execute(
                 "UPDATE turns SET status=?, result_text=?, error=?, session_id=?, cost_usd=?,"
                 " input_tokens=?, output_tokens=?, ended_at=? WHERE id=?",
                 (status, result_text, error, session_id, cost_usd, input_tokens, output_tokens,
                  now, turn_id),
             )
-            async with conn.execute("SELECT agent_id FROM turns WHERE id=?", (turn_id,)) as cur:
-                row = await cur.fetchone()
-            agent_id = row[0] if row else None
             for model, (m_cost, m_in, m_out) in (model_costs or {}).items():
                 await conn.execute(
                     "INSERT INTO costs (agent_id, turn_id, model, cost_usd, input_tokens,"
                     " output_tokens, at) VALUES (?,?,?,?,?,?,?)",
                     (agent_id, turn_id, model, m_cost, m_in, m_out, now),
                 )
+        # Committed: now the tally (a row that was not there changes nothing).
+        if row is not None:
+            self._count(old, status)
+            if self._outcomes is not None:
+                for model, (m_cost, _, _) in (model_costs or {}).items():
+                    key = (str(agent_id), model)
+                    self._costs[key] = self._costs.get(key, 0.0) + m_cost
 
     async def running(self) -> list[TurnRow]:
         rows = await self.db.fetchall("SELECT * FROM turns WHERE status='running' ORDER BY id")
@@ -102,7 +145,8 @@ class TurnRepo:
                 return False
             if report is not None:
                 await EscalationRepo.insert(conn, report, now)
-            return True
+        self._count(None, "interrupted")
+        return True
 
     async def close_running(self, agent_id: str | None, error: str) -> int:
         """Mark turns left running (by a crash or restart) as interrupted."""
@@ -112,7 +156,10 @@ class TurnRepo:
             cur = await conn.execute(
                 f"UPDATE turns SET status='interrupted', error=?, ended_at=? WHERE {where}", params
             )
-            return cur.rowcount
+            closed = cur.rowcount
+        if closed > 0:
+            self._count(None, "interrupted", closed)
+        return closed
 
     async def spent_since(self, since: float, agent_id: str | None) -> float:
         where, params = ("AND agent_id = ?", (since, agent_id)) if agent_id else ("", (since,))

@@ -12,7 +12,7 @@ import functools
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from store import Store
@@ -45,6 +45,7 @@ from supervisor.views import (
     AgentLog,
     AgentView,
     Approved,
+    CostCell,
     EscalationView,
     FleetView,
     HaltView,
@@ -56,6 +57,8 @@ from supervisor.views import (
     Sent,
     SpendLine,
     SpendReport,
+    StatsView,
+    StoreCheck,
 )
 
 if TYPE_CHECKING:
@@ -67,6 +70,10 @@ logger = logging.getLogger(__name__)
 ROLES = ("viewer", "operator", "admin")
 INVITE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
 INVITE_LENGTH = 10
+# Outcomes reported even before one happens, so a dashboard sees 0 rather than no series.
+TURN_OUTCOMES = ("ok", "error", "interrupted", "failed")
+SCHEDULE_OUTCOMES = ("ok", "failed", "skipped")
+WRITE_PROBE_KEY = "health.write_probe"
 
 
 class Actor(Protocol):
@@ -122,6 +129,8 @@ class SupervisorAPI:
         self._escalations = escalations
         self._killswitch = killswitch
         self._rates = RateLimiter()
+        self._bus_depth: Callable[[], int] = lambda: 0
+        self._schedule_runs: Callable[[], Mapping[str, int]] = dict
 
     @classmethod
     def over(cls, pool: AgentPool) -> SupervisorAPI:
@@ -339,6 +348,53 @@ class SupervisorAPI:
         """Every event from now on: agent states, output, finished turns, escalations."""
         return self._hub.stream()
 
+    # -- what the supervisor counts: /metrics and /readyz ---------------------------------------
+
+    def report_bus_depth(self, depth: Callable[[], int]) -> None:
+        """The agent bus plugs in here: how many messages wait (read on every scrape)."""
+        self._bus_depth = depth
+
+    def report_schedule_runs(self, runs: Callable[[], Mapping[str, int]]) -> None:
+        """The scheduler plugs in here: runs so far by outcome (counters, read on every
+        scrape)."""
+        self._schedule_runs = runs
+
+    @_store_errors
+    async def stats(self) -> StatsView:
+        """Counts from memory (agents, the turn tally) and one indexed count of open
+        escalations: cheap enough for every scrape, whatever the size of the tables."""
+        runners = self._pool.runners(include_dead=True)
+        agents = {str(state): 0 for state in AgentState}
+        for r in runners:
+            agents[str(r.state)] += 1
+        names = {r.id: r.name for r in runners}
+        tally = await self._store.turns.tally()
+        turns = dict.fromkeys(TURN_OUTCOMES, 0) | dict(tally.outcomes)
+        count, oldest = await self._store.escalations.open_summary()
+        age = max(0.0, self._pool.clock.now() - oldest) if oldest is not None else 0.0
+        runs = dict.fromkeys(SCHEDULE_OUTCOMES, 0) | dict(self._schedule_runs())
+        return StatsView(
+            agents=tuple(agents.items()),
+            turns=tuple(sorted(turns.items())),
+            costs=tuple(CostCell(a, names.get(a, a), m, c) for a, m, c in tally.costs),
+            open_escalations=count,
+            oldest_escalation_age_s=age,
+            halted=self._killswitch.halted,
+            bus_depth=int(self._bus_depth()),
+            schedule_runs=tuple(sorted(runs.items())),
+        )
+
+    async def check_store(self, timeout_s: float = 5.0) -> StoreCheck:
+        """Whether the database takes a write now (one small row, bounded in time)."""
+        try:
+            await asyncio.wait_for(self._store.kv.touch(WRITE_PROBE_KEY), timeout_s)
+        except TimeoutError:
+            return StoreCheck(False, f"a write did not finish within {timeout_s:g}s")
+        except StoreError as exc:
+            # The reason only: the body is served to whoever can reach the port.
+            return StoreCheck(False, f"the database takes no writes: {getattr(exc, 'reason', exc)}")
+        return StoreCheck(True, "writable")
+
     # -- the kill switch ------------------------------------------------------------------------
 
     @property
@@ -506,7 +562,8 @@ __all__ = [
     # read models
     "AgentView", "AgentDetail", "FleetView", "Sent", "Paused", "Killed", "LogEntry", "AgentLog",
     "SpendLine", "SpendReport", "Approved", "HaltView", "InviteView", "EscalationView",
-    "OperatorView", "KillReport",
+    "OperatorView", "KillReport", "StatsView", "CostCell", "StoreCheck", "TURN_OUTCOMES",
+    "SCHEDULE_OUTCOMES",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",

@@ -33,6 +33,7 @@ PERMISSION_MODES: tuple[str, ...] = get_args(PermissionMode)
 OnTimeout = Literal["deny", "pause"]
 ON_TIMEOUT: tuple[str, ...] = get_args(OnTimeout)
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+LogFormat = Literal["auto", "text", "json"]
 
 # Variables an agent may see. Everything else in the supervisor's environment (chat tokens,
 # cloud credentials, our own secrets) is withheld.
@@ -109,6 +110,10 @@ def _none_word(value: Any) -> Any:
 
 def _upper(value: Any) -> Any:
     return value.strip().upper() if isinstance(value, str) else value
+
+
+def _lower(value: Any) -> Any:
+    return value.strip().lower() if isinstance(value, str) else value
 
 
 def _secret(value: Any) -> Any:
@@ -255,6 +260,14 @@ class Settings(BaseSettings):
     console: Annotated[Flag | None, Key("SWITCHBOARD_CONSOLE", "console")] = None  # None: a tty?
     log_level: Annotated[LogLevel, Choice, BeforeValidator(_upper),
                          Key("SWITCHBOARD_LOG_LEVEL", "log_level")] = "INFO"
+    # auto: JSON lines when stderr is not a terminal (a container, a service), else text.
+    log_format: Annotated[LogFormat, Choice, BeforeValidator(_lower),
+                          Key("SWITCHBOARD_LOG_FORMAT", "log_format")] = "auto"
+    # The HTTP listener (/healthz, /readyz, /metrics, the Telegram webhook): off unless a port
+    # is given. PORT is what Cloud Run (and the image) set; our own variable wins over it.
+    http_port: Annotated[Port | None, Key("SWITCHBOARD_HTTP_PORT", "http_port",
+                                          also_env=("PORT",))] = None
+    http_host: Annotated[Text, Key("SWITCHBOARD_HTTP_HOST", "http_host")] = "127.0.0.1"
 
     # [telegram]
     telegram_token: Annotated[SecretText, Key("TELEGRAM_BOT_TOKEN", "telegram.bot_token",
@@ -388,6 +401,16 @@ class Settings(BaseSettings):
     @property
     def log_path(self) -> Path:
         return self.home / "switchboard.log"
+
+    @property
+    def http_listen(self) -> tuple[str, int] | None:
+        """Where the HTTP listener listens, or None for no listener. Webhook mode with no
+        port of its own listens where Telegram's webhook settings say."""
+        if self.http_port is not None:
+            return self.http_host, self.http_port
+        if self.telegram_token and self.telegram_webhook_url:
+            return self.telegram_webhook_listen, self.telegram_webhook_port
+        return None
 
     @property
     def instance_id(self) -> str:

@@ -32,6 +32,13 @@ class Key:
     env: str | None = None
     toml: str | None = None  # "name" at the top level, or "section.name"
     flat: str | None = None  # the top-level name it had before sections; still accepted
+    # Other variables read when `env` is unset, in order: a platform's own name for the same
+    # thing (Cloud Run's PORT).
+    also_env: tuple[str, ...] = ()
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        return ((self.env,) if self.env else ()) + self.also_env
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +113,7 @@ class EnvironmentSource(_Source):
     def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str],
                  internal: tuple[str, ...] = ()) -> None:
         super().__init__(settings_cls)
-        by_var = {key.env: name for name, key in _keys(settings_cls) if key.env}
+        by_var = {var: name for name, key in _keys(settings_cls) for var in key.variables}
         unknown = sorted(v for v in environ if v.startswith(OUR_PREFIX)
                          and v not in by_var and v not in internal)
         if unknown:
@@ -114,8 +121,8 @@ class EnvironmentSource(_Source):
             raise problems_error([
                 f"{ENVIRONMENT}: {v} is not a setting{_did_you_mean(v, candidates)}"
                 for v in unknown])
-        for var, name in by_var.items():
-            if environ.get(var, "") != "":
+        for var, name in by_var.items():  # a setting's own variable before its others
+            if environ.get(var, "") != "" and name not in self.given:
                 self.given[name] = Given(environ[var], var, ENVIRONMENT)
 
 
@@ -222,7 +229,8 @@ def shape(value: Any) -> str:
 def _sentence(name: str, field: FieldInfo, err: ErrorDetails, given: Given | None) -> str:
     key = key_of(field)
     toml = given.key if given and given.where != ENVIRONMENT else key.toml
-    subject = " / ".join(k for k in (key.env, toml) if k) or name
+    env = given.key if given and given.where == ENVIRONMENT else key.env  # PORT, not its alias
+    subject = " / ".join(k for k in (env, toml) if k) or name
     ctx = err.get("ctx") or {}
     kind = kind_of(field)
     if err["type"] == "setting":

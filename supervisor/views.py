@@ -134,6 +134,34 @@ class InviteView:
     ttl_s: float
 
 
-__all__ = ["AgentView", "AgentDetail", "FleetView", "Sent", "Paused", "Killed", "LogEntry",
-           "AgentLog", "SpendLine", "SpendReport", "Approved", "HaltView", "InviteView",
-           "EscalationView", "OperatorView"]
+@dataclass(frozen=True, slots=True)
+class CostCell:
+    agent_id: str
+    agent: str  # its name
+    model: str
+    cost_usd: float
+
+
+@dataclass(frozen=True, slots=True)
+class StatsView:
+    """What the supervisor counts, for /metrics: cheap to make (memory, and one indexed count)."""
+
+    agents: tuple[tuple[str, int], ...]  # every state, by name, with 0 for none
+    turns: tuple[tuple[str, int], ...]  # turns that ended, by outcome (ok, error, ...)
+    costs: tuple[CostCell, ...]
+    open_escalations: int
+    oldest_escalation_age_s: float  # 0 when none is open
+    halted: bool
+    bus_depth: int  # messages waiting on the agent bus (0 until there is one)
+    schedule_runs: tuple[tuple[str, int], ...]  # scheduled runs by outcome (0s until then)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCheck:
+    ok: bool
+    detail: str  # "writable", or what failed
+
+
+__all__ = ["CostCell", "StatsView", "StoreCheck", "AgentView", "AgentDetail", "FleetView", "Sent",
+           "Paused", "Killed", "LogEntry", "AgentLog", "SpendLine", "SpendReport", "Approved",
+           "HaltView", "InviteView", "EscalationView", "OperatorView"]

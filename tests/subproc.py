@@ -35,12 +35,21 @@ class Supervisor:
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
+        self.ended = threading.Event()  # the output is read to its end
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self) -> None:
         assert self.proc.stdout
         for line in self.proc.stdout:
             self.lines.put(line.rstrip("\n"))
+        self.ended.set()
+
+    def rest(self, timeout: float = 10) -> list[str]:
+        """Every line not yet seen, once the process has closed its output."""
+        self.ended.wait(timeout)
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        return self.seen
 
     def send(self, line: str) -> None:
         assert self.proc.stdin

@@ -1,7 +1,8 @@
 """The front-end kit: everything a chat front end does that is not parsing or rendering."""
 
 from bot.kit.actions import action_of
-from bot.kit.outbox import Outbox, Priority
+from bot.kit.links import Link, Links, LinkState
+from bot.kit.outbox import ChatStats, Outbox, Priority
 from bot.kit.ports import (
     ActivityKind,
     AgentActivity,
@@ -32,6 +33,7 @@ from bot.kit.service import CommandRunner, FrontDesk
 
 __all__ = [
     "ActivityKind", "AgentActivity", "AgentView", "AuditEntry", "ChatAdapter", "ChatCopy",
+    "ChatStats", "Link", "LinkState", "Links",
     "ChatError", "ChatId", "ChatRefused", "ChatUnavailable", "Clock", "CommandRunner",
     "EscalationClosed", "EventFeed", "FleetEvent", "FleetPort", "FrontDesk", "Incoming",
     "Layout", "MessageId", "Operator", "Outbox", "Priority", "RateLimited", "Sender",

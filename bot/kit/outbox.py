@@ -51,6 +51,17 @@ def file_form(reply: Reply) -> Attachment:
     return Attachment("message.txt", reply.plain().encode("utf-8", "replace"))
 
 
+@dataclass
+class ChatStats:
+    """What one front end's outbox has met, for /metrics: kept by its link, so the counters
+    outlive a reconnect (a new front desk, a new outbox)."""
+
+    delivered: int = 0
+    rate_limited: int = 0  # the platform's 429s (RetryAfter), each waited out
+    unavailable: int = 0  # timeouts, 5xx, refused connections, each retried
+    last_ack_s: float | None = None  # how long the platform took to answer the last call
+
+
 class Priority(IntEnum):
     """Lower goes first; within one priority, first in first out."""
 
@@ -107,9 +118,10 @@ class Outbox:
     future and is logged; rate limits and outages only delay."""
 
     def __init__(self, adapter: ChatAdapter, clock: Clock, *, backoff_s: float = 1.0,
-                 max_backoff_s: float = MAX_BACKOFF_S) -> None:
+                 max_backoff_s: float = MAX_BACKOFF_S, stats: ChatStats | None = None) -> None:
         self.adapter = adapter
         self.clock = clock
+        self.stats = stats if stats is not None else ChatStats()
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self._queues: dict[ChatId, _ChatQueue] = {}
@@ -219,14 +231,17 @@ class Outbox:
     async def _deliver(self, chat: ChatId, op: _Op) -> None:
         backoff = self.backoff_s
         while True:
+            started = self.clock.monotonic()
             try:
                 result = await op.call(self.adapter)
             except RateLimited as exc:
+                self.stats.rate_limited += 1
                 logger.info("chat rate limited platform=%s chat=%s retry_after=%.1f",
                             self.adapter.platform, chat, exc.retry_after_s)
                 await self.clock.sleep(exc.retry_after_s)
                 continue
             except ChatUnavailable as exc:
+                self.stats.unavailable += 1
                 logger.warning("chat unavailable platform=%s chat=%s what=%s error=%s "
                                "retry_in=%.1fs", self.adapter.platform, chat, op.what, exc,
                                backoff)
@@ -249,6 +264,8 @@ class Outbox:
                                  self.adapter.platform, chat, op.what)
                 self._settle(op, exc=exc)
                 return
+            self.stats.delivered += 1
+            self.stats.last_ack_s = max(0.0, self.clock.monotonic() - started)
             self._settle(op, result=result)
             return
 
@@ -266,6 +283,10 @@ class Outbox:
 
     def idle(self) -> bool:
         return all(not q.ops and not q.busy for q in self._queues.values())
+
+    def depth(self) -> int:
+        """Calls queued or being sent, over every chat."""
+        return sum(len(q.ops) + q.busy for q in self._queues.values())
 
     async def flush(self, timeout_s: float) -> bool:
         """Wait (in real time, bounded) until every queue is empty; True if they are."""

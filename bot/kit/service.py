@@ -17,7 +17,7 @@ from bot.kit.access import BAD_INVITE, NOT_AN_OPERATOR, Access
 from bot.kit.actions import CANCEL, parse_action
 from bot.kit.cards import StatusCards
 from bot.kit.copies import Copies
-from bot.kit.outbox import Outbox, Priority
+from bot.kit.outbox import ChatStats, Outbox, Priority
 from bot.kit.ports import (
     AgentActivity,
     ChatAdapter,
@@ -61,7 +61,8 @@ class FrontDesk(Lifecycle):
 
     def __init__(self, adapter: ChatAdapter, fleet: FleetPort, commands: CommandRunner, *,
                  clock: Clock | None = None, admin_ids: Iterable[str] = (),
-                 card_interval_s: float = 2.0, kill_label: str | None = None) -> None:
+                 card_interval_s: float = 2.0, kill_label: str | None = None,
+                 stats: ChatStats | None = None) -> None:
         self.adapter = adapter
         self.fleet = fleet
         self.commands = commands
@@ -69,7 +70,7 @@ class FrontDesk(Lifecycle):
         self.admin_ids = tuple(admin_ids)
         self.kill_label = kill_label
         self.platform = adapter.platform
-        self.outbox = Outbox(adapter, self.clock)
+        self.outbox = Outbox(adapter, self.clock, stats=stats)
         self.access = Access(adapter, fleet)
         self.copies = Copies(fleet, self.outbox, self.access)
         self.cards = StatusCards(fleet, self.outbox, self.clock,

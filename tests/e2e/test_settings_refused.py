@@ -61,7 +61,8 @@ def test_a_bad_settings_file_stops_run_at_start(tmp_path, toml, needles):
     ({"SWITCHBOARD_CONSOLE": "maybe"},
      ["SWITCHBOARD_CONSOLE / console must be true or false (also yes/no/on/off/1/0), "
       "got 'maybe'"]),
-], ids=["misspelt variable", "fractional integer", "unknown boolean word"])
+    ({"PORT": "http"}, ["PORT / http_port must be a whole number, got 'http'"]),
+], ids=["misspelt variable", "fractional integer", "unknown boolean word", "bad PORT"])
 def test_a_bad_environment_variable_stops_run_at_start(tmp_path, env, needles):
     home = tmp_path / "sb"
     out = run(home, **env)
@@ -81,3 +82,19 @@ def test_a_settings_file_in_sections_runs(short_home):
         assert sup.proc.wait(30) == 0
     finally:
         sup.close()
+
+
+def test_a_port_in_use_stops_run_at_start_with_the_setting_to_change(tmp_path):
+    import socket
+
+    home = tmp_path / "sb"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = run(home, SWITCHBOARD_HTTP_PORT=str(port))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"switchboard: cannot listen on 127.0.0.1:{port} for health and metrics" in out.stderr
+    assert "set SWITCHBOARD_HTTP_PORT (or PORT) to a free port" in out.stderr
+    assert "running headless" not in out.stderr
+    assert not (home / "switchboard.db").exists()  # nothing after the listener started

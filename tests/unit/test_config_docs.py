@@ -50,7 +50,9 @@ def test_every_setting_is_documented_and_nothing_else():
 @pytest.mark.parametrize("name", sorted(Settings.model_fields))
 def test_the_variable_and_the_toml_keys(name):
     key, row = key_of(Settings.model_fields[name]), ROWS[name]
-    assert row["Environment variable"] == (f"`{key.env}`" if key.env else NONE)
+    # A setting's own variable first, then the others it reads (http_port: PORT).
+    assert row["Environment variable"] == (", ".join(f"`{v}`" for v in key.variables)
+                                           if key.variables else NONE)
     documented = {s.strip("[]") for s in spans(row["TOML key"])}
     assert documented == {k for k in (key.toml, key.flat) if k}
     if key.toml:  # the canonical key comes first, the older flat name in brackets after it
