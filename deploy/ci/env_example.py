@@ -32,7 +32,8 @@ def rows() -> dict[str, tuple[str, str]]:
     for line in (ROOT / "docs" / "configuration.md").read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 6 and (m := re.fullmatch(r"`([a-z_0-9]+)`", cells[0])):
-            out[m.group(1)] = (cells[4].replace("`", ""), cells[5].replace("`", ""))
+            plain = [re.sub(r"\[([^]]+)\]\([^)]+\)", r"\1", c).replace("`", "") for c in cells]
+            out[m.group(1)] = (plain[4], plain[5])
     return out
 
 
