@@ -261,6 +261,10 @@ def cmd_doctor(settings: Settings) -> int:
     if settings.slack_bot_token:
         fronts.append("slack (token set)")
     doctor.say(f"front ends configured: {', '.join(fronts)}")
+    listen = settings.http_listen
+    doctor.say(f"http listener (/healthz /readyz /metrics): http://{listen[0]}:{listen[1]}"
+               if listen else "http listener: off (set SWITCHBOARD_HTTP_PORT or PORT to turn "
+               "it on)")
     doctor.say("all good" if not doctor.problems else f"{doctor.problems} problem(s) found")
     return 0 if not doctor.problems else 1
 

@@ -18,7 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from bot.kit.links import Links
 from bot.metrics import LinkSample, Metrics, Sample
-from supervisor.api import SupervisorAPI
+from supervisor.api import SupervisorAPI, SupervisorError
 from supervisor.errors import ConfigError
 from supervisor.service import TaskGroup
 
@@ -115,7 +115,9 @@ class Listener:
         web_app.router.add_get("/readyz", self._readyz)
         web_app.router.add_get("/metrics", self._metrics)
         web_app.router.add_post("/{path:.*}", self._webhook)
-        runner = web.AppRunner(web_app, handle_signals=False, access_log=None)
+        # A bounded stop: a scrape or a webhook still in flight gets two seconds.
+        runner = web.AppRunner(web_app, handle_signals=False, access_log=None,
+                               shutdown_timeout=2.0)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
         try:
@@ -151,8 +153,12 @@ class Listener:
         api = self.app.api
         if api is None:
             return web.Response(status=503, text="starting: the supervisor is not up yet\n")
-        sample = Sample(await api.stats(), tuple(LinkSample.of(x) for x in self.app.links),
-                        self.lag.lag_s)
+        try:
+            stats = await api.stats()
+        except SupervisorError:  # the store closed under a scrape at shutdown
+            logger.warning("metrics unavailable", exc_info=True)
+            return web.Response(status=503, text="unavailable: the state database failed\n")
+        sample = Sample(stats, tuple(LinkSample.of(x) for x in self.app.links), self.lag.lag_s)
         return web.Response(body=self.metrics.render(sample),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
 

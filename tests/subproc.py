@@ -23,7 +23,9 @@ class Supervisor:
                  prefix: tuple[str, ...] = ()) -> None:
         """`env` is added to the test's environment (SWITCHBOARD_* variables dropped);
         `prefix` runs the supervisor under another command (e.g. without namespaces)."""
-        full = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+        # PORT too: set, it would turn on every supervisor's HTTP listener on one port.
+        full = {k: v for k, v in os.environ.items()
+                if not k.startswith("SWITCHBOARD_") and k != "PORT"}
         full["SWITCHBOARD_HOME"] = str(home)
         full.update(env or {})
         self.proc = subprocess.Popen(

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def sb(args: list[str], home: Path, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("SWITCHBOARD_", "ANTHROPIC_"))}
+            if not k.startswith(("SWITCHBOARD_", "ANTHROPIC_")) and k != "PORT"}
     base.update({"SWITCHBOARD_HOME": str(home), **env})
     return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True,
                           text=True, env=base, cwd=ROOT, timeout=90)
@@ -44,10 +44,11 @@ def test_status_on_a_fresh_data_dir(tmp_path):
 
 def test_doctor_reports_missing_credentials_in_plain_words(tmp_path):
     out = sb(["doctor"], tmp_path / "d", SWITCHBOARD_CLAUDE_CLI=str(FAKE_CLAUDE),
-             CLAUDE_CONFIG_DIR=str(tmp_path / "nocreds"))
+             CLAUDE_CONFIG_DIR=str(tmp_path / "nocreds"), PORT="8080")
     assert out.returncode == 1
     assert "PROBLEM" in out.stdout and "ANTHROPIC_API_KEY" in out.stdout
     assert "claude CLI" in out.stdout and "2.1.332" in out.stdout
+    assert "http listener (/healthz /readyz /metrics): http://127.0.0.1:8080" in out.stdout
 
 
 def test_doctor_with_an_api_key_and_the_bundled_cli(tmp_path):

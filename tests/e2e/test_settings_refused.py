@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run(home: Path, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("SWITCHBOARD_", "ANTHROPIC_", "TELEGRAM_", "SLACK_"))}
+            if not k.startswith(("SWITCHBOARD_", "ANTHROPIC_", "TELEGRAM_", "SLACK_"))
+            and k != "PORT"}
     base.update({"SWITCHBOARD_HOME": str(home), "SWITCHBOARD_CLAUDE_CLI": str(FAKE_CLAUDE),
                  **env})
     return subprocess.run([sys.executable, "-m", "bot.cli", "run", "--headless"],

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -25,6 +26,7 @@ from store import open_store
 from supervisor.config import Secret, Settings
 from supervisor.errors import ConfigError
 from supervisor.redact import SECRETS
+from tests.conftest import free_port
 
 TOKEN = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1"
 
@@ -272,3 +274,23 @@ async def test_readiness_needs_a_writable_store_and_each_front_end_connected_or_
                                    "closed"]
     assert str(quiet_app.settings.home) not in json.dumps(report)  # no path to strangers
     assert (await readiness(Running(None)))["not_ready"] == ["store: not open yet (starting)"]
+
+
+async def test_a_scrape_while_the_store_is_closed_is_a_503_not_a_crash(quiet_app):
+    from bot.web import Listener
+    from supervisor.service import TaskGroup
+
+    listener = Listener(Running(quiet_app.api), "127.0.0.1", free_port())
+    group = TaskGroup()
+    await listener.start(group)
+    try:
+        await quiet_app.store.db.close()
+        async with aiohttp.ClientSession() as session:
+            async with session.get(listener.url + "/metrics") as resp:
+                assert resp.status == 503
+                assert "state database" in await resp.text()
+            async with session.get(listener.url + "/healthz") as resp:
+                assert resp.status == 200  # alive all the same
+    finally:
+        await listener.stop()
+        await group.cancel_all(1)
