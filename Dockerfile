@@ -62,7 +62,8 @@ RUN python3 -m venv /opt/switchboard \
 # agents resume their sessions after the container is replaced.
 ENV SWITCHBOARD_HOME=/data \
     CLAUDE_CONFIG_DIR=/data/claude \
-    PORT=8080
+    PORT=8080 \
+    SWITCHBOARD_HTTP_HOST=0.0.0.0
 VOLUME ["/data"]
 WORKDIR /data
 USER 10001:10001

@@ -309,9 +309,7 @@ def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: P
         m.bind(dirs.etc / "passwd", Path("/etc/passwd"), writable=False)
         m.bind(dirs.etc / "group", Path("/etc/group"), writable=False)
     _bind_needed(m, [real_cli, *ro_extra])
-    m.args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-               "--hostname", "switchboard-agent", "--die-with-parent", "--new-session",
-               "--as-pid-1"]
+    m.args += list(NAMESPACES)
     if iso.drops_uid:
         # bwrap runs as root to build the mounts; the inner launcher keeps only what it needs
         # to drop to the agent uid, and the CLI has no capability at all.
@@ -319,6 +317,11 @@ def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: P
                    "--cap-add", "CAP_KILL"]
     return m.args
 
+
+# The namespaces of every sandbox, the probe's included.
+NAMESPACES = ("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+              "--hostname", "switchboard-agent", "--die-with-parent", "--new-session",
+              "--as-pid-1")
 
 # Never hidden for a peer's sake: an operator who gives an agent --cwd /usr must not take
 # /usr away from every other agent.
@@ -443,8 +446,7 @@ def _probe(settings: Settings, real_cli: Path | None) -> Isolation:
         if not _under(d, Path("/tmp")):
             m.tmpfs(d)
     _bind_needed(m, [real_cli] if real_cli is not None else [])
-    args = m.args + ["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session",
-                     "--as-pid-1"]
+    args = [*m.args, *NAMESPACES]  # the agents' own: a refused one is found here, not per spawn
     check = ["import os, sys",
              "assert os.getpid() == 1, 'not in a pid namespace of its own'"]
     if uid is not None:

@@ -135,8 +135,8 @@ def deployment() -> Iterator[Deployment]:
 
 def test_pid_1_is_tini_and_the_supervisor_is_not_root(deployment):
     assert deployment.exec("cat", "/proc/1/comm") == "tini"
-    rows = [line.split(None, 1) for line in
-            docker("top", deployment.name, "-eo", "uid,args").splitlines()[1:]]
+    rows = [line.split(None, 2)[1:] for line in
+            docker("top", deployment.name, "-eo", "pid,uid,args").splitlines()[1:]]
     supervisor = [uid for uid, args in rows if "switchboard run" in args]
     assert supervisor == ["10001"], rows
 
