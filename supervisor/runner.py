@@ -438,6 +438,11 @@ class AgentRunner:
                         turn_id, status="interrupted",
                         error="the kill switch was triggered" if self._deps.killswitch.halted
                         else "stopped by operator")
+            elif turn_id is None and isinstance(exc, StoreError):
+                excerpt = prompt if len(prompt) <= 300 else prompt[:300] + "…"
+                await self._fail(None, AgentFailed(
+                    None, "", f"the message could not be recorded, so it was not run ({exc})."
+                    f" It was: {excerpt!r}. Send it again once storage works"))
             else:
                 await self._fail(turn_id, exc)
         except Exception as exc:  # noqa: BLE001 - an unforeseen error still ends the turn visibly
@@ -479,12 +484,20 @@ class AgentRunner:
         title = f"{self.name} failed"
         if self._deps.crashes.in_loop(self.id) is not None:
             title += " again: crash loop, it will not be restarted for now"
-        notice = await self._deps.escalations.draft_notice(self.id, title, message)
-        if turn_id is not None:  # the notice goes with the turn's end (see _finish_turn)
-            await self._deps.store.turns.finish(turn_id, status="failed", error=message,
-                                                notice=notice)
-        await self._deps.store.agents.update(self.id, last_error=message)
-        await self._set_state(AgentState.FAILED, message)
+        try:
+            notice = await self._deps.escalations.draft_notice(self.id, title, message)
+            if turn_id is not None:  # the notice goes with the turn's end (see _finish_turn)
+                await self._deps.store.turns.finish(turn_id, status="failed", error=message,
+                                                    notice=notice)
+            await self._deps.store.agents.update(self.id, last_error=message)
+            await self._set_state(AgentState.FAILED, message)
+        except StoreError:
+            # The store takes no writes (the storage guard reports why): the failure is still
+            # shown, from memory, and the notice is held in memory until delivered.
+            logger.warning("failure not recorded agent=%s", self.id, exc_info=True)
+            old, self.state = self.state, AgentState.FAILED
+            self._deps.hub.publish(StateChanged(self.id, self.name, old, self.state, message))
+            turn_id = None
         if turn_id is None:
             await self._deps.escalations.notify(self.id, title, message)
         else:
