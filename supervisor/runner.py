@@ -33,12 +33,23 @@ from supervisor.inbox import Inbox, MemoryInbox
 from supervisor.lifecycle import check as check_transition
 from supervisor.policy import Policy
 from supervisor.process import AgentProcess, sweep
-from supervisor.records import NO_TOOL, cost_delta, record_of, summarize_tool, turn_status
+from supervisor.records import (
+    NO_TOOL,
+    cost_delta,
+    record_of,
+    retryable_api_error,
+    summarize_tool,
+    turn_status,
+)
 from supervisor.sandbox import Isolation, agent_dirs, bwrap_args, prepare, sandbox_env
 
 logger = logging.getLogger(__name__)
 
 IDLE_POLL_S = 1.0
+# A turn the API failed with a passing error is continued after each of these waits.
+API_RETRY_WAITS_S = (0.5, 4.0, 15.0)
+API_RETRY_PROMPT = ("[Switchboard] The API failed with a passing error (HTTP {status}) before "
+                    "your last step could run. Continue the task from where you were.")
 __all__ = ["AgentRunner", "RunnerDeps", "NATIVE_TOOLS_DISALLOWED", "summarize_tool"]
 
 
@@ -421,13 +432,7 @@ class AgentRunner:
             self.turn_started_at = self.last_activity_at = self._deps.clock.now()
             await self._set_state(AgentState.WORKING, "")
             await proc.query(prompt)
-            result: ResultMessage | None = None
-            async for msg in proc.responses():
-                await self._record(msg, turn_id)
-                if isinstance(msg, ResultMessage):
-                    result = msg
-            if result is None:
-                raise AgentFailed(None, proc.stderr_text(), "the turn ended without a result")
+            result = await self._retry_api_errors(proc, turn_id, await self._result(proc, turn_id))
             await self._finish_turn(turn_id, result)
         except (ClaudeSDKError, AgentFailed, OSError, StoreError) as exc:
             if self._shutting_down:
@@ -453,6 +458,38 @@ class AgentRunner:
             self.current_tool = None
             self.turn_started_at = None
             self._turn_done.set()
+
+    async def _result(self, proc: AgentProcess, turn_id: int) -> ResultMessage:
+        result: ResultMessage | None = None
+        async for msg in proc.responses():
+            await self._record(msg, turn_id)
+            if isinstance(msg, ResultMessage):
+                result = msg
+        if result is None:
+            raise AgentFailed(None, proc.stderr_text(), "the turn ended without a result")
+        return result
+
+    async def _retry_api_errors(self, proc: AgentProcess, turn_id: int,
+                                result: ResultMessage) -> ResultMessage:
+        """A turn the API failed with a passing error (overloaded 529, 500, 502-504, 429),
+        once the CLI's own retries are spent, is continued in the same session after a
+        wait, a few times, alike for every such status. The session holds what the turn did
+        so far, so the follow-up asks the model to go on, not to start again."""
+        for attempt, wait_s in enumerate(API_RETRY_WAITS_S, start=1):
+            status = retryable_api_error(result)
+            if status is None or self._stopping or self._deps.killswitch.halted:
+                break
+            note = (f"API error {status}; continuing the turn in {wait_s:g}s "
+                    f"(retry {attempt} of {len(API_RETRY_WAITS_S)})")
+            logger.warning("turn retried agent=%s status=%s attempt=%d", self.id, status,
+                           attempt)
+            await self._deps.store.events.append(self.id, turn_id, "retry", note,
+                                                 {"status": status, "attempt": attempt})
+            self._deps.hub.publish(AgentOutput(self.id, self.name, "system", note))
+            await self._deps.clock.sleep(wait_s)
+            await proc.query(API_RETRY_PROMPT.format(status=status))
+            result = await self._result(proc, turn_id)
+        return result
 
     async def _fail(self, turn_id: int | None, exc: BaseException) -> None:
         # Halted: the kill switch's thread SIGKILLed the CLI before the loop could mark this

@@ -199,3 +199,33 @@ async def test_the_database_file_deleted_or_replaced_is_noticed_and_rescued(fake
     rescued.replace(db)
     async with Switchboard(fake_settings) as app:
         assert [r.name for r in app.pool.runners()] == ["keeper"]
+
+
+# -- passing API errors ------------------------------------------------------------------------
+
+
+@pytest.mark.real_cli
+@pytest.mark.parametrize("status", [529, 500])
+async def test_a_passing_api_error_burst_is_retried_alike_for_529_and_500(permissive_settings,
+                                                                          mock_api, status):
+    """Regression: a 529 (overloaded) burst the CLI's own retries did not outlast failed the
+    turn. Every passing API error status is treated alike: the runner continues the turn in
+    the same session after a wait. (The tests' CLI runs with CLAUDE_CODE_MAX_RETRIES=0, so
+    the mock API's error reaches the runner.)"""
+    failures = iter(range(1))
+
+    def on_request(body):
+        if "OVERLOAD" in str(body.get("messages", ""))[-2000:] and next(failures, None) is not None:
+            return {"error": status}
+        return None
+
+    mock_api.on_request = on_request
+    async with Switchboard(permissive_settings) as app:
+        assert (await run(app, "/spawn busy OVERLOAD then reply")).ok
+        runner = await app.pool.get("busy")
+        await wait_for(lambda: runner.state == "idle" and not runner.busy, 60, "busy idle")
+        [turn] = await app.store.turns.recent(runner.id, 5)
+        assert turn.status == "ok", turn
+        assert "Continue the task" in (turn.result_text or "")
+        retries = [e for e in await app.store.events.tail(runner.id, 100) if e.kind == "retry"]
+        assert [e.summary.split(";")[0] for e in retries] == [f"API error {status}"]
