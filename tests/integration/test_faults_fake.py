@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bot.app import Switchboard
-from tests.conftest import make_settings, run, wait_for
+from tests.conftest import make_settings, processes_with_tag, run, wait_for
 from tests.subproc import Supervisor, write_config
 
 pytestmark = pytest.mark.timeout(60)
@@ -229,3 +229,22 @@ async def test_a_passing_api_error_burst_is_retried_alike_for_529_and_500(permis
         assert "Continue the task" in (turn.result_text or "")
         retries = [e for e in await app.store.events.tail(runner.id, 100) if e.kind == "retry"]
         assert [e.summary.split(";")[0] for e in retries] == [f"API error {status}"]
+
+
+async def test_the_kill_switch_works_and_says_so_when_the_database_takes_no_writes(fake_app):
+    """Regression: with the store refusing writes, the kill switch SIGKILLed every agent and
+    then answered "The state database failed ... nothing was changed" (its bookkeeping
+    write raised). Now the kill is reported as done, with what could not be recorded."""
+    app = fake_app
+    runner = await _idle(app, "victim")
+    tag = runner.tag + "\0"
+    assert processes_with_tag(tag)
+    await app.store.db._w().execute("PRAGMA query_only = 1")
+    try:
+        reply = await run(app, "/killall confirm")
+        assert reply.ok, reply.plain()
+        assert "1 agent(s) killed" in reply.plain()
+        assert processes_with_tag(tag) == []
+        assert app.api.halted
+    finally:
+        await app.store.db._w().execute("PRAGMA query_only = 0")
