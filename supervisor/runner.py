@@ -196,9 +196,17 @@ class AgentRunner:
             if not self.state.live or self.state == AgentState.PAUSED:
                 raise AgentNotRunning(self.name, self.state, "pause")
             stopped = self._proc.pause() if self._proc and self._proc.alive() else []
-            self._state_before_pause = self.state
+            before, self._state_before_pause = self._state_before_pause, self.state
             self._not_paused.clear()
-            await self._set_state(AgentState.PAUSED, f"paused ({len(stopped)} processes stopped)")
+            try:
+                await self._set_state(AgentState.PAUSED,
+                                      f"paused ({len(stopped)} processes stopped)")
+            except StoreError:  # not recorded: undone, so that "nothing was changed" holds
+                if self._proc and stopped:
+                    self._proc.resume()
+                self._state_before_pause = before
+                self._not_paused.set()
+                raise
             return stopped
 
     async def resume(self) -> None:
@@ -211,7 +219,12 @@ class AgentRunner:
             back = self._state_before_pause if self.busy else AgentState.IDLE
             if back == AgentState.PAUSED:
                 back = AgentState.IDLE
-            await self._set_state(back, "resumed")
+            try:
+                await self._set_state(back, "resumed")
+            except StoreError:  # not recorded: frozen again, so that "nothing was changed" holds
+                if self._proc:
+                    self._proc.pause()
+                raise
             self._not_paused.set()
 
     async def stop(self) -> None:
@@ -247,14 +260,15 @@ class AgentRunner:
             if self.state == AgentState.KILLED:
                 return []
             self._stopping = True
-            await self._deps.escalations.cancel_for_agent(self.id, "the agent was killed")
+            with contextlib.suppress(StoreError):  # a kill works whatever the store does
+                await self._deps.escalations.cancel_for_agent(self.id, "the agent was killed")
             forced: list[int] = []
             proc, self._proc = self._proc, None
             if proc is not None:
                 forced = await proc.kill(self._deps.settings.kill_grace_s)
             else:  # no process of ours (e.g. after a restart): anything tagged goes anyway
                 forced = await asyncio.to_thread(sweep, self.tag + "\0")
-            await self._set_state(AgentState.KILLED, reason)
+            await self._set_state_held(AgentState.KILLED, reason)
             self._not_paused.set()
             self._inbox.wake()
             return forced
@@ -312,8 +326,9 @@ class AgentRunner:
         proc, self._proc = self._proc, None
         if proc is not None:
             await proc.close(kill=True, timeout_s=2)
-        await self._deps.escalations.cancel_for_agent(self.id, reason)
-        await self._set_state(AgentState.KILLED, reason)
+        with contextlib.suppress(StoreError):  # the processes are gone whatever the store says
+            await self._deps.escalations.cancel_for_agent(self.id, reason)
+        await self._set_state_held(AgentState.KILLED, reason)
         self._not_paused.set()
         self._inbox.wake()
 
@@ -340,6 +355,21 @@ class AgentRunner:
         self.state = new
         self._deps.hub.publish(StateChanged(self.id, self.name, old, new, reason))
         logger.info("agent state agent=%s name=%s old=%s new=%s", self.id, self.name, old, new)
+
+    async def _set_state_held(self, new: AgentState, reason: str) -> None:
+        """For what has already happened (the processes are dead): stored if the store takes
+        it, else held in memory and published all the same, and the operator told that the
+        database does not know (a restart would show the old state)."""
+        try:
+            await self._set_state(new, reason)
+        except StoreError as exc:
+            old, self.state = self.state, new
+            self._deps.hub.publish(StateChanged(self.id, self.name, old, new, reason))
+            logger.warning("state not recorded agent=%s new=%s: %s", self.id, new, exc)
+            await self._deps.escalations.notify(
+                self.id, f"{self.name} is {new}, but the database could not record it",
+                f"{exc}. After a restart it would show as {old} until the database works "
+                "again; nothing else is needed.")
 
     def _sandbox(self, env: dict[str, str]) -> dict[str, str]:
         """Prepare the agent's private directory; the variables that put it in its sandbox."""

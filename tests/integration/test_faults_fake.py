@@ -12,6 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from bot.app import Switchboard
@@ -246,5 +247,29 @@ async def test_the_kill_switch_works_and_says_so_when_the_database_takes_no_writ
         assert "1 agent(s) killed" in reply.plain()
         assert processes_with_tag(tag) == []
         assert app.api.halted
+    finally:
+        await app.store.db._w().execute("PRAGMA query_only = 0")
+
+
+async def test_kill_and_pause_tell_the_truth_when_the_database_takes_no_writes(fake_app):
+    """Regression: /kill SIGKILLed the agent, then answered "The state database failed ...
+    nothing was changed"; /pause left the processes frozen behind the same answer. Now a kill
+    is done and said so (the database's ignorance reported), and a pause that cannot be
+    recorded is undone, so that "nothing was changed" is true."""
+    app = fake_app
+    sleeper = await _idle(app, "sleeper")
+    victim = await _idle(app, "victim")
+    await app.store.db._w().execute("PRAGMA query_only = 1")
+    try:
+        paused = await run(app, "/pause sleeper")
+        assert not paused.ok and "nothing was changed" in paused.plain()
+        assert sleeper.state == "idle"
+        assert not any(p.status() == psutil.STATUS_STOPPED
+                       for p in processes_with_tag(sleeper.tag + "\0"))
+        killed = await run(app, "/kill victim")
+        assert killed.ok, killed.plain()
+        assert victim.state == "killed" and processes_with_tag(victim.tag + "\0") == []
+        assert any("victim is killed, but the database could not record it" in t
+                   for t in await _titles(app))
     finally:
         await app.store.db._w().execute("PRAGMA query_only = 0")
