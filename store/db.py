@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,11 @@ class Database:
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
         self._write_lock = asyncio.Lock()
+        self.identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
+        # Called with the reason of every write that failed for the database's sake (disk
+        # full, read-only, I/O), not for a broken rule (Conflict): how storage trouble is
+        # noticed the moment it happens.
+        self.write_error_listeners: list[Callable[[str], None]] = []
 
     async def __aenter__(self) -> Database:
         await self.open()
@@ -54,6 +60,7 @@ class Database:
             self._reader = await aiosqlite.connect(uri, uri=True, isolation_level=None)
             self._reader.row_factory = aiosqlite.Row
             await self._reader.execute("PRAGMA busy_timeout=5000")
+            self.identity = _identity(self.path)
         except sqlite3.Error as exc:
             await self.close()
             raise StoreUnavailable(str(self.path), str(exc)) from exc
@@ -94,6 +101,44 @@ class Database:
             # migration removed (invite codes in clear). Write the new ones back now.
             await self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
+    def file_problem(self) -> str | None:
+        """"deleted" or "replaced" if the file at `path` is no longer the one opened (SQLite
+        goes on writing to the open file, which a restart would never see again), else
+        None. One stat: cheap enough to call often."""
+        if self.identity is None:
+            return None
+        try:
+            now = _identity(self.path)
+        except OSError:  # e.g. an unreadable directory: no evidence that the file changed
+            return None
+        if now is None:
+            return "deleted"
+        return "replaced" if now != self.identity else None
+
+    async def rescue(self, target: Path) -> None:
+        """Copy the open database, whatever happened to its file, to `target` (the SQLite
+        backup API, so the copy is consistent)."""
+        source = self._writer or self._r()
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.unlink(missing_ok=True)
+        try:
+            dest = await aiosqlite.connect(tmp)
+            try:
+                await source.backup(dest)
+            finally:
+                await dest.close()
+            tmp.replace(target)
+        except (sqlite3.Error, OSError) as exc:
+            tmp.unlink(missing_ok=True)
+            raise StoreUnavailable(str(target), f"could not save a copy: {exc}") from exc
+
+    def _write_failed(self, reason: str) -> None:
+        for listener in list(self.write_error_listeners):
+            try:
+                listener(reason)
+            except Exception:  # noqa: BLE001 - a listener never turns one failure into two
+                logger.exception("write-error listener failed")
+
     @property
     def schema_version(self) -> int:
         return len(MIGRATIONS)
@@ -131,6 +176,7 @@ class Database:
                 raise Conflict(str(exc)) from exc
             except sqlite3.Error as exc:
                 await _rollback(conn)
+                self._write_failed(str(exc))
                 raise StoreUnavailable(str(self.path), str(exc)) from exc
             except BaseException:
                 await _rollback(conn)
@@ -148,6 +194,15 @@ class Database:
     async def fetchone(self, sql: str, params: Params = ()) -> aiosqlite.Row | None:
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of `path`, None if it does not exist; other OSErrors propagate."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 async def _rollback(conn: aiosqlite.Connection) -> None:

@@ -15,6 +15,7 @@ can do about it (`fix`), so the command dispatcher turns any of them into text i
     ├── LimitExceeded(limit, fix)         a guardrail refused (fleet size, rate, memory ...)
     ├── ShuttingDown                      the supervisor no longer takes work
     ├── StoreFailed(cause)                the state database failed underneath
+    ├── StorageTrouble(what, fix)         storage is known broken: new work is refused
     └── AgentFailed(exit_code, stderr_tail)  the CLI process failed
 """
 
@@ -138,6 +139,14 @@ class StoreFailed(SupervisorError):
                          fix="Check free disk space and `switchboard doctor`; nothing was "
                              "changed.")
         self.cause = cause
+
+
+class StorageTrouble(SupervisorError):
+    """Storage is known to be broken (disk full, read-only, the database file deleted or
+    replaced): new work is refused rather than acknowledged and lost."""
+
+    def __init__(self, what: str, fix: str) -> None:
+        super().__init__(f"storage trouble: {what}", what=f"Not done: {what}", fix=fix)
 
 
 class AgentFailed(SupervisorError):

@@ -45,6 +45,7 @@ from enum import StrEnum
 from typing import Any
 
 from store import Store
+from store.errors import StoreError
 from store.escalations import EscalationDraft, EscalationRow, Notice
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.errors import AlreadyAnswered, SupervisorError, UnknownEscalation
@@ -53,6 +54,7 @@ logger = logging.getLogger(__name__)
 
 ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 FOLLOW_PAGE = 200  # rows read at a time from a front end's backlog
+HELD_NOTICES = 200  # notices held in memory while the store takes no writes
 
 
 class Kind(StrEnum):
@@ -137,6 +139,10 @@ class Escalations:
         self.started_at = self.clock.now()
         self._waiting: dict[str, _Waiting] = {}
         self._answer_hooks: dict[str, AnswerHook] = {}
+        # Notices the store refused (disk full, read-only): held here and delivered to every
+        # front end from memory, so the operator hears about the trouble that stops the store.
+        self._held: list[EscalationRow] = []
+        self._held_acked: dict[str, set[str]] = {}
 
     def on_answer(self, tool_name: str, hook: AnswerHook) -> None:
         """Call `hook` with each row of `tool_name` that an operator answers: how a row that
@@ -203,14 +209,36 @@ class Escalations:
     async def notify(self, agent_id: str | None, title: str, body: str = "",
                      ref_id: str | None = None, *, detail: str | None = None,
                      detail_name: str | None = None) -> EscalationRow:
-        """A notice: pushed to the operator like an escalation, needs no answer."""
-        row = await self.store.escalations.create(
-            id=await self._new_id(), agent_id=agent_id, kind=Kind.NOTICE, title=title, body=body,
-            ref_id=ref_id, status="info", detail=detail, detail_name=detail_name,
-            now=self.clock.now(),
-        )
+        """A notice: pushed to the operator like an escalation, needs no answer. If the store
+        cannot take it, it is held in memory and delivered from there (never dropped)."""
+        try:
+            row = await self.store.escalations.create(
+                id=await self._new_id(), agent_id=agent_id, kind=Kind.NOTICE, title=title,
+                body=body, ref_id=ref_id, status="info", detail=detail,
+                detail_name=detail_name, now=self.clock.now(),
+            )
+        except StoreError as exc:
+            logger.warning("notice held in memory: the store refused it title=%r: %s", title,
+                           exc)
+            row = self._hold(agent_id, title, body, ref_id, detail, detail_name)
         self._publish("created", row)
         return row
+
+    def _hold(self, agent_id: str | None, title: str, body: str, ref_id: str | None,
+              detail: str | None, detail_name: str | None) -> EscalationRow:
+        row = EscalationRow(
+            seq=0, id="m" + "".join(secrets.choice(ID_ALPHABET) for _ in range(7)),
+            agent_id=agent_id, kind=Kind.NOTICE, title=title, body=body, tool_name=None,
+            tool_input=None, options=(), free_text=False, ref_id=ref_id, status="info",
+            answer=None, answered_by=None, answered_via=None, answered_at=None,
+            created_at=self.clock.now(), detail=detail, detail_name=detail_name)
+        self._held = [*self._held[-(HELD_NOTICES - 1):], row]
+        return row
+
+    def held(self, frontend: str) -> list[EscalationRow]:
+        """Notices held in memory that `frontend` has not acknowledged, oldest first."""
+        acked = self._held_acked.get(frontend, set())
+        return [r for r in self._held if r.id not in acked]
 
     def _publish(self, what: str, row: EscalationRow) -> None:
         self.hub.publish(EscalationEvent(what, row, self.clock.now()))
@@ -381,19 +409,31 @@ class Escalations:
         with self.hub.subscription() as queue:
             await self._first_sight(frontend)
             while True:
-                after = 0
-                while True:  # the whole backlog, a page at a time, however long it is
-                    page = await self.store.escalations.undelivered(
-                        frontend, limit=FOLLOW_PAGE, after_seq=after)
-                    for row in page:
-                        yield row
-                    if len(page) < FOLLOW_PAGE:
-                        break
-                    after = page[-1].seq
+                async for row in self._backlog(frontend):
+                    yield row
+                for row in self.held(frontend):
+                    yield row
                 while True:
                     event = await queue.get()
                     if isinstance(event, EscalationEvent) and event.what == "created":
                         break
+
+    async def _backlog(self, frontend: str) -> AsyncIterator[EscalationRow]:
+        """What `frontend` has not acknowledged, a page at a time however long it is; nothing
+        more when the store cannot be read (the held notices still go out)."""
+        after = 0
+        while True:
+            try:
+                page = await self.store.escalations.undelivered(
+                    frontend, limit=FOLLOW_PAGE, after_seq=after)
+            except StoreError:
+                logger.warning("outbox unreadable for frontend=%s", frontend, exc_info=True)
+                return
+            for row in page:
+                yield row
+            if len(page) < FOLLOW_PAGE:
+                return
+            after = page[-1].seq
 
     async def _first_sight(self, frontend: str) -> None:
         key = f"frontend_seen:{frontend}"
@@ -406,4 +446,7 @@ class Escalations:
                     frontend)
 
     async def ack(self, esc_id: str, frontend: str) -> None:
+        if any(r.id == esc_id for r in self._held):
+            self._held_acked.setdefault(frontend, set()).add(esc_id)
+            return
         await self.store.escalations.ack(esc_id, frontend, now=self.clock.now())

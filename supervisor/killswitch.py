@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from store import Store
+from store.errors import StoreError
 from store.kv import get_sync, set_sync
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
@@ -52,13 +53,17 @@ class KillReport:
     denied: int  # open escalations denied
     revoked: int  # invite codes and other credentials Switchboard issued
     took_s: float
+    problems: tuple[str, ...] = ()  # what could not be done or recorded (a broken store)
 
     def text(self) -> str:
-        return (f"Kill switch on: {len(self.agents)} agent(s) killed "
+        text = (f"Kill switch on: {len(self.agents)} agent(s) killed "
                 f"({len(self.pids)} processes SIGKILLed in {self.took_s * 1000:.0f} ms), "
                 f"{self.denied} open request(s) denied, {self.revoked} invite code(s) or "
                 "token(s) revoked. Spawns, messages and tool calls are "
                 "refused until an admin turns it off.")
+        if self.problems:
+            text += " Warning: " + "; ".join(self.problems) + "."
+        return text
 
 
 Revoker = Callable[[], Awaitable[int]]
@@ -77,6 +82,7 @@ class KillSwitch:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._fire_lock = threading.Lock()
+        self._persist_failed: str | None = None  # why the halt flag could not be stored
 
     @property
     def local_file(self) -> Path:
@@ -142,8 +148,10 @@ class KillSwitch:
                 self.halt = halt
                 try:
                     set_sync(self.settings.db_path, HALT_KEY, halt)
-                except Exception:  # noqa: BLE001 - a broken store must not stop the kill
+                    self._persist_failed = None
+                except Exception as exc:  # noqa: BLE001 - a broken store must not stop the kill
                     logger.exception("kill switch: could not persist the halt flag")
+                    self._persist_failed = str(exc)
             return sweep(f"{self.settings.instance_id}/")
 
     def _live_halting(self) -> list[Any]:
@@ -167,23 +175,37 @@ class KillSwitch:
     async def _after(self, live: list[Any], pids: list[int], started: float, by: str,
                      via: str) -> KillReport:
         took = self.clock.monotonic() - started
+        problems: list[str] = []
+        if self._persist_failed is not None:
+            problems.append(f"the halt flag could not be saved ({self._persist_failed}), so a "
+                            "restart would lift it: fix the database, then trigger it again")
         for runner in live:
             with contextlib.suppress(Exception):  # one agent's bookkeeping never blocks the rest
                 await runner.mark_killed("kill switch")
-        denied = await self.pool.escalations.cancel_all("the kill switch was triggered")
+        denied = 0
+        try:
+            denied = await self.pool.escalations.cancel_all("the kill switch was triggered")
+        except StoreError as exc:  # the processes are dead whatever the store says
+            problems.append(f"open requests could not be closed in the database ({exc}); "
+                            "tool calls are refused anyway")
         revoked = 0
         for revoke in self.revokers:
             try:
                 revoked += await revoke()
-            except Exception:  # noqa: BLE001 - every revoker runs, whatever one does
+            except Exception as exc:  # noqa: BLE001 - every revoker runs, whatever one does
                 logger.exception("kill switch: a revoker failed")
-        report = KillReport(tuple(r.name for r in live), tuple(pids), denied, revoked, took)
+                problems.append(f"a revocation failed ({exc})")
         if self.halt is not None:  # remembered across restarts, for the deactivation report
-            stopped = sorted({*self.halt.get("agents", []), *report.agents})
+            stopped = sorted({*self.halt.get("agents", []), *(r.name for r in live)})
             self.halt = {**self.halt, "agents": stopped}
-            await self.store.kv.set(HALT_KEY, self.halt)
-        await self.store.audit.record(platform=via, user_id=by, user_name=by, action="killswitch",
-                                      args="on", ok=True, result=report.text())
+            with contextlib.suppress(StoreError):  # the flag itself is stored (or reported)
+                await self.store.kv.set(HALT_KEY, self.halt)
+        report = KillReport(tuple(r.name for r in live), tuple(pids), denied, revoked, took,
+                            tuple(problems))
+        with contextlib.suppress(StoreError):  # commands audit through the API as well
+            await self.store.audit.record(platform=via, user_id=by, user_name=by,
+                                          action="killswitch", args="on", ok=True,
+                                          result=report.text())
         await self.pool.escalations.notify(None, "🛑 Kill switch triggered",
                                            f"By {by} via {via}. {report.text()}")
         logger.warning("kill switch triggered by=%s via=%s agents=%d pids=%d took_ms=%.0f", by,

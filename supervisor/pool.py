@@ -27,6 +27,7 @@ from supervisor.protected import ProtectedPaths
 from supervisor.recovery import RERUN_TOOL, answer_hook, report_interrupted
 from supervisor.runner import AgentRunner, RunnerDeps
 from supervisor.sandbox import Isolation, describe, hide_in, probe, unwritable_reason
+from supervisor.storage import StorageGuard
 from supervisor.timers import EscalationTimers
 from supervisor.watchdog import Watchdog
 
@@ -82,6 +83,7 @@ class AgentPool:
         ), clock)
         self.escalations.on_answer(RERUN_TOOL, answer_hook(self))
         self.timers = EscalationTimers(self.escalations, clock)
+        self.storage = StorageGuard(store, self.escalations, clock)
         self.killswitch = KillSwitch(settings, store, self, clock)
         self.crashes = CrashTracker(settings.crash_loop_max, settings.crash_loop_window_s, clock)
         self.rates = RateLimiter(clock)
@@ -167,6 +169,7 @@ class AgentPool:
         await self.timers.start()  # after expire_orphans: stored reminders and timeouts fire
         self.recovery = RecoveryReport(tuple(swept), tuple(resumed), interrupted)
         self._watchdog_task = asyncio.create_task(self.watchdog.run(), name="watchdog")
+        self.storage.start()
         return self.recovery
 
     def _adopt(self, runner: AgentRunner) -> None:
@@ -256,6 +259,7 @@ class AgentPool:
         by: str = "operator",
     ) -> AgentRunner:
         deps = self._require_running()  # the kill switch is checked by supervisor.api
+        await self.storage.ensure_writable()
         self.check_isolation()
         if not NAME_RE.match(name):
             raise InvalidRequest(
@@ -347,6 +351,7 @@ class AgentPool:
     async def ask(self, ref: str, text: str) -> tuple[AgentRunner, int]:
         self._require_running()  # the kill switch is checked by supervisor.api
         self.check_isolation()
+        await self.storage.ensure_writable()  # never "sent" into a store that takes nothing
         runner = await self.get(ref)
         self.rates.hit(f"msg:{runner.id}", self.settings.messages_per_minute,
                        f"messages to {runner.name}")
@@ -416,6 +421,7 @@ class AgentPool:
             # The next start repairs these rows; the sweep below must happen regardless.
             logger.exception("could not record the shutdown in the store")
         finally:
+            await self.storage.close()  # after a delete or replace: the copy, up to date
             if self._deps is not None:
                 await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
 

@@ -127,6 +127,19 @@ def cost_delta(baseline: dict[str, float], msg: ResultMessage,
     return total, per_model, new
 
 
+# Passing API errors: the CLI retries them itself (up to CLAUDE_CODE_MAX_RETRIES), and the
+# runner continues a turn they still failed. 529 (overloaded) is one of them, like 500.
+RETRYABLE_API_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
+
+
+def retryable_api_error(msg: ResultMessage) -> int | None:
+    """The HTTP status of a result that an API error ended and that is worth retrying."""
+    status = getattr(msg, "api_error_status", None)
+    if not msg.is_error or not isinstance(status, int):
+        return None
+    return status if status in RETRYABLE_API_STATUSES else None
+
+
 def turn_status(msg: ResultMessage) -> str:
     """ok, interrupted or error, decided by subtype and is_error (an API error is 'success')."""
     if msg.subtype == "success" and not msg.is_error:

@@ -33,12 +33,23 @@ from supervisor.inbox import Inbox, MemoryInbox
 from supervisor.lifecycle import check as check_transition
 from supervisor.policy import Policy
 from supervisor.process import AgentProcess, sweep
-from supervisor.records import NO_TOOL, cost_delta, record_of, summarize_tool, turn_status
+from supervisor.records import (
+    NO_TOOL,
+    cost_delta,
+    record_of,
+    retryable_api_error,
+    summarize_tool,
+    turn_status,
+)
 from supervisor.sandbox import Isolation, agent_dirs, bwrap_args, prepare, sandbox_env
 
 logger = logging.getLogger(__name__)
 
 IDLE_POLL_S = 1.0
+# A turn the API failed with a passing error is continued after each of these waits.
+API_RETRY_WAITS_S = (0.5, 4.0, 15.0)
+API_RETRY_PROMPT = ("[Switchboard] The API failed with a passing error (HTTP {status}) before "
+                    "your last step could run. Continue the task from where you were.")
 __all__ = ["AgentRunner", "RunnerDeps", "NATIVE_TOOLS_DISALLOWED", "summarize_tool"]
 
 
@@ -185,9 +196,17 @@ class AgentRunner:
             if not self.state.live or self.state == AgentState.PAUSED:
                 raise AgentNotRunning(self.name, self.state, "pause")
             stopped = self._proc.pause() if self._proc and self._proc.alive() else []
-            self._state_before_pause = self.state
+            before, self._state_before_pause = self._state_before_pause, self.state
             self._not_paused.clear()
-            await self._set_state(AgentState.PAUSED, f"paused ({len(stopped)} processes stopped)")
+            try:
+                await self._set_state(AgentState.PAUSED,
+                                      f"paused ({len(stopped)} processes stopped)")
+            except StoreError:  # not recorded: undone, so that "nothing was changed" holds
+                if self._proc and stopped:
+                    self._proc.resume()
+                self._state_before_pause = before
+                self._not_paused.set()
+                raise
             return stopped
 
     async def resume(self) -> None:
@@ -200,7 +219,12 @@ class AgentRunner:
             back = self._state_before_pause if self.busy else AgentState.IDLE
             if back == AgentState.PAUSED:
                 back = AgentState.IDLE
-            await self._set_state(back, "resumed")
+            try:
+                await self._set_state(back, "resumed")
+            except StoreError:  # not recorded: frozen again, so that "nothing was changed" holds
+                if self._proc:
+                    self._proc.pause()
+                raise
             self._not_paused.set()
 
     async def stop(self) -> None:
@@ -236,14 +260,15 @@ class AgentRunner:
             if self.state == AgentState.KILLED:
                 return []
             self._stopping = True
-            await self._deps.escalations.cancel_for_agent(self.id, "the agent was killed")
+            with contextlib.suppress(StoreError):  # a kill works whatever the store does
+                await self._deps.escalations.cancel_for_agent(self.id, "the agent was killed")
             forced: list[int] = []
             proc, self._proc = self._proc, None
             if proc is not None:
                 forced = await proc.kill(self._deps.settings.kill_grace_s)
             else:  # no process of ours (e.g. after a restart): anything tagged goes anyway
                 forced = await asyncio.to_thread(sweep, self.tag + "\0")
-            await self._set_state(AgentState.KILLED, reason)
+            await self._set_state_held(AgentState.KILLED, reason)
             self._not_paused.set()
             self._inbox.wake()
             return forced
@@ -301,8 +326,9 @@ class AgentRunner:
         proc, self._proc = self._proc, None
         if proc is not None:
             await proc.close(kill=True, timeout_s=2)
-        await self._deps.escalations.cancel_for_agent(self.id, reason)
-        await self._set_state(AgentState.KILLED, reason)
+        with contextlib.suppress(StoreError):  # the processes are gone whatever the store says
+            await self._deps.escalations.cancel_for_agent(self.id, reason)
+        await self._set_state_held(AgentState.KILLED, reason)
         self._not_paused.set()
         self._inbox.wake()
 
@@ -329,6 +355,21 @@ class AgentRunner:
         self.state = new
         self._deps.hub.publish(StateChanged(self.id, self.name, old, new, reason))
         logger.info("agent state agent=%s name=%s old=%s new=%s", self.id, self.name, old, new)
+
+    async def _set_state_held(self, new: AgentState, reason: str) -> None:
+        """For what has already happened (the processes are dead): stored if the store takes
+        it, else held in memory and published all the same, and the operator told that the
+        database does not know (a restart would show the old state)."""
+        try:
+            await self._set_state(new, reason)
+        except StoreError as exc:
+            old, self.state = self.state, new
+            self._deps.hub.publish(StateChanged(self.id, self.name, old, new, reason))
+            logger.warning("state not recorded agent=%s new=%s: %s", self.id, new, exc)
+            await self._deps.escalations.notify(
+                self.id, f"{self.name} is {new}, but the database could not record it",
+                f"{exc}. After a restart it would show as {old} until the database works "
+                "again; nothing else is needed.")
 
     def _sandbox(self, env: dict[str, str]) -> dict[str, str]:
         """Prepare the agent's private directory; the variables that put it in its sandbox."""
@@ -421,13 +462,7 @@ class AgentRunner:
             self.turn_started_at = self.last_activity_at = self._deps.clock.now()
             await self._set_state(AgentState.WORKING, "")
             await proc.query(prompt)
-            result: ResultMessage | None = None
-            async for msg in proc.responses():
-                await self._record(msg, turn_id)
-                if isinstance(msg, ResultMessage):
-                    result = msg
-            if result is None:
-                raise AgentFailed(None, proc.stderr_text(), "the turn ended without a result")
+            result = await self._retry_api_errors(proc, turn_id, await self._result(proc, turn_id))
             await self._finish_turn(turn_id, result)
         except (ClaudeSDKError, AgentFailed, OSError, StoreError) as exc:
             if self._shutting_down:
@@ -438,6 +473,11 @@ class AgentRunner:
                         turn_id, status="interrupted",
                         error="the kill switch was triggered" if self._deps.killswitch.halted
                         else "stopped by operator")
+            elif turn_id is None and isinstance(exc, StoreError):
+                excerpt = prompt if len(prompt) <= 300 else prompt[:300] + "…"
+                await self._fail(None, AgentFailed(
+                    None, "", f"the message could not be recorded, so it was not run ({exc})."
+                    f" It was: {excerpt!r}. Send it again once storage works"))
             else:
                 await self._fail(turn_id, exc)
         except Exception as exc:  # noqa: BLE001 - an unforeseen error still ends the turn visibly
@@ -448,6 +488,38 @@ class AgentRunner:
             self.current_tool = None
             self.turn_started_at = None
             self._turn_done.set()
+
+    async def _result(self, proc: AgentProcess, turn_id: int) -> ResultMessage:
+        result: ResultMessage | None = None
+        async for msg in proc.responses():
+            await self._record(msg, turn_id)
+            if isinstance(msg, ResultMessage):
+                result = msg
+        if result is None:
+            raise AgentFailed(None, proc.stderr_text(), "the turn ended without a result")
+        return result
+
+    async def _retry_api_errors(self, proc: AgentProcess, turn_id: int,
+                                result: ResultMessage) -> ResultMessage:
+        """A turn the API failed with a passing error (overloaded 529, 500, 502-504, 429),
+        once the CLI's own retries are spent, is continued in the same session after a
+        wait, a few times, alike for every such status. The session holds what the turn did
+        so far, so the follow-up asks the model to go on, not to start again."""
+        for attempt, wait_s in enumerate(API_RETRY_WAITS_S, start=1):
+            status = retryable_api_error(result)
+            if status is None or self._stopping or self._deps.killswitch.halted:
+                break
+            note = (f"API error {status}; continuing the turn in {wait_s:g}s "
+                    f"(retry {attempt} of {len(API_RETRY_WAITS_S)})")
+            logger.warning("turn retried agent=%s status=%s attempt=%d", self.id, status,
+                           attempt)
+            await self._deps.store.events.append(self.id, turn_id, "retry", note,
+                                                 {"status": status, "attempt": attempt})
+            self._deps.hub.publish(AgentOutput(self.id, self.name, "system", note))
+            await self._deps.clock.sleep(wait_s)
+            await proc.query(API_RETRY_PROMPT.format(status=status))
+            result = await self._result(proc, turn_id)
+        return result
 
     async def _fail(self, turn_id: int | None, exc: BaseException) -> None:
         # Halted: the kill switch's thread SIGKILLed the CLI before the loop could mark this
@@ -479,12 +551,20 @@ class AgentRunner:
         title = f"{self.name} failed"
         if self._deps.crashes.in_loop(self.id) is not None:
             title += " again: crash loop, it will not be restarted for now"
-        notice = await self._deps.escalations.draft_notice(self.id, title, message)
-        if turn_id is not None:  # the notice goes with the turn's end (see _finish_turn)
-            await self._deps.store.turns.finish(turn_id, status="failed", error=message,
-                                                notice=notice)
-        await self._deps.store.agents.update(self.id, last_error=message)
-        await self._set_state(AgentState.FAILED, message)
+        try:
+            notice = await self._deps.escalations.draft_notice(self.id, title, message)
+            if turn_id is not None:  # the notice goes with the turn's end (see _finish_turn)
+                await self._deps.store.turns.finish(turn_id, status="failed", error=message,
+                                                    notice=notice)
+            await self._deps.store.agents.update(self.id, last_error=message)
+            await self._set_state(AgentState.FAILED, message)
+        except StoreError:
+            # The store takes no writes (the storage guard reports why): the failure is still
+            # shown, from memory, and the notice is held in memory until delivered.
+            logger.warning("failure not recorded agent=%s", self.id, exc_info=True)
+            old, self.state = self.state, AgentState.FAILED
+            self._deps.hub.publish(StateChanged(self.id, self.name, old, self.state, message))
+            turn_id = None
         if turn_id is None:
             await self._deps.escalations.notify(self.id, title, message)
         else:

@@ -94,3 +94,29 @@ async def test_a_cancel_landing_as_close_finishes_is_never_lost():
             continue
         lost.append(yields)
     assert lost == []
+
+
+async def test_a_notice_the_store_refuses_is_held_and_delivered_to_every_front_end(tmp_path):
+    """The notice that reports storage trouble cannot go through the store that has it: it is
+    held in memory, follow() delivers it to each front end, and ack() retires it per front
+    end, touching no database."""
+    from store import open_store
+    from supervisor.escalations import Escalations, Timeouts
+    from supervisor.events import EventHub
+
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        esc = Escalations(store, EventHub(), Timeouts())
+        await store.db._w().execute("PRAGMA query_only = 1")
+        row = await esc.notify(None, "⚠ Storage trouble: full", "free space")
+        for frontend in ("telegram", "console"):
+            follower = esc.follow(frontend)
+            got = await asyncio.wait_for(anext(follower), 5)
+            assert (got.id, got.title) == (row.id, "⚠ Storage trouble: full")
+            await esc.ack(row.id, frontend)
+            await follower.aclose()
+        assert esc.held("telegram") == [] and esc.held("slack") == [row]
+        await store.db._w().execute("PRAGMA query_only = 0")
+        assert await store.escalations.undelivered("telegram") == []  # never in the store
+    finally:
+        await store.db.close()

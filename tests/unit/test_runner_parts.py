@@ -111,3 +111,18 @@ async def test_memory_inbox_order_drop_and_wake():
     await asyncio.sleep(0)
     box.wake()
     assert await asyncio.wait_for(task, 5) is None
+
+
+def test_passing_api_errors_are_retryable_alike():
+    from supervisor.records import retryable_api_error
+
+    def api_error(status: int | None) -> ResultMessage:
+        msg = result(0.0, is_error=True, result=f"API Error: {status}")
+        msg.api_error_status = status
+        return msg
+
+    assert retryable_api_error(api_error(529)) == 529
+    assert retryable_api_error(api_error(500)) == 500
+    assert retryable_api_error(api_error(401)) is None  # a bad key does not pass by itself
+    assert retryable_api_error(api_error(None)) is None
+    assert retryable_api_error(result(0.0)) is None  # a success is never retried
