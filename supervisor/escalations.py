@@ -437,11 +437,15 @@ class Escalations:
 
     async def _first_sight(self, frontend: str) -> None:
         key = f"frontend_seen:{frontend}"
-        if await self.store.kv.get(key) is not None:
+        try:
+            if await self.store.kv.get(key) is not None:
+                return
+            await self.store.escalations.mark_all_delivered(frontend, before=self.started_at,
+                                                            now=self.clock.now())
+            await self.store.kv.set(key, self.clock.now())
+        except StoreError:  # storage trouble: held notices still go out; known next time
+            logger.warning("cannot record front end frontend=%s", frontend, exc_info=True)
             return
-        await self.store.escalations.mark_all_delivered(frontend, before=self.started_at,
-                                                        now=self.clock.now())
-        await self.store.kv.set(key, self.clock.now())
         logger.info("front end seen for the first time frontend=%s: starting from now",
                     frontend)
 
