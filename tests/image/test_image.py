@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import free_port
+from tests.conftest import PERMISSIVE_POLICY, free_port
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.fakes.mock_anthropic import MockAnthropic, user_directives
+from tests.security.conftest import tool_calls
 
 IMAGE = os.environ.get("SWITCHBOARD_TEST_IMAGE", "")
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,6 +88,9 @@ class Deployment:
                "--security-opt", "systempaths=unconfined",
                "--health-interval=2s", "--health-start-period=1s", "--health-timeout=5s",
                "-v", f"{self.volume}:/data",
+               # Every tool call allowed: the sandbox must hold when the policy is wrong.
+               "-v", f"{PERMISSIVE_POLICY}:/etc/switchboard/policy.toml:ro",
+               "-e", "SWITCHBOARD_POLICY=/etc/switchboard/policy.toml",
                "-e", f"PORT={self.port}", "-e", "SWITCHBOARD_HTTP_HOST=127.0.0.1",
                "-e", f"ANTHROPIC_BASE_URL={self.mock.url}", "-e", f"ANTHROPIC_API_KEY={API_KEY}",
                "-e", f"TELEGRAM_BOT_TOKEN={TOKEN}", "-e", f"TELEGRAM_API_BASE_URL={self.tg.url}",
@@ -138,7 +142,8 @@ def test_pid_1_is_tini_and_the_supervisor_is_not_root(deployment):
     rows = [line.split(None, 2)[1:] for line in
             docker("top", deployment.name, "-eo", "pid,uid,args").splitlines()[1:]]
     supervisor = [uid for uid, args in rows if "switchboard run" in args]
-    assert supervisor == ["10001"], rows
+    assert supervisor and set(supervisor) == {"10001"}, rows
+    assert "0" not in {uid for uid, _ in rows}, rows  # nothing in the container runs as root
 
 
 def test_health_readiness_and_metrics(deployment):
@@ -161,15 +166,16 @@ def test_an_agent_is_sandboxed_and_no_secret_is_in_its_reach(deployment):
     assert "[ok] isolation: bubblewrap" in doctor, doctor
     deployment.tg.user_sends(ADMIN, "/start")
     deployment.says("admin")
-    probe = ("BASH: env; cat /proc/*/environ 2>&1 | tr '\\0' '\\n'; ls -la /data 2>&1; "
-             "cat /data/switchboard.db 2>&1 | head -c 200; id")
+    probe = ("BASH: id; ps -eo pid,args; env; cat /proc/*/environ 2>&1 | tr '\\0' '\\n'")
     deployment.tg.user_sends(ADMIN, f"/spawn spy {probe}")
     deployment.says("spy finished")
+    [result] = [c.result for c in tool_calls(deployment.mock) if c.command.startswith("id;")]
+    assert "uid=10001" in result, result  # the probe ran, as the unprivileged user
+    # Its own pid namespace: the supervisor, tini and the health checks are out of sight.
+    assert "switchboard run" not in result and "tini" not in result, result
     seen = json.dumps(list(deployment.mock.requests))
-    assert "uid=10001" in seen  # the probe ran and its output reached the model
     assert TOKEN not in seen and TOKEN.split(":", 1)[1] not in seen
     assert HOST_SECRET not in seen
-    assert "SQLite format" not in seen and "switchboard.db" not in seen.split("ls -la /data")[-1]
 
 
 def test_docker_stop_drains_a_running_turn_and_a_restart_resumes_the_session(deployment):
