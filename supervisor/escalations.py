@@ -406,7 +406,8 @@ class Escalations:
                 except StoreError:
                     logger.warning("outbox unreadable for frontend=%s", frontend, exc_info=True)
                     rows = []
-                for row in [*rows, *self.held(frontend)]:
+                acked = self._held_acked.get(frontend, set())
+                for row in [*(r for r in rows if r.id not in acked), *self.held(frontend)]:
                     yield row
                 while True:
                     event = await queue.get()
@@ -414,7 +415,15 @@ class Escalations:
                         break
 
     async def ack(self, esc_id: str, frontend: str) -> None:
+        """Record a delivery. Never raises for the store's sake: a delivery the store cannot
+        record is remembered in memory (so it is not sent again in this run, and at worst
+        once more after a restart), and the front end's delivery loop goes on."""
         if any(r.id == esc_id for r in self._held):
             self._held_acked.setdefault(frontend, set()).add(esc_id)
             return
-        await self.store.escalations.ack(esc_id, frontend, now=self.clock.now())
+        try:
+            await self.store.escalations.ack(esc_id, frontend, now=self.clock.now())
+        except StoreError:
+            logger.warning("delivery not recorded id=%s frontend=%s", esc_id, frontend,
+                           exc_info=True)
+            self._held_acked.setdefault(frontend, set()).add(esc_id)
