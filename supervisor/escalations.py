@@ -409,8 +409,10 @@ class Escalations:
         with self.hub.subscription() as queue:
             await self._first_sight(frontend)
             while True:
+                acked = self._held_acked.get(frontend, set())
                 async for row in self._backlog(frontend):
-                    yield row
+                    if row.id not in acked:  # delivered, but the store could not record it
+                        yield row
                 for row in self.held(frontend):
                     yield row
                 while True:
@@ -450,7 +452,15 @@ class Escalations:
                     frontend)
 
     async def ack(self, esc_id: str, frontend: str) -> None:
+        """Record a delivery. Never raises for the store's sake: a delivery the store cannot
+        record is remembered in memory (so it is not sent again in this run, and at worst
+        once more after a restart), and the front end's delivery loop goes on."""
         if any(r.id == esc_id for r in self._held):
             self._held_acked.setdefault(frontend, set()).add(esc_id)
             return
-        await self.store.escalations.ack(esc_id, frontend, now=self.clock.now())
+        try:
+            await self.store.escalations.ack(esc_id, frontend, now=self.clock.now())
+        except StoreError:
+            logger.warning("delivery not recorded id=%s frontend=%s", esc_id, frontend,
+                           exc_info=True)
+            self._held_acked.setdefault(frontend, set()).add(esc_id)

@@ -233,7 +233,8 @@ class AgentRunner:
             if not self.state.live:
                 raise AgentNotRunning(self.name, self.state, "stop")
             self._stopping = True
-            await self._deps.escalations.cancel_for_agent(self.id, "the agent was stopped")
+            with contextlib.suppress(StoreError):  # a stop works whatever the store does
+                await self._deps.escalations.cancel_for_agent(self.id, "the agent was stopped")
             try:
                 proc = self._proc
                 if proc is not None:
@@ -250,7 +251,7 @@ class AgentRunner:
                     await proc.close(kill=True, timeout_s=self._deps.settings.stop_grace_s)
                     self._proc = None
                 self._not_paused.set()
-                await self._set_state(AgentState.STOPPED, "stopped by operator")
+                await self._set_state_held(AgentState.STOPPED, "stopped by operator")
             finally:
                 self._stopping = False
 

@@ -114,6 +114,10 @@ class StorageGuard:
     # -- noticing ---------------------------------------------------------------------------
 
     def _write_failed(self, reason: str) -> None:
+        file = self.store.db.file_problem()  # a failing write is a moment to look at the file
+        if file is not None and (self.problem is None or self.problem.kind in WRITE_TROUBLES):
+            self._background(self._lost_file(Trouble(file)))
+            return
         kind = classify(reason)
         if kind is None or (self.problem is not None and self.problem.kind == kind):
             return

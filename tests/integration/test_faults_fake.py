@@ -259,6 +259,7 @@ async def test_kill_and_pause_tell_the_truth_when_the_database_takes_no_writes(f
     app = fake_app
     sleeper = await _idle(app, "sleeper")
     victim = await _idle(app, "victim")
+    halted = await _idle(app, "halted")
     await app.store.db._w().execute("PRAGMA query_only = 1")
     try:
         paused = await run(app, "/pause sleeper")
@@ -271,5 +272,8 @@ async def test_kill_and_pause_tell_the_truth_when_the_database_takes_no_writes(f
         assert victim.state == "killed" and processes_with_tag(victim.tag + "\0") == []
         assert any("victim is killed, but the database could not record it" in t
                    for t in await _titles(app))
+        stopped = await run(app, "/stop halted")
+        assert stopped.ok and halted.state == "stopped", stopped.plain()
+        assert processes_with_tag(halted.tag + "\0") == []
     finally:
         await app.store.db._w().execute("PRAGMA query_only = 0")

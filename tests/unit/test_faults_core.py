@@ -120,3 +120,28 @@ async def test_a_notice_the_store_refuses_is_held_and_delivered_to_every_front_e
         assert await store.escalations.undelivered("telegram") == []  # never in the store
     finally:
         await store.db.close()
+
+
+async def test_a_delivery_the_store_cannot_record_does_not_stop_delivery(tmp_path):
+    """Regression: acknowledging a delivered row raised when the store took no writes, and a
+    front end's delivery loop (which acknowledges outside its error handling) ended for good,
+    just when the storage-trouble notice needed delivering."""
+    from store import open_store
+    from supervisor.escalations import Escalations, Timeouts
+    from supervisor.events import EventHub
+
+    store = await open_store(tmp_path / "db.sqlite")
+    try:
+        esc = Escalations(store, EventHub(), Timeouts())
+        before = await esc.notify(None, "stored before the trouble")
+        await store.db._w().execute("PRAGMA query_only = 1")
+        follower = esc.follow("telegram")
+        assert (await asyncio.wait_for(anext(follower), 5)).id == before.id
+        await esc.ack(before.id, "telegram")  # raised StoreFailed underneath before
+        trouble = await esc.notify(None, "⚠ Storage trouble")
+        got = await asyncio.wait_for(anext(follower), 5)
+        assert got.id == trouble.id  # the stored row is not sent again
+        await follower.aclose()
+        await store.db._w().execute("PRAGMA query_only = 0")
+    finally:
+        await store.db.close()
