@@ -56,10 +56,10 @@ def ready(port: int) -> bool:
         return False
 
 
-def until_ready(port: int, started: float, timeout: float = 120) -> float:
+def until_ready(port: int, started: float, what: str, timeout: float = 120) -> float:
     while not ready(port):
         if time.monotonic() - started > timeout:
-            raise SystemExit(f"/readyz did not answer within {timeout}s")
+            raise SystemExit(f"{what}: /readyz on port {port} did not answer within {timeout}s")
         time.sleep(0.05)
     return time.monotonic() - started
 
@@ -69,7 +69,7 @@ def container_start() -> tuple[float, str, str]:
     started = time.monotonic()
     docker("run", "-d", "--name", name, *OPTS, "-v", f"{volume}:/data",
            "-e", f"PORT={port}", "-e", "SWITCHBOARD_HTTP_HOST=127.0.0.1", IMAGE)
-    return until_ready(port, started), name, volume
+    return until_ready(port, started, f"container {name}"), name, volume
 
 
 def host_start() -> float:
@@ -77,12 +77,12 @@ def host_start() -> float:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SWITCHBOARD_", "TELEGRAM_"))}
     env.update(SWITCHBOARD_HOME=str(home), PORT=str(port), SWITCHBOARD_HTTP_HOST="127.0.0.1")
-    exe = Path(sys.executable).with_name("switchboard")
+    exe = Path(sys.executable).absolute().with_name("switchboard")
     started = time.monotonic()
     proc = subprocess.Popen([str(exe), "run", "--headless"], env=env, cwd=home,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        return until_ready(port, started)
+        return until_ready(port, started, "host")
     finally:
         proc.terminate()
         proc.wait(60)
