@@ -37,12 +37,14 @@ sandbox:
 run: $(RUN_STAMP) sandbox
 	$(VENV)/bin/switchboard run
 
-# Most tests wait on processes and sockets, not the CPU: four workers on two cores; the
-# twenty-agent fleets share one worker (xdist_group "fleet") so they never run at once.
+# Most tests wait on processes and sockets, not the CPU: four workers on two cores, one module
+# per worker at a time (--dist loadscope), in collection order, so the twenty-agent fleets of
+# tests/security/test_containment.py run one after the other, first (tests/conftest.py).
 TEST_WORKERS ?= 4
 
 test: $(TEST_STAMP) sandbox
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadscope \
+	    --no-loadscope-reorder
 
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check bot commands supervisor store tests bench deploy

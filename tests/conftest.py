@@ -51,9 +51,10 @@ ADMIN = Caller("test:admin", "tester", Role.ADMIN, "test")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Grouped tests (`xdist_group`, the long real-CLI fleets) first: under `--dist loadgroup`
-    a group runs on one worker, and started last it would be the run's long tail."""
-    items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)
+    """The long real-CLI fleets (`fleet` modules) first: `make test` hands each worker one
+    module at a time in this order, and started last they would be the run's long tail. (Not
+    xdist_group: pytest-xdist 3.8's loadgroup does not take hold with pytest 9.)"""
+    items.sort(key=lambda item: item.get_closest_marker("fleet") is None)
 
 
 def agent_uid() -> tuple[int, int] | None:

@@ -71,7 +71,8 @@ async def test_blocklisted_command_is_denied_without_asking(real_app, mock_api, 
 async def test_ask_escalates_and_approval_runs_the_command(real_app, tmp_path):
     runner = await spawn(real_app, "toucher", "BASH: touch approved.txt", tmp_path)
     row = await open_escalation(real_app)
-    assert runner.state == "waiting"
+    # The row is stored before the state changes: under load the two are a moment apart.
+    await wait_for(lambda: runner.state == "waiting", 10, "the agent to wait for the operator")
     assert row.detail == "touch approved.txt" and row.tool_name == "Bash"
     assert row.body.startswith("Why asked:")
     assert not (tmp_path / "approved.txt").exists()

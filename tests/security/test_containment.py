@@ -34,9 +34,9 @@ from tests.security.conftest import (
     wait_dead,
 )
 
-# One worker runs the fleets one after the other, and first (tests/conftest.py): eighty real CLIs
-# at once would only make every other test wait.
-pytestmark = [pytest.mark.real_cli, pytest.mark.timeout(300), pytest.mark.xdist_group("fleet")]
+# One worker runs the fleets one after the other, and first (tests/conftest.py, make test): eighty
+# real CLIs with their escapers at once bring two cores to a standstill.
+pytestmark = [pytest.mark.real_cli, pytest.mark.timeout(300), pytest.mark.fleet]
 
 TRIALS = 20
 KILL_BOUND_S = 5.0  # after the command returned: all of it is dead by then
