@@ -1,7 +1,7 @@
 """The front-end kit: everything a chat front end does that is not parsing or rendering."""
 
 from bot.kit.actions import action_of
-from bot.kit.outbox import Outbox, Priority
+from bot.kit.outbox import Outbox, Pace, Priority
 from bot.kit.ports import (
     ActivityKind,
     AgentActivity,
@@ -34,6 +34,6 @@ __all__ = [
     "ActivityKind", "AgentActivity", "AgentView", "AuditEntry", "ChatAdapter", "ChatCopy",
     "ChatError", "ChatId", "ChatRefused", "ChatUnavailable", "Clock", "CommandRunner",
     "EscalationClosed", "EventFeed", "FleetEvent", "FleetPort", "FrontDesk", "Incoming",
-    "Layout", "MessageId", "Operator", "Outbox", "Priority", "RateLimited", "Sender",
+    "Layout", "MessageId", "Operator", "Outbox", "Pace", "Priority", "RateLimited", "Sender",
     "SystemClock", "Tap", "TapId", "action_of",
 ]

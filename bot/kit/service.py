@@ -15,7 +15,7 @@ from bot.kit.access import BAD_INVITE, NOT_AN_OPERATOR, Access
 from bot.kit.actions import CANCEL, parse_action
 from bot.kit.cards import StatusCards
 from bot.kit.copies import Copies
-from bot.kit.outbox import Outbox, Priority
+from bot.kit.outbox import Outbox, Pace, Priority
 from bot.kit.ports import (
     AgentActivity,
     ChatAdapter,
@@ -52,7 +52,10 @@ class FrontDesk(Lifecycle):
 
     def __init__(self, adapter: ChatAdapter, fleet: FleetPort, commands: CommandRunner, *,
                  clock: Clock | None = None, admin_ids: Iterable[str] = (),
-                 card_interval_s: float = 2.0, kill_label: str | None = None) -> None:
+                 card_interval_s: float = 2.0, kill_label: str | None = None,
+                 threads: bool = False, pace: Pace | None = None) -> None:
+        """`threads`: each agent has one card for its whole life and what concerns the agent
+        goes under it (Slack's thread per agent). `pace`: the platform's per-chat rate."""
         self.adapter = adapter
         self.fleet = fleet
         self.commands = commands
@@ -60,12 +63,12 @@ class FrontDesk(Lifecycle):
         self.admin_ids = tuple(admin_ids)
         self.kill_label = kill_label
         self.platform = adapter.platform
-        self.outbox = Outbox(adapter, self.clock)
+        self.outbox = Outbox(adapter, self.clock, pace=pace)
         self.access = Access(adapter, fleet)
-        self.copies = Copies(fleet, self.outbox, self.access)
         self.cards = StatusCards(fleet, self.outbox, self.clock,
                                  lambda: self.access.chats(Role.VIEWER),
-                                 interval_s=card_interval_s)
+                                 interval_s=card_interval_s, pinned=threads)
+        self.copies = Copies(fleet, self.outbox, self.access, anchor=self.cards.anchor)
         self.state = DeskState.NEW
         self._tasks: list[asyncio.Task[None]] = []
         self._feed: contextlib.ExitStack | None = None
