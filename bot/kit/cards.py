@@ -8,7 +8,6 @@ sent under it (`anchor`)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 from collections import deque
@@ -179,13 +178,26 @@ class StatusCards:
         (waiting for its first send if it is on its way); None when there is none."""
         if not self.pinned or agent_id is None:
             return None
-        shown = self._shown.get((agent_id, chat))
-        if shown is not None and shown.message is None and shown.sent is not None:
-            with contextlib.suppress(Exception):
+        key = (agent_id, chat)
+        shown = self._shown.get(key)
+        if shown is None:
+            found = await self.fleet.card(self.platform, agent_id, chat)
+            if found is not None:
+                self._shown[key] = _Shown(found, Reply())
+                self._dirty.add(agent_id)
+                return found
+            view = await self.fleet.agent(agent_id)
+            if view is None:
+                return None
+            # Faster than the first tick (a turn that ends at once): the card goes first.
+            self._send(key, self.render(view))
+            shown = self._shown[key]
+        if shown.message is None and shown.sent is not None:
+            try:
                 return await asyncio.shield(shown.sent)
-        if shown is not None and shown.message is not None:
-            return shown.message
-        return await self.fleet.card(self.platform, agent_id, chat)
+            except Exception:  # noqa: BLE001 - not sent: what concerns the agent goes alone
+                return None
+        return shown.message
 
     async def run(self) -> None:
         while True:
