@@ -4,13 +4,14 @@ the kill switch), republished when opened and when what it shows changes, and th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from bot.kit import ChatError
+from bot.kit import ActivityKind, AgentActivity, ChatError
 from bot.kit.ports import Escalation
 from bot.kit import escalation as esc_render
 from bot.kit.cards import ICONS
@@ -98,6 +99,7 @@ class Home:
         self.users: set[str] = set()
         self.dirty = False
         self.published: dict[str, dict[str, Any]] = {}
+        self.sessions = Sessions(front)
 
     async def changed(self) -> None:
         self.dirty = True
@@ -137,30 +139,87 @@ class Home:
             logger.warning("could not publish App Home user=%s error=%s", user, exc)
 
     async def run(self) -> None:
-        """Follow the fleet: any change marks every home dirty; republish at most every card
-        interval."""
+        """Follow the fleet: any change marks every home dirty (republished at most every card
+        interval), and a state change sets the status of the agent's session at once."""
         fleet = self.front.app.fleet
         assert fleet is not None
+        with fleet.subscribe() as feed:
+            publisher = asyncio.create_task(self._publish_loop(), name="slack-home-publish")
+            try:
+                while True:
+                    event = await feed.next()
+                    self.dirty = True
+                    if isinstance(event, AgentActivity) and event.kind == ActivityKind.STATE:
+                        await self.sessions.state(event.agent_id, event.text)
+            finally:
+                publisher.cancel()
+                await asyncio.gather(publisher, return_exceptions=True)
+
+    async def _publish_loop(self) -> None:
         clock = self.front.desk.clock if self.front.desk else None
         assert clock is not None
-        with fleet.subscribe() as feed:
-            while True:
-                await self._drain(feed)
-                if self.dirty:
-                    self.dirty = False
-                    for user in sorted(self.users):
-                        await self.publish(user)
-                await clock.sleep(self.front.settings.slack_card_interval_s)
-
-    async def _drain(self, feed: Any) -> None:
-        import asyncio
-
         while True:
+            await self.sessions.sync_all()
+            if self.dirty:
+                self.dirty = False
+                for user in sorted(self.users):
+                    await self.publish(user)
+            await clock.sleep(self.front.settings.slack_card_interval_s)
+
+
+# Each thread is a Slack agent session; its status follows the agent's state.
+SESSION_STATUS = {"starting": "processing", "working": "processing", "waiting": "suspended",
+                  "idle": "active", "paused": "active", "stalled": "processing",
+                  "stopped": "closed", "failed": "closed", "killed": "closed"}
+ASSISTANT_STATUS = {"processing": "is working…", "suspended": "is waiting for you…"}
+
+
+class Sessions:
+    """agents.sessions.setStatus on the agent's thread; where the workspace does not allow
+    agent sessions, assistant.threads.setStatus (a status line) instead, from then on."""
+
+    def __init__(self, front: SlackFrontend) -> None:
+        self.front = front
+        self.fallback = False
+        self.wanted: dict[str, str] = {}
+        self.shown: dict[str, str] = {}
+
+    async def state(self, agent_id: str, state: str) -> None:
+        status = SESSION_STATUS.get(state)
+        if status is not None:
+            self.wanted[agent_id] = status
+            await self.sync(agent_id)
+
+    async def sync_all(self) -> None:
+        """What could not be set yet (the thread was not recorded): again."""
+        for agent_id in [a for a, s in self.wanted.items() if self.shown.get(a) != s]:
+            await self.sync(agent_id)
+
+    async def sync(self, agent_id: str) -> None:
+        status = self.wanted.get(agent_id)
+        api, client = self.front.app.api, self.front.client
+        if status is None or api is None or client is None or self.shown.get(agent_id) == status:
+            return
+        channel = self.front.settings.slack_channel or ""
+        thread = await api.card("slack", agent_id, channel)
+        if thread is None:
+            return
+        self.shown[agent_id] = status
+        if not self.fallback:
             try:
-                await asyncio.wait_for(feed.next(), 0.001)
-            except TimeoutError:
+                await call(client.api_call("agents.sessions.setStatus", json={
+                    "channel_id": channel, "thread_ts": thread, "status": status}))
                 return
-            self.dirty = True
+            except ChatError as exc:
+                logger.info("agent sessions unavailable (%s): using assistant thread status",
+                            exc)
+                self.fallback = True
+        try:
+            await call(client.api_call("assistant.threads.setStatus", json={
+                "channel_id": channel, "thread_ts": thread,
+                "status": ASSISTANT_STATUS.get(status, "")}))
+        except ChatError as exc:
+            logger.warning("could not set a thread's status agent=%s error=%s", agent_id, exc)
 
 
 # -- modals ----------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ on the mock Anthropic API where a tool must run or the model must read an answer
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import re
 import time
@@ -114,7 +115,7 @@ async def card_of(fake, name, timeout=20.0):
         return next((m for m in fake.top() if f"{name} " in m["text"] and "turns:" in m["text"]),
                     None)
 
-    return await fake.wait_for(find, timeout, what=f"the card of {name}")
+    return copy.deepcopy(await fake.wait_for(find, timeout, what=f"the card of {name}"))
 
 
 async def in_thread(fake, card, needle, timeout=30.0):
@@ -122,7 +123,8 @@ async def in_thread(fake, card, needle, timeout=30.0):
         hits = [m for m in fake.thread(card["ts"]) if needle in m["text"]]
         return hits[-1] if hits else None
 
-    return await fake.wait_for(find, timeout, what=f"{needle!r} in the thread")
+    # A snapshot: the message as it was shown then (fake.find gives it as it is now).
+    return copy.deepcopy(await fake.wait_for(find, timeout, what=f"{needle!r} in the thread"))
 
 
 async def recorded(app, name, card):
@@ -225,3 +227,240 @@ async def test_a_duplicate_delivery_acts_once(fake_slack_app):
     await fake.event(fake.message_event(ADMIN, "marker", thread_ts=card["ts"]))
     await fake.wait_for(lambda: "ECHO: marker" in now_text(fake, card), 20, what="the marker")
     assert len(await app.store.turns.recent(r.id, 10)) == 3
+
+
+# -- approvals, denials with a reason, questions: the real CLI, and Telegram at the same time ---
+
+TG_ADMIN = 100
+
+
+@pytest.fixture
+def fake_tg():
+    from tests.fakes.fake_telegram import FakeTelegram
+
+    with FakeTelegram() as fake:
+        fake.add_chat(TG_ADMIN, first_name="tina", username="tina")
+        yield fake
+
+
+@pytest.fixture
+async def two_fronts(short_home, mock_api, fake_slack, fake_tg):
+    """The real CLI, with Slack and Telegram front ends on one Switchboard."""
+    from bot.telegram import TelegramFrontend
+
+    (short_home / "t").mkdir(exist_ok=True)
+    settings = slack_settings(make_settings(short_home, mock_api), fake_slack).with_(
+        telegram_token=Secret(fake_tg.token), telegram_api_base_url=fake_tg.url,
+        telegram_admin_ids=(str(TG_ADMIN),), status_card_interval_s=0.2)
+    app, front = await start(settings, fake_slack)
+    tg = TelegramFrontend(app, poll_timeout_s=1)
+    await tg.start()
+    yield app, fake_slack, fake_tg
+    await tg.stop()
+    await stop(app, front)
+
+
+async def tg_said(fake_tg, needle):
+    def find():
+        hits = [m for m in fake_tg.sent(TG_ADMIN) if needle in (m.get("text") or "")]
+        return hits[-1] if hits else None
+
+    return await fake_tg.wait_for(find, 30, what=f"{needle!r} on Telegram")
+
+
+def tg_button(message, label):
+    for row in (message.get("reply_markup") or {}).get("inline_keyboard", []):
+        for b in row:
+            if label in b["text"]:
+                return b["callback_data"]
+    raise AssertionError(f"no button {label!r}")
+
+
+async def test_allowed_from_slack_runs_the_tool_and_telegram_is_told_who(two_fronts, tmp_path):
+    app, fake, fake_tg = two_fronts
+    await fake.slash(ADMIN, f"spawn toucher --cwd {tmp_path} BASH: touch from-slack.txt")
+    card = await card_of(fake, "toucher")
+    ask = await in_thread(fake, card, "toucher wants to use Bash")
+    assert "touch from-slack.txt" in ask["text"]
+    assert labels(ask["blocks"]) == ["✅ Allow", "❌ Deny", "✍️ Deny with reason",
+                                     "🔁 Allow for session", "🔎 Details"]
+    on_tg = await tg_said(fake_tg, "toucher wants to use Bash")  # one escalation, both fronts
+    await fake.click(VIEWER, ask, "Allow")  # a viewer may not answer
+    await said_to(fake, VIEWER, "operator")
+    assert not (tmp_path / "from-slack.txt").exists() and labels(fake.find(
+        CHANNEL, ask["ts"])["blocks"])  # the card is untouched
+    await fake.click(ADMIN, ask, "Allow")
+    await wait_for(lambda: (tmp_path / "from-slack.txt").exists(), 60, "the command ran")
+    await fake.wait_for(lambda: "Allowed by alice" in now_text(fake, ask), 15,
+                        what="the Slack card settled")
+    assert labels(fake.find(CHANNEL, ask["ts"])["blocks"]) == []
+
+    def tg_settled():
+        msg = fake_tg.message(TG_ADMIN, on_tg["message_id"])
+        return msg and "Allowed" in msg["text"] and "alice" in msg["text"] \
+            and not msg.get("reply_markup")
+
+    await fake_tg.wait_for(tg_settled, 15, what="the Telegram copy settled, no buttons")
+    # A late tap on the Telegram copy is told who answered first.
+    fake_tg.user_taps(TG_ADMIN, on_tg["message_id"], tg_button(on_tg, "Deny"), strict=False)
+    await fake_tg.wait_for(lambda: [a for a in fake_tg.callback_answers
+                                    if "alice" in (a.get("text") or "")], 10,
+                           what="told who answered first")
+
+
+async def test_answered_on_telegram_the_slack_card_shows_who(two_fronts, tmp_path):
+    app, fake, fake_tg = two_fronts
+    await fake.slash(ADMIN, f"spawn other --cwd {tmp_path} BASH: touch from-phone.txt")
+    ask = await in_thread(fake, await card_of(fake, "other"), "other wants to use Bash")
+    on_tg = await tg_said(fake_tg, "other wants to use Bash")
+    fake_tg.user_taps(TG_ADMIN, on_tg["message_id"], tg_button(on_tg, "Allow"))
+    await wait_for(lambda: (tmp_path / "from-phone.txt").exists(), 60, "the command ran")
+    await fake.wait_for(lambda: "Allowed by tina via telegram" in now_text(fake, ask), 15,
+                        what="the Slack card settled")
+    assert labels(fake.find(CHANNEL, ask["ts"])["blocks"]) == []
+    await fake.click(ADMIN, ask, "Deny")  # the buttons as they were before the answer
+    await said_to(fake, ADMIN, "tina")  # the late press is told who answered first
+
+
+async def test_denied_with_a_reason_from_the_modal_reaches_the_model(real_slack_app, tmp_path,
+                                                                     mock_api):
+    app, fake = real_slack_app
+    await fake.slash(ADMIN, f"spawn denier --cwd {tmp_path} BASH: touch nope.txt")
+    ask = await in_thread(fake, await card_of(fake, "denier"), "denier wants to use Bash")
+    await fake.click(ADMIN, ask, "Deny with reason")
+    modal = await fake.wait_for(lambda: next((m for m in fake.modals
+                                              if m["view"]["callback_id"] == "sb_deny_reason"),
+                                             None), what="the modal")
+    assert (await fake.submit(ADMIN, modal, {"reason": ""}))["response_action"] == "errors"
+    await fake.submit(ADMIN, modal, {"reason": "not on a Friday"})
+    r = await app.pool.get("denier")
+    await wait_for(lambda: r.state == "idle" and len(mock_api.requests) >= 2, 60)
+    assert "not on a Friday" in json.dumps(mock_api.requests[-1]["messages"])
+    assert not (tmp_path / "nope.txt").exists()
+    await fake.wait_for(lambda: "Denied by alice" in now_text(fake, ask), 15, what="settled")
+
+
+async def test_a_question_by_button_and_by_thread_reply(real_slack_app, tmp_path, mock_api):
+    app, fake = real_slack_app
+    q = {"questions": [{"question": "Which colour?", "header": "Colour", "multiSelect": False,
+                        "options": [{"label": "Red", "description": "warm"},
+                                    {"label": "Blue", "description": "cool"}]}]}
+    await fake.slash(ADMIN, f"spawn asker --cwd {tmp_path} TOOL AskUserQuestion {json.dumps(q)}")
+    card = await card_of(fake, "asker")
+    asked = await in_thread(fake, card, "Which colour?")
+    await fake.click(ADMIN, asked, "Blue")
+    r = await app.pool.get("asker")
+    await wait_for(lambda: r.state == "idle", 60)
+    assert "Blue" in json.dumps(mock_api.requests)
+    await recorded(app, "asker", card)
+    args = json.dumps({"question": "Which port?"})
+    await fake.slash(ADMIN, f"ask asker TOOL mcp__switchboard__ask_operator {args}")
+    await in_thread(fake, card, "Which port?")
+    await fake.event(fake.message_event(ADMIN, "use 8080", thread_ts=card["ts"]))
+    await wait_for(lambda: r.state == "idle" and "use 8080" in json.dumps(
+        mock_api.requests[-1]["messages"]), 60, "the answer reached the model")
+
+
+# -- Stop, the kill switch, App Home ---------------------------------------------------------------
+
+
+async def test_the_native_stop_button_stops_the_turn(fake_slack_app):
+    app, fake = fake_slack_app
+    await fake.slash(ADMIN, "spawn sleeper SLEEP 60: done")
+    card = await card_of(fake, "sleeper")
+    await recorded(app, "sleeper", card)
+    r = await app.pool.get("sleeper")
+    await wait_for(lambda: r.state == "working", 20)
+    await fake.wait_for(lambda: any(s[2] == card["ts"] and s[3] == "processing"
+                                    for s in fake.statuses), what="the session processing")
+    await fake.event({"type": "agent_session_stopped", "channel": CHANNEL,
+                      "thread_ts": card["ts"], "user": ADMIN})
+    await wait_for(lambda: r.state != "working", 20, "the turn stopped")
+
+    async def audited():
+        return [a for a in await app.store.audit.recent(10) if a.action == "stop"]
+
+    await wait_for(audited, 10, "the audit row of /stop")
+    assert [(a.user_name, a.ok) for a in await audited()] == [("alice", 1)]
+    assert "SLEPT" not in json.dumps(fake.messages)
+
+
+async def test_app_home_kill_all_with_confirmation_and_an_admin_turns_it_off(fake_slack_app):
+    app, fake = fake_slack_app
+    for i in range(2):
+        await fake.slash(ADMIN, f"spawn k{i} BG")
+        await said_to(fake, ADMIN, f"Spawned k{i}")
+    runners = [await app.pool.get(f"k{i}") for i in range(2)]
+    await wait_for(lambda: all(r.state == "idle" for r in runners), 30)
+    await fake.open_home(VIEWER)
+    await fake.wait_for(lambda: fake.homes.get(VIEWER), what="the viewer's home")
+    await fake.open_home(ADMIN)
+    home = await fake.wait_for(lambda: fake.homes.get(ADMIN), what="the admin's home")
+    kill = next(el for b in home for el in b.get("elements") or []
+                if el.get("value") == "/killall confirm")
+    assert kill["style"] == "danger" and kill["confirm"]["confirm"]["text"] == "Yes"
+    await fake.click(ADMIN, home, "KILL ALL", home=True)
+    await wait_for(lambda: all(r.state == "killed" for r in runners), 20)
+    assert processes_with_tag(app.settings.instance_id + "/") == []
+    on = await fake.wait_for(lambda: "Kill switch ON" in text_of(fake.homes[ADMIN])
+                             and fake.homes[ADMIN], 15, what="the home shows the switch on")
+    assert "Turn the kill switch off" not in labels(fake.homes[VIEWER])
+    await fake.click(ADMIN, on, "Turn the kill switch off", home=True)
+    await wait_for(lambda: not app.api.halted, 10, "the switch off")
+    await fake.wait_for(lambda: "Kill switch:* off" in text_of(fake.homes[ADMIN]), 15,
+                        what="the home shows it off")
+
+
+async def test_the_spawn_modal_validates_and_spawns(fake_slack_app):
+    app, fake = fake_slack_app
+    await fake.slash(ADMIN, "spawn")
+    modal = await fake.wait_for(lambda: next((m for m in fake.modals
+                                              if m["view"]["callback_id"] == "sb_spawn"), None),
+                                what="the spawn modal")
+    errors = await fake.submit(ADMIN, modal, {"name": "9bad", "prompt": ""})
+    assert set(errors["errors"]) == {"name", "prompt"}
+    await fake.submit(ADMIN, modal, {"name": "modal-made", "prompt": "hello", "model": "",
+                                     "cwd": ""})
+    await card_of(fake, "modal-made")
+
+
+# -- limits: escaping, long answers, a 429 storm ------------------------------------------------
+
+NASTY = "<!channel> <@UALICE> <b>bold?</b> & *stars* _under_ `tick` ```fence``` > quote\n"
+
+
+async def test_nasty_and_long_output_keeps_every_limit(fake_slack_app):
+    app, fake = fake_slack_app
+    prompt = (NASTY * 300)[:20_000]
+    await fake.slash(ADMIN, f"spawn talker {prompt}")
+    card = await card_of(fake, "talker")
+    await fake.wait_for(lambda: fake.files, 30, what="the long answer as a file")
+    answer = next(f for f in fake.files)
+    assert answer["thread_ts"] == card["ts"] and "ECHO: <!channel>" in answer["content"].decode()
+    for m in fake.messages + fake.ephemerals:
+        for block in m["blocks"]:
+            shown = json.dumps(block)
+            assert "<!channel>" not in shown and "<@UALICE>" not in shown
+    assert "&lt;!channel&gt;" in json.dumps([m["blocks"] for m in fake.messages])
+    await fake.slash(ADMIN, "logs talker")  # a long reply: split or a file, never refused
+    await said_to(fake, ADMIN, "talker")
+
+
+async def test_a_429_storm_delays_but_loses_nothing_and_merges_card_edits(fake_slack_app):
+    app, fake = fake_slack_app
+    fake.retry_after_s = 1
+    await fake.slash(ADMIN, "spawn stormy hi")
+    card = await card_of(fake, "stormy")
+    await recorded(app, "stormy", card)
+    fake.storm(6)
+    for i in range(8):
+        await fake.event(fake.message_event(ADMIN, f"msg {i}", thread_ts=card["ts"]))
+    await fake.wait_for(lambda: "ECHO: msg 7" in now_text(fake, card), 40,
+                        what="the card caught up")
+    r = await app.pool.get("stormy")
+    await wait_for(lambda: r.state == "idle", 20)
+    assert fake.limited >= 6
+    turns = len(await app.store.turns.recent(r.id, 20))
+    assert turns == 9
+    # Nine turns and their states changed the card dozens of times: edits were merged.
+    assert fake.find(CHANNEL, card["ts"])["edits"] < 3 * turns

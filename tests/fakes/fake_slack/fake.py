@@ -101,6 +101,7 @@ class FakeSlack:
     async def _serve(self) -> None:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/api/{method}", self._api)
         app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_get("/link/", self._socket)
         self._runner = web.AppRunner(app, access_log=None)
@@ -155,15 +156,17 @@ class FakeSlack:
 
     async def _params(self, request: web.Request) -> dict[str, Any]:
         raw = await request.read()
-        if request.content_type == "application/json":
+        if request.method == "GET":
+            params: dict[str, Any] = dict(request.query)
+        elif request.content_type == "application/json":
             params = json.loads(raw or b"{}")
         elif request.content_type == "multipart/form-data":
-            params = {}
             form = await request.post()
             for k, v in form.items():
                 params[k] = v if isinstance(v, str) else "<file>"
         else:
             params = dict(parse_qsl(raw.decode()))
+        params = {**dict(request.query), **params}  # the SDK sends some arguments as a query
         for key in ("blocks", "view", "files"):
             if isinstance(params.get(key), str):
                 with contextlib.suppress(ValueError):
@@ -195,6 +198,10 @@ class FakeSlack:
                     self.errors.append({"method": method, **body})
             body.pop("injected", None)
             return web.json_response(body, status=exc.status, headers=headers)
+        except Exception as exc:  # a bug of the fake, or a call it cannot read: loud
+            with self.lock:
+                self.errors.append({"method": method, "error": "fake_crashed", "detail": repr(exc)})
+            return web.json_response({"ok": False, "error": "fatal_error"}, status=500)
         return web.json_response({"ok": True, **result})
 
     def _check_token(self, method: str, params: dict[str, Any]) -> None:
