@@ -452,15 +452,45 @@ async def test_a_429_storm_delays_but_loses_nothing_and_merges_card_edits(fake_s
     await fake.slash(ADMIN, "spawn stormy hi")
     card = await card_of(fake, "stormy")
     await recorded(app, "stormy", card)
-    fake.storm(6)
-    for i in range(8):
+    fake.storm(5)
+    for i in range(4):
         await fake.event(fake.message_event(ADMIN, f"msg {i}", thread_ts=card["ts"]))
-    await fake.wait_for(lambda: "ECHO: msg 7" in now_text(fake, card), 40,
+    await fake.wait_for(lambda: "ECHO: msg 3" in now_text(fake, card), 40,
                         what="the card caught up")
     r = await app.pool.get("stormy")
     await wait_for(lambda: r.state == "idle", 20)
-    assert fake.limited >= 6
+    assert fake.limited >= 5
     turns = len(await app.store.turns.recent(r.id, 20))
-    assert turns == 9
-    # Nine turns and their states changed the card dozens of times: edits were merged.
-    assert fake.find(CHANNEL, card["ts"])["edits"] < 3 * turns
+    assert turns == 5
+    # Every turn's answer is in the thread: nothing was lost to a 429.
+    finished = [m for m in fake.thread(card["ts"]) if "stormy finished" in m["text"]]
+    assert len(finished) == turns
+    # Five turns changed the card's state and text 4 times each: the edits were merged.
+    assert fake.find(CHANNEL, card["ts"])["edits"] < 2 * turns
+
+
+# -- the connection: refused tokens, Slack's refresh ---------------------------------------------
+
+
+async def test_a_refused_token_stops_slack_with_a_log_line_and_a_notice(fake_settings, fake_slack,
+                                                                         caplog):
+    from bot.slack import run_slack
+
+    fake_slack.refuse("token_revoked")
+    app = Switchboard(slack_settings(fake_settings, fake_slack))
+    async with app:
+        await asyncio.wait_for(run_slack(app), 10)  # returns: no retrying a revoked token
+        notices = [r for r in await app.store.escalations.undelivered("console")
+                   if r.title == "Slack front end stopped"]
+        assert notices and "token_revoked" in notices[0].body
+    assert any("Slack refused the app's token (token_revoked)" in r.getMessage()
+               for r in caplog.records)
+
+
+async def test_socket_mode_reconnects_when_slack_asks_for_a_refresh(fake_slack_app):
+    app, fake = fake_slack_app
+    assert fake.connections == 1
+    fake.refresh()
+    await fake.wait_for(lambda: fake.connections == 2, 10, what="a second connection")
+    await fake.slash(ADMIN, "agents")
+    await said_to(fake, ADMIN, "No agents")
