@@ -220,8 +220,10 @@ class SlackError(Exception):
 
 
 class SlackFrontend(Lifecycle):
-    def __init__(self, app: Switchboard, *, ping_interval_s: float = 10.0) -> None:
+    def __init__(self, app: Switchboard, *, ping_interval_s: float = 10.0,
+                 pace: Pace = CHANNEL_PACE) -> None:
         self.app = app
+        self.pace = pace
         self.settings = app.settings
         self.ping_interval_s = ping_interval_s
         self.seen = Seen()
@@ -266,7 +268,7 @@ class SlackFrontend(Lifecycle):
         self.adapter = SlackAdapter(self.client, s.slack_channel)
         self.desk = FrontDesk(self.adapter, self.app.fleet, self.app.run_command,
                               admin_ids=s.slack_admin_ids, card_interval_s=s.slack_card_interval_s,
-                              threads=True, pace=CHANNEL_PACE)
+                              threads=True, pace=self.pace)
         self.home = slack_views.Home(self)
         slack_events.register(self.bolt, self)
         await self.desk.start()

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from bot.kit import ActivityKind, AgentActivity, ChatError
-from bot.kit.ports import Escalation
 from bot.kit import escalation as esc_render
 from bot.kit.cards import ICONS
+from bot.kit.ports import Escalation
 from bot.slack import call
 from bot.slack_render import actions, context, plain, section
 from bot.slack_render import escape as mrkdwn

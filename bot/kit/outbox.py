@@ -83,6 +83,13 @@ class _ChatQueue:
             now, tokens = clock.monotonic(), 1.0
         self.tokens, self.filled_at = tokens - 1, now
 
+    def done(self, clock: Clock) -> None:
+        """The call has been answered: the bucket refills from now, not from when it was
+        sent, so calls that reach the platform bunched up (a slow network, a busy loop) still
+        keep under its limit."""
+        if self.tokens is not None:
+            self.filled_at = clock.monotonic()
+
     def push(self, op: _Op) -> None:
         self.ops.append(op)
         self.ready.set()
@@ -200,6 +207,7 @@ class Outbox:
                     fut.cancel()
                 raise
             finally:
+                queue.done(self.clock)
                 queue.busy = False
                 if self.idle():
                     self._idle.set()

@@ -50,51 +50,64 @@ def _button(el: dict[str, Any], pointer: str, errors: list[str]) -> None:
                       f"{pointer}/confirm/{part}", errors)
 
 
+def _section(block: dict[str, Any], pointer: str, errors: list[str]) -> int:
+    size = 0
+    if "text" in block:
+        size += _text(block["text"], SECTION_TEXT, f"{pointer}/text", errors)
+    fields = block.get("fields") or []
+    if len(fields) > FIELDS:
+        errors.append(f"must be less than {FIELDS + 1} items [json-pointer:{pointer}/fields]")
+    for i, f in enumerate(fields):
+        size += _text(f, FIELD_TEXT, f"{pointer}/fields/{i}", errors)
+    if "text" not in block and not fields:
+        errors.append(f"must provide text or fields [json-pointer:{pointer}]")
+    return size
+
+
+def _header(block: dict[str, Any], pointer: str, errors: list[str]) -> int:
+    return _text(block.get("text"), HEADER_TEXT, f"{pointer}/text", errors)
+
+
+def _context(block: dict[str, Any], pointer: str, errors: list[str]) -> int:
+    elements = block.get("elements") or []
+    if not elements or len(elements) > CONTEXT_ELEMENTS:
+        errors.append(f"must have 1 to {CONTEXT_ELEMENTS} items [json-pointer:{pointer}/elements]")
+    return sum(_text(e, SECTION_TEXT, f"{pointer}/elements/{i}", errors)
+               for i, e in enumerate(elements))
+
+
+def _actions(block: dict[str, Any], pointer: str, errors: list[str]) -> int:
+    elements = block.get("elements") or []
+    if not elements or len(elements) > ACTIONS_ELEMENTS:
+        errors.append(f"must have 1 to {ACTIONS_ELEMENTS} items [json-pointer:{pointer}/elements]")
+    ids = [e.get("action_id") for e in elements]
+    if len(set(ids)) != len(ids):
+        errors.append(f"action_id must be unique in a block [json-pointer:{pointer}]")
+    for i, el in enumerate(elements):
+        if len(str(el.get("action_id", ""))) > ID_CHARS:
+            errors.append(_too_long(ID_CHARS, f"{pointer}/elements/{i}/action_id"))
+        if el.get("type") == "button":
+            _button(el, f"{pointer}/elements/{i}", errors)
+    return 0
+
+
+def _nothing(block: dict[str, Any], pointer: str, errors: list[str]) -> int:
+    return 0
+
+
+KINDS = {"section": _section, "header": _header, "context": _context, "actions": _actions,
+         "divider": _nothing, "input": _nothing, "image": _nothing, "rich_text": _nothing}
+
+
 def _block(block: dict[str, Any], pointer: str, errors: list[str]) -> int:
     """Checks one block; returns the characters of text it holds."""
-    kind = block.get("type")
-    for key in ("block_id",):
-        if len(str(block.get(key, ""))) > ID_CHARS:
-            errors.append(_too_long(ID_CHARS, f"{pointer}/{key}"))
-    if kind == "section":
-        size = 0
-        if "text" in block:
-            size += _text(block["text"], SECTION_TEXT, f"{pointer}/text", errors)
-        fields = block.get("fields") or []
-        if len(fields) > FIELDS:
-            errors.append(f"must be less than {FIELDS + 1} items [json-pointer:{pointer}/fields]")
-        for i, f in enumerate(fields):
-            size += _text(f, FIELD_TEXT, f"{pointer}/fields/{i}", errors)
-        if "text" not in block and not fields:
-            errors.append(f"must provide text or fields [json-pointer:{pointer}]")
-        return size
-    if kind == "header":
-        return _text(block.get("text"), HEADER_TEXT, f"{pointer}/text", errors)
-    if kind == "context":
-        elements = block.get("elements") or []
-        if not elements or len(elements) > CONTEXT_ELEMENTS:
-            errors.append(f"must have 1 to {CONTEXT_ELEMENTS} items "
-                          f"[json-pointer:{pointer}/elements]")
-        return sum(_text(e, SECTION_TEXT, f"{pointer}/elements/{i}", errors)
-                   for i, e in enumerate(elements))
-    if kind == "actions":
-        elements = block.get("elements") or []
-        if not elements or len(elements) > ACTIONS_ELEMENTS:
-            errors.append(f"must have 1 to {ACTIONS_ELEMENTS} items "
-                          f"[json-pointer:{pointer}/elements]")
-        ids = [e.get("action_id") for e in elements]
-        if len(set(ids)) != len(ids):
-            errors.append(f"action_id must be unique in a block [json-pointer:{pointer}]")
-        for i, el in enumerate(elements):
-            if len(str(el.get("action_id", ""))) > ID_CHARS:
-                errors.append(_too_long(ID_CHARS, f"{pointer}/elements/{i}/action_id"))
-            if el.get("type") == "button":
-                _button(el, f"{pointer}/elements/{i}", errors)
+    if len(str(block.get("block_id", ""))) > ID_CHARS:
+        errors.append(_too_long(ID_CHARS, f"{pointer}/block_id"))
+    check = KINDS.get(str(block.get("type")))
+    if check is None:
+        errors.append(f"must be a valid enum value [json-pointer:{pointer}/type]")
         return 0
-    if kind in ("divider", "input", "image", "rich_text"):
-        return 0
-    errors.append(f"must be a valid enum value [json-pointer:{pointer}/type]")
-    return 0
+    return check(block, pointer, errors)
 
 
 def check_blocks(blocks: Any, *, view: bool = False) -> tuple[list[str], int]:

@@ -60,13 +60,13 @@ class FakeSlack:
         self.errors: list[dict[str, Any]] = []
         self.statuses: list[tuple[str, str, str, str]] = []
         self.acks: dict[str, Any] = {}
-        self.delivered: list[tuple[float, str, str]] = []  # (time, method, channel) that went
+        self.delivered: list[tuple[float, str, str]] = []  # (monotonic, method, channel) taken
         self.limited = 0  # 429s answered
         self.connections = 0
         self.agent_sessions = True
         self._refusal: str | None = None
         self._storm = 0
-        self._buckets: dict[tuple[str, str], tuple[float, float]] = {}
+        self._buckets: dict[str, tuple[float, float]] = {}  # per channel, all paced methods
         self._seq = itertools.count(1)
         self._uploads: dict[str, dict[str, Any]] = {}
         self._sockets: list[web.WebSocketResponse] = []
@@ -223,14 +223,14 @@ class FakeSlack:
             if self.rate_per_s is None:
                 return
             now = time.monotonic()
-            tokens, at = self._buckets.get((method, channel), (float(self.burst), now))
+            tokens, at = self._buckets.get(channel, (float(self.burst), now))
             tokens = min(float(self.burst), tokens + (now - at) * self.rate_per_s)
             if tokens < 1:
                 self.limited += 1
-                self._buckets[(method, channel)] = (tokens, now)
+                self._buckets[channel] = (tokens, now)
                 wait = math.ceil((1 - tokens) / self.rate_per_s)
                 raise ApiError("ratelimited", 429, retry_after=max(1, wait))
-            self._buckets[(method, channel)] = (tokens - 1, now)
+            self._buckets[channel] = (tokens - 1, now)
 
     def _unknown(self, params: dict[str, Any]) -> dict[str, Any]:
         raise ApiError("unknown_method")
@@ -282,7 +282,7 @@ class FakeSlack:
         thread = self._thread_of(channel, params.get("thread_ts"))
         ts = self._ts()
         msg = {"channel": channel, "ts": ts, "thread_ts": thread, "text": text, "blocks": blocks,
-               "edits": 0, "history": [], "at": time.monotonic()}
+               "edits": 0, "history": [], "at": time.time()}
         self.messages.append(msg)
         self.delivered.append((time.monotonic(), "chat.postMessage", channel))
         return {"channel": channel, "ts": ts, "message": {"text": text, "ts": ts}}
