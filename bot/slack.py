@@ -374,6 +374,9 @@ async def run_slack(app: Switchboard, *, check_s: float = 1.0) -> None:
                 return
             except (SlackApiError, SlackClientError, aiohttp.ClientError, TimeoutError,
                     OSError) as exc:
+                if front.desk is not None and front.socket is None:
+                    await front.stop()  # a start cut short: begin again from nothing
+                    front = SlackFrontend(app)
                 delay = backoff_s(attempt)
                 attempt += 1
                 logger.warning("slack: cannot reach Slack (%s); retrying in %.0fs", exc, delay)

@@ -27,12 +27,18 @@ OPEN_SPAWN = "sb_open_spawn"
 STOP_EVENT = "agent_session_stopped"
 
 
+def sanitise(text: str) -> str:
+    """Every piece of text typed in Slack passes here before Switchboard reads it: messages,
+    slash commands, modal fields. The one hook for the kit's input sanitiser (for every input
+    path), when it lands; until then it only trims."""
+    return text.strip()
+
+
 def clean(text: str) -> str:
-    """The one place where text typed in Slack enters Switchboard: mentions of us dropped, the
-    entities Slack escapes turned back into what was typed. (The kit's sanitiser for every
-    input path, when it lands, is to be called from here.)"""
+    """A message or command as typed: mentions of us dropped, the entities Slack escapes (`&`,
+    `<`, `>`) turned back into what was typed, then sanitised."""
     text = _MENTION.sub("", text or "")
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").strip()
+    return sanitise(text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
 
 
 def as_command(text: str) -> str:
@@ -144,7 +150,8 @@ class Listeners:
     async def button(self, ack: Any, body: dict[str, Any], action: dict[str, Any],
                      client: Any) -> None:
         await ack()
-        if self.desk is None or self.front.adapter is None:
+        if self.desk is None or self.front.adapter is None or not self._ours(
+                (body.get("team") or {}).get("id")):
             return
         chat, message = self._chat_of(body)
         sender = await self.sender(str(body["user"]["id"]), client)
@@ -182,10 +189,11 @@ class Listeners:
                         client: Any) -> None:
         from bot.slack_views import command_of
 
-        if self.desk is None:
+        if self.desk is None or not self._ours((body.get("team") or {}).get("id")):
             await ack()
             return
-        line, errors = command_of(view)
+        assert self.front.app.api is not None
+        line, errors = command_of(view, live=[a.name for a in self.front.app.api.agents()])
         if errors:
             await ack(response_action="errors", errors=errors)
             return

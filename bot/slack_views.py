@@ -16,6 +16,7 @@ from bot.kit import escalation as esc_render
 from bot.kit.cards import ICONS
 from bot.kit.ports import Escalation
 from bot.slack import call
+from bot.slack_events import sanitise
 from bot.slack_render import actions, context, plain, section
 from bot.slack_render import escape as mrkdwn
 from commands.base import Button, Role
@@ -308,7 +309,7 @@ def _values(view: dict[str, Any]) -> dict[str, str]:
         value = field.get("value")
         if value is None:
             value = (field.get("selected_option") or {}).get("value")
-        out[block_id] = str(value or "").strip()
+        out[block_id] = sanitise(str(value or ""))
     return out
 
 
@@ -316,8 +317,9 @@ def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def command_of(view: dict[str, Any]) -> tuple[str, dict[str, str]]:
-    """A submitted modal as one command line, or the errors to show in it."""
+def command_of(view: dict[str, Any], *, live: Sequence[str] = ()) -> tuple[str, dict[str, str]]:
+    """A submitted modal as one command line, or the errors to show in it (`live`: the names
+    of live agents, which a new one may not take)."""
     values = _values(view)
     callback = view.get("callback_id")
     if callback == "sb_deny_reason":
@@ -332,6 +334,8 @@ def command_of(view: dict[str, Any]) -> tuple[str, dict[str, str]]:
     name = values.get("name", "")
     if not NAME_RE.match(name):
         errors["name"] = "A letter, then letters, digits, '.', '_' or '-' (40 at most)."
+    elif name in live:
+        errors["name"] = f"An agent named {name} is already running: choose another name."
     if not values.get("prompt"):
         errors["prompt"] = "Say what the agent should do."
     if errors:

@@ -494,3 +494,41 @@ async def test_socket_mode_reconnects_when_slack_asks_for_a_refresh(fake_slack_a
     await fake.wait_for(lambda: fake.connections == 2, 10, what="a second connection")
     await fake.slash(ADMIN, "agents")
     await said_to(fake, ADMIN, "No agents")
+
+
+async def test_only_the_configured_workspace_is_heard(fake_settings, fake_slack):
+    settings = slack_settings(fake_settings, fake_slack).with_(slack_team_id="T0THERS")
+    app, front = await start(settings, fake_slack)
+    try:
+        fake_slack.add_user("UOUT", "outsider", team="T0FAKE")
+        fake_slack.add_user("UIN", "insider", team="T0THERS")
+        await app.store.operators.upsert("slack", "UIN", "insider", "admin", "test")
+        await fake_slack.slash(ADMIN, "agents")  # alice's workspace is not the configured one
+        await fake_slack.slash("UOUT", "agents")
+        await fake_slack.slash("UIN", "agents")
+        await said_to(fake_slack, "UIN", "No agents")  # after the two before it
+        assert fake_slack.to(ADMIN) == [] and fake_slack.to("UOUT") == []
+        assert {a.user_id for a in await app.store.audit.recent(5)} == {"slack:UIN"}
+    finally:
+        await stop(app, front)
+
+
+async def test_the_send_to_agent_shortcut_picks_the_agent_from_a_menu(fake_slack_app):
+    app, fake = fake_slack_app
+    await fake.slash(ADMIN, "spawn helper hi")
+    card = await card_of(fake, "helper")
+    await fake.send("interactive", {
+        "type": "message_action", "callback_id": "sb_send_to_agent", "trigger_id": "trig-x",
+        "user": {"id": ADMIN, "name": "alice"}, "team": {"id": "T0FAKE"},
+        "channel": {"id": CHANNEL}, "message": {"ts": "1.2", "text": "look at &lt;this&gt;"},
+        "response_url": "http://x/respond"})
+    modal = await fake.wait_for(lambda: next((m for m in fake.modals
+                                              if m["view"]["callback_id"] == "sb_send"), None),
+                                what="the modal")
+    picker = modal["view"]["blocks"][0]["element"]
+    agent = picker["options"][0]["value"]
+    assert modal["view"]["blocks"][1]["element"]["initial_value"] == "look at <this>"
+    await fake.submit(ADMIN, modal, {"agent": agent, "text": "look at <this>"})
+    # The agent got the text as typed; the card shows it escaped.
+    await fake.wait_for(lambda: "ECHO: look at &lt;this&gt;" in now_text(fake, card), 20,
+                        what="the message reached the agent")
