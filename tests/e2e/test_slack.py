@@ -13,6 +13,7 @@ import time
 import pytest
 
 from bot.app import Switchboard
+from bot.kit import Pace
 from bot.slack import SlackFrontend
 from supervisor.config import Secret
 from tests.conftest import free_port, make_settings, processes_with_tag, wait_for
@@ -55,7 +56,9 @@ async def start(settings, fake):
     await app.__aenter__()
     await app.store.operators.upsert("slack", OPERATOR, "bob", "operator", "test")
     await app.store.operators.upsert("slack", VIEWER, "vic", "viewer", "test")
-    front = SlackFrontend(app, ping_interval_s=1)
+    # Slack's own pace (1 a second) would make every test wait; the pace is tested in the unit
+    # tests and measured by bench/slack_outbox.py.
+    front = SlackFrontend(app, ping_interval_s=1, pace=Pace(per_s=50.0, burst=10))
     await front.start()
     await front.connect()
     if settings.slack_mode == "http":
@@ -210,8 +213,8 @@ async def test_spawn_makes_the_thread_and_its_live_card(both_modes):
     assert len(fake.top()) == 1  # everything else went under the card or to alice alone
 
 
-async def test_a_duplicate_delivery_acts_once(fake_slack_app):
-    app, fake = fake_slack_app
+async def test_a_duplicate_delivery_acts_once(both_modes):
+    app, fake = both_modes
     await fake.slash(ADMIN, "spawn dup hello")
     card = await card_of(fake, "dup")
     await recorded(app, "dup", card)
@@ -532,3 +535,15 @@ async def test_the_send_to_agent_shortcut_picks_the_agent_from_a_menu(fake_slack
     # The agent got the text as typed; the card shows it escaped.
     await fake.wait_for(lambda: "ECHO: look at &lt;this&gt;" in now_text(fake, card), 20,
                         what="the message reached the agent")
+
+
+async def test_without_agent_sessions_the_thread_status_is_the_fallback(fake_slack_app):
+    app, fake = fake_slack_app
+    fake.agent_sessions = False
+    await fake.slash(ADMIN, "spawn plain SLEEP 1: hi")
+    card = await card_of(fake, "plain")
+    await fake.wait_for(lambda: [s for s in fake.statuses
+                                 if s[0] == "assistant.threads.setStatus" and s[2] == card["ts"]
+                                 and s[3] == "is working…"], 20, what="the status line")
+    await fake.wait_for(lambda: any(s[2] == card["ts"] and s[3] == "" for s in fake.statuses),
+                        20, what="the status cleared once idle")
