@@ -288,6 +288,10 @@ async def test_allowed_from_slack_runs_the_tool_and_telegram_is_told_who(two_fro
     assert labels(ask["blocks"]) == ["✅ Allow", "❌ Deny", "✍️ Deny with reason",
                                      "🔁 Allow for session", "🔎 Details"]
     on_tg = await tg_said(fake_tg, "toucher wants to use Bash")  # one escalation, both fronts
+    await fake.click(ADMIN, ask, "Details")
+    details = await fake.wait_for(lambda: next((m for m in fake.modals if m["view"][
+        "callback_id"] == "sb_details"), None), what="the details modal")
+    assert "touch from-slack.txt" in text_of(details["view"]["blocks"])
     await fake.click(VIEWER, ask, "Allow")  # a viewer may not answer
     await said_to(fake, VIEWER, "operator")
     assert not (tmp_path / "from-slack.txt").exists() and labels(fake.find(
