@@ -180,6 +180,14 @@ async def serve(settings: Settings, *, console: bool) -> int:
             from bot.telegram import run_telegram
 
             await app.add_task_service("telegram", lambda: run_telegram(app))
+        if settings.slack_bot_token:
+            if settings.slack_channel:
+                from bot.slack import run_slack
+
+                await app.add_task_service("slack", lambda: run_slack(app))
+            else:
+                logger.error("slack: SLACK_BOT_TOKEN is set but SLACK_CHANNEL is not; running "
+                             "without Slack (see docs/slack.md)")
         if console:
             from bot.console import Console
 
@@ -259,7 +267,8 @@ def cmd_doctor(settings: Settings) -> int:
     if settings.telegram_token:
         fronts.append("telegram (token set)")
     if settings.slack_bot_token:
-        fronts.append("slack (token set)")
+        mode = "HTTP mode" if settings.slack_mode == "http" else "Socket Mode"
+        fronts.append(f"slack ({mode}, channel {settings.slack_channel or 'NOT SET'})")
     doctor.say(f"front ends configured: {', '.join(fronts)}")
     listen = settings.http_listen
     doctor.say(f"http listener (/healthz /readyz /metrics): http://{listen[0]}:{listen[1]}"

@@ -140,3 +140,11 @@ class ApiFleet:
             return None
         return AgentView(a.id, a.name, str(a.state), a.live, a.current_tool, a.created_at,
                          a.turns, a.cost_usd, agent_buttons(a) if a.live else ())
+
+    async def card(self, platform: str, agent_id: str, chat: ChatId, /) -> MessageId | None:
+        found = await self.api.card(platform, agent_id, chat)
+        return MessageId(found) if found is not None else None
+
+    async def record_card(self, platform: str, agent_id: str, chat: ChatId,
+                          message: MessageId, /) -> None:
+        await self.api.record_card(platform, agent_id, chat, message)

@@ -209,11 +209,13 @@ class TelegramAdapter:
             self.html(reply), chat_id=int(chat), message_id=int(message),
             parse_mode=ParseMode.HTML, reply_markup=self.keyboard(reply.buttons)))
 
-    async def send_document(self, chat: ChatId, document: Attachment, /, *,
-                            caption: str = "") -> MessageId:
+    async def send_document(self, chat: ChatId, document: Attachment, /, *, caption: str = "",
+                            reply_to: MessageId | None = None) -> MessageId:
+        above = (ReplyParameters(int(reply_to), allow_sending_without_reply=True)
+                 if reply_to is not None else None)
         message = await _call(self.bot.send_document(
             int(chat), document=document.content, filename=document.filename,
-            caption=caption[:fit(caption, CAPTION_MAX)] or None))
+            caption=caption[:fit(caption, CAPTION_MAX)] or None, reply_parameters=above))
         assert message is not None
         return MessageId(str(message.message_id))
 

@@ -211,4 +211,18 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE chat_copies ADD COLUMN settled_at REAL;
     """,
+    # 10: each agent's status card in a chat, kept for the agent's whole life: on Slack the
+    # card is the top message of the agent's thread, so the thread survives a restart and a
+    # reply in it finds its agent (never looked up in the platform's history).
+    """
+    CREATE TABLE chat_threads (
+        platform   TEXT NOT NULL,
+        agent_id   TEXT NOT NULL,
+        chat_id    TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (platform, agent_id, chat_id)
+    );
+    CREATE INDEX chat_threads_message ON chat_threads(platform, chat_id, message_id);
+    """,
 )

@@ -1,4 +1,5 @@
-"""Repository for operators, one-time invite codes, and the chat copies of escalations."""
+"""Repository for operators, one-time invite codes, the chat copies of escalations and the
+chat messages of status cards."""
 
 from __future__ import annotations
 
@@ -126,3 +127,24 @@ class OperatorRepo:
             "SELECT escalation_id FROM chat_copies WHERE platform=? AND chat_id=?"
             " AND message_id=?", (platform, chat_id, message_id))
         return row["escalation_id"] if row else None
+
+    # -- status cards (on Slack: the top message of each agent's thread) -----------------------
+
+    async def set_card(self, platform: str, agent_id: str, chat_id: str,
+                       message_id: str) -> None:
+        await self.db.execute(
+            "INSERT OR REPLACE INTO chat_threads (platform, agent_id, chat_id, message_id,"
+            " created_at) VALUES (?,?,?,?,?)",
+            (platform, agent_id, chat_id, message_id, time.time()))
+
+    async def card(self, platform: str, agent_id: str, chat_id: str) -> str | None:
+        row = await self.db.fetchone(
+            "SELECT message_id FROM chat_threads WHERE platform=? AND agent_id=? AND chat_id=?",
+            (platform, agent_id, chat_id))
+        return row["message_id"] if row else None
+
+    async def agent_for_card(self, platform: str, chat_id: str, message_id: str) -> str | None:
+        row = await self.db.fetchone(
+            "SELECT agent_id FROM chat_threads WHERE platform=? AND chat_id=? AND message_id=?",
+            (platform, chat_id, message_id))
+        return row["agent_id"] if row else None

@@ -45,6 +45,7 @@ from supervisor.views import (
     AgentLog,
     AgentView,
     Approved,
+    AuditView,
     CostCell,
     EscalationView,
     FleetView,
@@ -535,6 +536,21 @@ class SupervisorAPI:
         """Every copy of `esc_id` on `platform` now shows its outcome."""
         await self._store.operators.settle(esc_id, platform)
 
+    @_store_errors
+    async def record_card(self, platform: str, agent_id: str, chat_id: str,
+                          message_id: str) -> None:
+        """Where an agent's status card is in a chat, for the agent's whole life."""
+        await self._store.operators.set_card(platform, agent_id, chat_id, message_id)
+
+    @_store_errors
+    async def card(self, platform: str, agent_id: str, chat_id: str) -> str | None:
+        return await self._store.operators.card(platform, agent_id, chat_id)
+
+    @_store_errors
+    async def agent_for_card(self, platform: str, chat_id: str, message_id: str) -> str | None:
+        """The agent whose status card (on Slack: whose thread) `message_id` is."""
+        return await self._store.operators.agent_for_card(platform, chat_id, message_id)
+
     @contextlib.contextmanager
     def subscription(self) -> Iterator[asyncio.Queue[Event]]:
         """A queue that receives every event from now on, for as long as the block runs."""
@@ -555,6 +571,11 @@ class SupervisorAPI:
             return False
         return True
 
+    @_store_errors
+    async def recent_actions(self, n: int = 10) -> tuple[AuditView, ...]:
+        """The newest audit rows, newest first (what a front end's home screen lists)."""
+        return tuple(await self._store.audit.recent(n))
+
 
 __all__ = [
     # the API and who calls it
@@ -562,8 +583,8 @@ __all__ = [
     # read models
     "AgentView", "AgentDetail", "FleetView", "Sent", "Paused", "Killed", "LogEntry", "AgentLog",
     "SpendLine", "SpendReport", "Approved", "HaltView", "InviteView", "EscalationView",
-    "OperatorView", "KillReport", "StatsView", "CostCell", "StoreCheck", "TURN_OUTCOMES",
-    "SCHEDULE_OUTCOMES",
+    "OperatorView", "AuditView", "KillReport", "StatsView", "CostCell", "StoreCheck",
+    "TURN_OUTCOMES", "SCHEDULE_OUTCOMES",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",

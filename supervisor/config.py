@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -32,6 +33,7 @@ PermissionMode = Literal["default", "acceptEdits", "plan", "auto", "dontAsk", "b
 PERMISSION_MODES: tuple[str, ...] = get_args(PermissionMode)
 OnTimeout = Literal["deny", "pause"]
 ON_TIMEOUT: tuple[str, ...] = get_args(OnTimeout)
+SlackMode = Literal["socket", "http"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 LogFormat = Literal["auto", "text", "json"]
 
@@ -158,6 +160,21 @@ def _numeric(ids: tuple[str, ...]) -> tuple[str, ...]:
     return ids
 
 
+def _slack_ids(ids: tuple[str, ...]) -> tuple[str, ...]:
+    bad = [i for i in ids if not re.fullmatch(r"[UW][A-Z0-9]{2,}", i)]
+    if bad:
+        raise PydanticCustomError("setting", "must be Slack user ids such as U012AB3CD (not "
+                                  "{bad})", {"bad": ", ".join(map(repr, bad))})
+    return ids
+
+
+def _slash(word: str) -> str:
+    if not re.fullmatch(r"/[a-z0-9_-]{1,31}", word):
+        raise PydanticCustomError("setting", "must be a slash command such as /sb (not {w})",
+                                  {"w": repr(word)})
+    return word
+
+
 def _env_values(value: Any) -> Any:
     if not isinstance(value, Mapping):
         return value
@@ -198,6 +215,10 @@ Names = Annotated[tuple[str, ...],
 UserIds = Annotated[tuple[str, ...],
                     Kind("list of user ids", "a list of user ids (or a comma-separated string)"),
                     BeforeValidator(_ids), AfterValidator(_numeric)]
+SlackUserIds = Annotated[tuple[str, ...],
+                         Kind("list of user ids", "a list of user ids (or a comma-separated "
+                              "string)"), BeforeValidator(_ids), AfterValidator(_slack_ids)]
+SlashCommand = Annotated[str, Kind("text", "text (a quoted string)"), AfterValidator(_slash)]
 Paths = Annotated[tuple[UserPath, ...],
                   Kind("list of paths", "a list of paths (or a ':'-separated string)"),
                   BeforeValidator(_split(":"))]
@@ -296,6 +317,21 @@ class Settings(BaseSettings):
                                                "slack_bot_token")] = None
     slack_app_token: Annotated[SecretText, Key("SLACK_APP_TOKEN", "slack.app_token",
                                                "slack_app_token")] = None
+    # HTTP mode instead of Socket Mode: Slack posts to our listener, signed with this secret.
+    slack_mode: Annotated[SlackMode, Choice, Key("SLACK_MODE", "slack.mode")] = "socket"
+    slack_signing_secret: Annotated[SecretText, Key("SLACK_SIGNING_SECRET",
+                                                    "slack.signing_secret")] = None
+    slack_http_listen: Annotated[Text, Key("SLACK_HTTP_LISTEN",
+                                           "slack.http_listen")] = "0.0.0.0"  # noqa: S104
+    slack_http_port: Annotated[Port, Key("SLACK_HTTP_PORT", "slack.http_port")] = 3000
+    # The Web API's base URL (a test fake); Slack's own when unset.
+    slack_api_url: Annotated[Text | None, Key("SLACK_API_URL", "slack.api_url")] = None
+    slack_channel: Annotated[Text | None, Key("SLACK_CHANNEL", "slack.channel")] = None
+    slack_admin_ids: Annotated[SlackUserIds, Key("SLACK_ADMIN_IDS", "slack.admin_ids")] = ()
+    slack_team_id: Annotated[Text | None, Key("SLACK_TEAM_ID", "slack.team_id")] = None
+    slack_command: Annotated[SlashCommand, Key("SLACK_COMMAND", "slack.command")] = "/sb"
+    slack_card_interval_s: Annotated[Interval, Key("SLACK_CARD_INTERVAL_S",
+                                                   "slack.card_interval_s")] = 3.0
 
     # [gcs]
     gcs_bucket: Annotated[Text | None, Key("SWITCHBOARD_GCS_BUCKET", "gcs.bucket",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from store.audit import AuditRow
 from store.escalations import EscalationRow
 from store.operators import OperatorRow
 from supervisor.events import AgentState
@@ -13,6 +14,7 @@ from supervisor.events import AgentState
 # under these names, so callers never import the store.
 EscalationView = EscalationRow
 OperatorView = OperatorRow
+AuditView = AuditRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,4 +166,4 @@ class StoreCheck:
 
 __all__ = ["CostCell", "StatsView", "StoreCheck", "AgentView", "AgentDetail", "FleetView", "Sent",
            "Paused", "Killed", "LogEntry", "AgentLog", "SpendLine", "SpendReport", "Approved",
-           "HaltView", "InviteView", "EscalationView", "OperatorView"]
+           "HaltView", "InviteView", "EscalationView", "OperatorView", "AuditView"]

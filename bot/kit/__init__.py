@@ -2,7 +2,7 @@
 
 from bot.kit.actions import action_of
 from bot.kit.links import Link, Links, LinkState
-from bot.kit.outbox import ChatStats, Outbox, Priority
+from bot.kit.outbox import ChatStats, Outbox, Pace, Priority
 from bot.kit.ports import (
     ActivityKind,
     AgentActivity,
@@ -36,6 +36,6 @@ __all__ = [
     "ChatStats", "Link", "LinkState", "Links",
     "ChatError", "ChatId", "ChatRefused", "ChatUnavailable", "Clock", "CommandRunner",
     "EscalationClosed", "EventFeed", "FleetEvent", "FleetPort", "FrontDesk", "Incoming",
-    "Layout", "MessageId", "Operator", "Outbox", "Priority", "RateLimited", "Sender",
+    "Layout", "MessageId", "Operator", "Outbox", "Pace", "Priority", "RateLimited", "Sender",
     "SystemClock", "Tap", "TapId", "action_of",
 ]

@@ -54,7 +54,9 @@ class Access:
 
     async def chats(self, min_role: Role) -> list[ChatId]:
         rows = await self.fleet.operators(self.platform)
-        return [await self.adapter.direct_chat(r.user_id) for r in rows if r.role >= min_role]
+        # Once each: on a platform whose operators share one channel, that channel.
+        chats = [await self.adapter.direct_chat(r.user_id) for r in rows if r.role >= min_role]
+        return list(dict.fromkeys(chats))
 
     async def redeem(self, sender: Sender, code: str) -> Caller | None:
         """An invite code sent by a stranger: they join with its role, or are told it is not

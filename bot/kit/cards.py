@@ -1,6 +1,9 @@
 """Live status cards: one message per agent per viewer, sent when the agent starts and then
 edited with its state, current tool and latest lines of text; changes between two ticks are
-coalesced into one edit, on an injected clock."""
+coalesced into one edit, on an injected clock. `pinned`: one card per agent for its whole life,
+recorded through the fleet (on Slack it is the top message of the agent's thread), so a
+restart or a resumed agent edits the same card, and other messages about the agent can be
+sent under it (`anchor`)."""
 
 from __future__ import annotations
 
@@ -54,20 +57,24 @@ class _Stream:
 class _Shown:
     message: MessageId | None  # None: the first send is still on its way
     reply: Reply
+    sent: asyncio.Future[MessageId] | None = None
 
 
 class StatusCards:
     def __init__(self, fleet: FleetPort, outbox: Outbox, clock: Clock,
                  viewers: Callable[[], Awaitable[list[ChatId]]], *,
-                 interval_s: float = 2.0) -> None:
+                 interval_s: float = 2.0, pinned: bool = False) -> None:
         self.fleet = fleet
         self.outbox = outbox
         self.clock = clock
         self.viewers = viewers
         self.interval_s = interval_s
+        self.pinned = pinned
+        self.platform = outbox.adapter.platform
         self._dirty: set[str] = set()
         self._streams: dict[str, _Stream] = {}
         self._shown: dict[tuple[str, ChatId], _Shown] = {}
+        self._unrecorded: list[tuple[tuple[str, ChatId], MessageId]] = []
 
     def note(self, activity: AgentActivity) -> None:
         """Cheap, called for every event: remember what changed, render at the next tick."""
@@ -97,6 +104,7 @@ class StatusCards:
 
     async def tick(self) -> None:
         """Run once: every card whose agent changed since the last tick, sent or edited."""
+        await self._record()
         dirty, self._dirty = self._dirty, set()
         if not dirty:
             return
@@ -105,6 +113,8 @@ class StatusCards:
             try:
                 view = await self.fleet.agent(agent_id)
                 if view is not None:
+                    if self.pinned:
+                        await self._recall(view, chats)
                     self._show(view, chats)
             except Exception:  # noqa: BLE001 - one card must not stop the others
                 logger.exception("status card failed agent=%s", agent_id)
@@ -116,10 +126,7 @@ class StatusCards:
             shown = self._shown.get(key)
             if shown is None:
                 if view.live:
-                    self._shown[key] = _Shown(None, reply)
-                    fut = self.outbox.send(chat, reply, priority=Priority.CARD, silent=True,
-                                           as_file=False)
-                    fut.add_done_callback(functools.partial(self._sent, key))
+                    self._send(key, reply)
                 continue
             if shown.message is None:
                 self._dirty.add(view.id)  # its first send is not out yet: edit next tick
@@ -127,10 +134,26 @@ class StatusCards:
             if shown.reply != reply:
                 shown.reply = reply
                 self.outbox.edit(chat, shown.message, reply, priority=Priority.CARD)
-            if not view.live:
+            if not view.live and not self.pinned:
                 del self._shown[key]  # its last state is shown; a new run gets a new card
         if not view.live and not any(k[0] == view.id for k in self._shown):
             self._streams.pop(view.id, None)
+
+    async def _recall(self, view: AgentView, chats: list[ChatId]) -> None:
+        """Pinned cards: the card recorded for this agent, if this run has not seen it yet."""
+        for chat in chats:
+            key = (view.id, chat)
+            if key not in self._shown:
+                found = await self.fleet.card(self.platform, view.id, chat)
+                if found is not None:
+                    self._shown[key] = _Shown(found, Reply())
+
+    def _send(self, key: tuple[str, ChatId], reply: Reply) -> None:
+        # A card is edited in place: never turned into a file when refused.
+        fut = self.outbox.send(key[1], reply, priority=Priority.CARD, silent=True,
+                               as_file=False)
+        self._shown[key] = _Shown(None, reply, fut)
+        fut.add_done_callback(functools.partial(self._sent, key))
 
     def _sent(self, key: tuple[str, ChatId], fut: asyncio.Future[MessageId]) -> None:
         shown = self._shown.get(key)
@@ -140,6 +163,43 @@ class StatusCards:
             del self._shown[key]  # not shown: the next change sends it again
             return
         shown.message = fut.result()
+        if self.pinned:
+            self._unrecorded.append((key, shown.message))
+            self._dirty.add(key[0])  # recorded at the next tick
+
+    async def _record(self) -> None:
+        todo, self._unrecorded = self._unrecorded, []
+        for (agent_id, chat), message in todo:
+            try:
+                await self.fleet.record_card(self.platform, agent_id, chat, message)
+            except Exception:  # noqa: BLE001 - the card is shown; only a restart would lose it
+                logger.exception("could not record a status card agent=%s", agent_id)
+
+    async def anchor(self, agent_id: str | None, chat: ChatId) -> MessageId | None:
+        """Pinned cards: the agent's card in `chat`, to send what concerns the agent under it
+        (waiting for its first send if it is on its way); None when there is none."""
+        if not self.pinned or agent_id is None:
+            return None
+        key = (agent_id, chat)
+        shown = self._shown.get(key)
+        if shown is None:
+            found = await self.fleet.card(self.platform, agent_id, chat)
+            if found is not None:
+                self._shown[key] = _Shown(found, Reply())
+                self._dirty.add(agent_id)
+                return found
+            view = await self.fleet.agent(agent_id)
+            if view is None:
+                return None
+            # Faster than the first tick (a turn that ends at once): the card goes first.
+            self._send(key, self.render(view))
+            shown = self._shown[key]
+        if shown.message is None and shown.sent is not None:
+            try:
+                return await asyncio.shield(shown.sent)
+            except Exception:  # noqa: BLE001 - not sent: what concerns the agent goes alone
+                return None
+        return shown.message
 
     async def run(self) -> None:
         while True:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from bot.kit import escalation as render
 from bot.kit.access import Access
@@ -17,11 +18,23 @@ from supervisor.escalations import Kind
 logger = logging.getLogger(__name__)
 
 
+Anchor = Callable[[str | None, ChatId], Awaitable[MessageId | None]]
+
+
+async def _no_anchor(_agent_id: str | None, _chat: ChatId) -> MessageId | None:
+    return None
+
+
 class Copies:
-    def __init__(self, fleet: FleetPort, outbox: Outbox, access: Access) -> None:
+    """`anchor`: the message under which what concerns an agent goes in a chat (on Slack,
+    the top of the agent's thread); by default none."""
+
+    def __init__(self, fleet: FleetPort, outbox: Outbox, access: Access, *,
+                 anchor: Anchor = _no_anchor) -> None:
         self.fleet = fleet
         self.outbox = outbox
         self.access = access
+        self.anchor = anchor
         self.platform = access.platform
         self.closed: asyncio.Queue[Escalation] = asyncio.Queue()
         # Rows some chat refused in every form: not acknowledged (the next start sends them
@@ -63,38 +76,50 @@ class Copies:
             "not marked delivered there (the next start sends it again). See it and answer "
             f"it here: /pending, or /approve {row.id}, /deny {row.id}, /answer {row.id} ….")
 
+    async def _push_long_notice(self, row: Escalation, anchors: dict[ChatId, MessageId | None]
+                                ) -> dict[ChatId, BaseException]:
+        """A notice too long for one card: as replies (split), under each chat's anchor."""
+        refused: dict[ChatId, BaseException] = {}
+        replies = {chat: self.outbox.reply(chat, render.long_notice(row),
+                                           priority=Priority.URGENT, reply_to=above)
+                   for chat, above in anchors.items()}
+        for chat, futures in replies.items():
+            for fut in futures:
+                try:
+                    await fut
+                except ChatError as exc:
+                    refused[chat] = exc
+        return refused
+
     async def push(self, row: Escalation) -> dict[ChatId, BaseException]:
         """Send the row to every chat allowed to see it; returns the chats that refused its
         card in every form, with why."""
         chats = await self.access.chats(Role.OPERATOR if render.needs_answer(row)
                                         else Role.VIEWER)
-        refused: dict[ChatId, BaseException] = {}
+        anchors = {chat: await self.anchor(row.agent_id, chat) for chat in chats}
         if render.is_long_notice(row):
-            replies = {chat: self.outbox.reply(chat, render.long_notice(row),
-                                               priority=Priority.URGENT) for chat in chats}
-            for chat, futures in replies.items():
-                for fut in futures:
-                    try:
-                        await fut
-                    except ChatError as exc:
-                        refused[chat] = exc
-            return refused
+            return await self._push_long_notice(row, anchors)
+        refused: dict[ChatId, BaseException] = {}
         card = render.card(row)
         reply = card.reply if row.status == "open" or row.kind == Kind.NOTICE else \
             render.settled(row)  # closed before it was ever shown: show how
         # The files go first and the card replies to them, so by the time its buttons show,
         # the whole text is already in the chat, right above them.
         caption = f"The whole text of {row.id} · {row.title}"[:1000]
-        files = {chat: [self.outbox.document(chat, f, caption=caption, priority=Priority.URGENT)
+        files = {chat: [self.outbox.document(chat, f, caption=caption, priority=Priority.URGENT,
+                                             reply_to=anchors[chat])
                         for f in card.files] for chat in chats}
         sent: dict[ChatId, asyncio.Future[MessageId]] = {}
         for chat in chats:
-            above: MessageId | None = None
+            above: MessageId | None = anchors[chat]
             for fut in files[chat]:
                 try:
-                    above = await fut
+                    shown = await fut
                 except ChatError:
                     logger.warning("could not send the whole text id=%s chat=%s", row.id, chat)
+                    continue
+                if anchors[chat] is None:  # under the file; with an anchor, both go under it
+                    above = shown
             sent[chat] = self.outbox.send(chat, reply, priority=Priority.URGENT, reply_to=above)
         for chat, fut in sent.items():
             try:

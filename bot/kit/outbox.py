@@ -91,11 +91,39 @@ def _consume(fut: asyncio.Future[Any]) -> None:
         fut.exception()
 
 
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """The platform's own limit, kept in code: at most `per_s` calls a second to one chat on
+    average, with bursts of up to `burst` (a token bucket), so 429s are the exception."""
+
+    per_s: float
+    burst: int = 1
+
+
 class _ChatQueue:
     def __init__(self) -> None:
         self.ops: list[_Op] = []
         self.ready = asyncio.Event()
         self.busy = False
+        self.tokens: float | None = None  # the pace's bucket; None: full, not yet used
+        self.filled_at = 0.0
+
+    async def take(self, pace: Pace, clock: Clock) -> None:
+        """Wait for the bucket to hold a call, and spend it."""
+        now = clock.monotonic()
+        tokens = pace.burst if self.tokens is None else min(
+            pace.burst, self.tokens + (now - self.filled_at) * pace.per_s)
+        if tokens < 1:
+            await clock.sleep((1 - tokens) / pace.per_s)
+            now, tokens = clock.monotonic(), 1.0
+        self.tokens, self.filled_at = tokens - 1, now
+
+    def done(self, clock: Clock) -> None:
+        """The call has been answered: the bucket refills from now, not from when it was
+        sent, so calls that reach the platform bunched up (a slow network, a busy loop) still
+        keep under its limit."""
+        if self.tokens is not None:
+            self.filled_at = clock.monotonic()
 
     def push(self, op: _Op) -> None:
         self.ops.append(op)
@@ -118,12 +146,14 @@ class Outbox:
     future and is logged; rate limits and outages only delay."""
 
     def __init__(self, adapter: ChatAdapter, clock: Clock, *, backoff_s: float = 1.0,
-                 max_backoff_s: float = MAX_BACKOFF_S, stats: ChatStats | None = None) -> None:
+                 max_backoff_s: float = MAX_BACKOFF_S, stats: ChatStats | None = None,
+                 pace: Pace | None = None) -> None:
         self.adapter = adapter
         self.clock = clock
         self.stats = stats if stats is not None else ChatStats()
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        self.pace = pace
         self._queues: dict[ChatId, _ChatQueue] = {}
         self._workers: dict[ChatId, asyncio.Task[None]] = {}
         self._seq = itertools.count()
@@ -170,17 +200,19 @@ class Outbox:
                          fallbacks=[lambda a: a.edit(chat, message, plain_form(reply))])
 
     def document(self, chat: ChatId, document: Attachment, *, caption: str = "",
-                 priority: Priority = Priority.REPLY) -> asyncio.Future[MessageId]:
+                 priority: Priority = Priority.REPLY,
+                 reply_to: MessageId | None = None) -> asyncio.Future[MessageId]:
         return self._put(chat, priority, lambda a: a.send_document(
-            chat, document, caption=caption), "document")
+            chat, document, caption=caption, reply_to=reply_to), "document")
 
-    def reply(self, chat: ChatId, reply: Reply, *,
-              priority: Priority = Priority.REPLY) -> list[asyncio.Future[Any]]:
+    def reply(self, chat: ChatId, reply: Reply, *, priority: Priority = Priority.REPLY,
+              reply_to: MessageId | None = None) -> list[asyncio.Future[Any]]:
         """A whole Reply as the platform lays it out: its messages, then its files."""
         layout = self.adapter.layout(reply)
-        futures: list[asyncio.Future[Any]] = [self.send(chat, m, priority=priority)
-                                              for m in layout.messages]
-        futures += [self.document(chat, f, priority=priority) for f in layout.files]
+        futures: list[asyncio.Future[Any]] = [
+            self.send(chat, m, priority=priority, reply_to=reply_to) for m in layout.messages]
+        futures += [self.document(chat, f, priority=priority, reply_to=reply_to)
+                    for f in layout.files]
         return futures
 
     # -- delivery -------------------------------------------------------------------------------
@@ -215,6 +247,11 @@ class Outbox:
         queue = self._queues[chat]
         while True:
             await queue.ready.wait()
+            if self.pace is not None:
+                # Before popping, so a call queued while we wait (a more urgent one, or a
+                # newer edit of the same message) is the one that goes.
+                queue.busy = True
+                await queue.take(self.pace, self.clock)
             op = queue.pop()
             queue.busy = True
             try:
@@ -224,6 +261,7 @@ class Outbox:
                     fut.cancel()
                 raise
             finally:
+                queue.done(self.clock)
                 queue.busy = False
                 if self.idle():
                     self._idle.set()

@@ -17,7 +17,7 @@ from bot.kit.access import BAD_INVITE, NOT_AN_OPERATOR, Access
 from bot.kit.actions import CANCEL, parse_action
 from bot.kit.cards import StatusCards
 from bot.kit.copies import Copies
-from bot.kit.outbox import ChatStats, Outbox, Priority
+from bot.kit.outbox import ChatStats, Outbox, Pace, Priority
 from bot.kit.ports import (
     AgentActivity,
     ChatAdapter,
@@ -62,7 +62,10 @@ class FrontDesk(Lifecycle):
     def __init__(self, adapter: ChatAdapter, fleet: FleetPort, commands: CommandRunner, *,
                  clock: Clock | None = None, admin_ids: Iterable[str] = (),
                  card_interval_s: float = 2.0, kill_label: str | None = None,
-                 stats: ChatStats | None = None) -> None:
+                 stats: ChatStats | None = None,
+                 threads: bool = False, pace: Pace | None = None) -> None:
+        """`threads`: each agent has one card for its whole life and what concerns the agent
+        goes under it (Slack's thread per agent). `pace`: the platform's per-chat rate."""
         self.adapter = adapter
         self.fleet = fleet
         self.commands = commands
@@ -70,12 +73,12 @@ class FrontDesk(Lifecycle):
         self.admin_ids = tuple(admin_ids)
         self.kill_label = kill_label
         self.platform = adapter.platform
-        self.outbox = Outbox(adapter, self.clock, stats=stats)
+        self.outbox = Outbox(adapter, self.clock, stats=stats, pace=pace)
         self.access = Access(adapter, fleet)
-        self.copies = Copies(fleet, self.outbox, self.access)
         self.cards = StatusCards(fleet, self.outbox, self.clock,
                                  lambda: self.access.chats(Role.VIEWER),
-                                 interval_s=card_interval_s)
+                                 interval_s=card_interval_s, pinned=threads)
+        self.copies = Copies(fleet, self.outbox, self.access, anchor=self.cards.anchor)
         self.state = DeskState.NEW
         self._tasks: list[asyncio.Task[None]] = []
         self._feed: contextlib.ExitStack | None = None

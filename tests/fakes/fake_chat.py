@@ -165,11 +165,12 @@ class FakeChat:
         shown.text, shown.buttons = text, buttons
         shown.edits += 1
 
-    async def send_document(self, chat: ChatId, document: Attachment, /, *,
-                            caption: str = "") -> MessageId:
+    async def send_document(self, chat: ChatId, document: Attachment, /, *, caption: str = "",
+                            reply_to: MessageId | None = None) -> MessageId:
         await self._enter("document", chat)
         mid = MessageId(str(next(self._ids)))
-        self.messages[(chat, mid)] = Shown(chat, mid, caption, [], document=document)
+        self.messages[(chat, mid)] = Shown(chat, mid, caption, [], reply_to=reply_to,
+                                           document=document)
         return mid
 
     async def answer_tap(self, tap: TapId, text: str = "", /, *, alert: bool = False) -> None:

@@ -1,0 +1,255 @@
+"""Slack's events, commands and interactions, parsed into the kit's messages and taps. Every
+listener acks first (Slack waits at most 3 s) and does the work after; every delivery is
+handled once (event_id, and (channel, ts) for a mention that also arrives as a message)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING, Any
+
+from slack_bolt.app.async_app import AsyncApp
+
+from bot.kit import ChatId, Incoming, MessageId, Sender, Tap
+from bot.slack import dm, ephemeral, is_ts
+from bot.slack_render import DENY_REASON
+from commands.base import Reply
+
+if TYPE_CHECKING:
+    from bot.slack import SlackFrontend
+
+logger = logging.getLogger(__name__)
+
+_MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
+SPAWN_MODAL, DENY_MODAL, SEND_MODAL = "sb_spawn", "sb_deny_reason", "sb_send"
+SEND_SHORTCUT = "sb_send_to_agent"
+OPEN_SPAWN = "sb_open_spawn"
+STOP_EVENT = "agent_session_stopped"
+
+
+def sanitise(text: str) -> str:
+    """Every piece of text typed in Slack passes here before Switchboard reads it: messages,
+    slash commands, modal fields. The one hook for the kit's input sanitiser (for every input
+    path), when it lands; until then it only trims."""
+    return text.strip()
+
+
+def clean(text: str) -> str:
+    """A message or command as typed: mentions of us dropped, the entities Slack escapes (`&`,
+    `<`, `>`) turned back into what was typed, then sanitised."""
+    text = _MENTION.sub("", text or "")
+    return sanitise(text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+
+
+def as_command(text: str) -> str:
+    """`!verb args` (Slack swallows a leading `/` in threads) or `verb args` as `/verb args`."""
+    text = text.strip()
+    if text.startswith("!"):
+        return "/" + text[1:]
+    return text if text.startswith("/") else "/" + text
+
+
+class Listeners:
+    def __init__(self, front: SlackFrontend) -> None:
+        self.front = front
+
+    @property
+    def desk(self) -> Any:
+        return self.front.desk
+
+    def _ours(self, team: str | None) -> bool:
+        wanted = self.front.settings.slack_team_id
+        return not wanted or not team or team == wanted
+
+    async def sender(self, user_id: str, client: Any) -> Sender:
+        name = user_id
+        try:
+            info = await client.users_info(user=user_id)
+            user = info.get("user") or {}
+            profile = user.get("profile") or {}
+            name = profile.get("display_name") or user.get("name") or user_id
+        except Exception:  # noqa: BLE001 - the id is a name too
+            logger.debug("users.info failed user=%s", user_id)
+        return Sender(user_id, str(name))
+
+    # -- the slash command ----------------------------------------------------------------------
+
+    async def command(self, ack: Any, body: dict[str, Any], client: Any) -> None:
+        await ack()
+        if self.desk is None or not self._ours(body.get("team_id")):
+            return
+        text = clean(body.get("text") or "")
+        user, channel = str(body.get("user_id")), str(body.get("channel_id"))
+        sender = await self.sender(user, client)
+        if text in ("", "spawn") or text == "home":
+            from bot.slack_views import open_spawn
+
+            caller = await self.desk.access.caller(sender)
+            if caller is not None and text != "home":
+                await open_spawn(client, body.get("trigger_id"))
+                return
+            if caller is not None:
+                text = "help"
+        await self.desk.on_message(Incoming(ephemeral(channel, user), sender, as_command(text)))
+
+    # -- messages -------------------------------------------------------------------------------
+
+    async def message(self, body: dict[str, Any], event: dict[str, Any], client: Any) -> None:
+        if self.desk is None or not self._ours(body.get("team_id")):
+            return
+        if event.get("bot_id") or event.get("subtype") or not event.get("user"):
+            return  # bots (ourselves too), edits, joins: not the operator talking
+        if event.get("user") == self.front.bot_user_id:
+            return
+        channel, ts = str(event.get("channel")), str(event.get("ts"))
+        if not self.front.seen.first(body.get("event_id"), f"msg:{channel}:{ts}"):
+            return
+        mentioned = event.get("type") == "app_mention"
+        dm_chat = event.get("channel_type") == "im"
+        thread = event.get("thread_ts")
+        if not (mentioned or dm_chat or thread):
+            return  # channel chatter that is not for us
+        text = clean(event.get("text") or "")
+        user = str(event["user"])
+        sender = await self.sender(user, client)
+        chat = ephemeral(channel, user, thread if is_ts(thread) else None)
+        if thread and not dm_chat:
+            assert self.front.app.api is not None
+            agent = await self.front.app.api.agent_for_card("slack", channel, str(thread))
+            if agent is not None and not text.startswith("!"):
+                text = await self._to_agent(agent, text)
+            else:
+                text = as_command(text)
+        else:
+            text = as_command(text)
+        await self.desk.on_message(Incoming(chat, sender, text))
+
+    async def _to_agent(self, agent_id: str, text: str) -> str:
+        """A plain reply in an agent's thread: the answer to its open free-text question if it
+        has one, else a message to the agent."""
+        assert self.front.app.api is not None
+        for row in await self.front.app.api.pending(agent_id):
+            if row.kind in ("question", "plan") and row.free_text:
+                return f"/answer {row.id} {text}"
+        return f"/ask {agent_id} {text}"
+
+    # -- buttons ---------------------------------------------------------------------------------
+
+    def _chat_of(self, body: dict[str, Any]) -> tuple[ChatId, MessageId]:
+        user = str(body["user"]["id"])
+        channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get(
+            "channel_id")
+        message = (body.get("message") or {}).get("ts") or (body.get("container") or {}).get(
+            "message_ts") or ""
+        if not channel:
+            return dm(user), MessageId("")
+        thread = (body.get("message") or {}).get("thread_ts")
+        return ephemeral(str(channel), user, thread if is_ts(thread) else None), MessageId(
+            str(message))
+
+    async def button(self, ack: Any, body: dict[str, Any], action: dict[str, Any],
+                     client: Any) -> None:
+        await ack()
+        if self.desk is None or self.front.adapter is None or not self._ours(
+                (body.get("team") or {}).get("id")):
+            return
+        chat, message = self._chat_of(body)
+        sender = await self.sender(str(body["user"]["id"]), client)
+        value = str(action.get("value") or "")
+        if value.startswith("i:"):
+            from bot.slack_views import open_details
+
+            if await self.desk.access.caller(sender) is None:
+                await self.desk.on_tap(Tap(self.front.adapter.tap(chat), chat, message, sender,
+                                           value))
+                return
+            row = await self.desk.fleet.escalation(value[2:])
+            await open_details(client, body.get("trigger_id"), row)
+            return
+        await self.desk.on_tap(Tap(self.front.adapter.tap(chat), chat, message, sender,
+                                   value or None))
+        await self.front.home.changed()
+
+    async def deny_reason(self, ack: Any, body: dict[str, Any], action: dict[str, Any],
+                          client: Any) -> None:
+        from bot.slack_views import open_deny
+
+        await ack()
+        await open_deny(client, body.get("trigger_id"), str(action.get("value") or ""))
+
+    async def open_spawn(self, ack: Any, body: dict[str, Any], client: Any) -> None:
+        from bot.slack_views import open_spawn
+
+        await ack()
+        await open_spawn(client, body.get("trigger_id"))
+
+    # -- modals ----------------------------------------------------------------------------------
+
+    async def submitted(self, ack: Any, body: dict[str, Any], view: dict[str, Any],
+                        client: Any) -> None:
+        from bot.slack_views import command_of
+
+        if self.desk is None or not self._ours((body.get("team") or {}).get("id")):
+            await ack()
+            return
+        assert self.front.app.api is not None
+        line, errors = command_of(view, live=[a.name for a in self.front.app.api.agents()])
+        if errors:
+            await ack(response_action="errors", errors=errors)
+            return
+        user = str(body["user"]["id"])
+        sender = await self.sender(user, client)
+        caller = await self.desk.access.caller(sender)
+        if caller is None:
+            await ack(response_action="errors",
+                      errors={next(iter(view["state"]["values"]), "x"): "Not allowed."})
+            return
+        await ack()
+        reply: Reply = await self.desk.commands(caller, line)
+        self.desk.reply(dm(user), reply)
+        await self.front.home.changed()
+
+    # -- Slack's own surfaces ---------------------------------------------------------------------
+
+    async def home_opened(self, event: dict[str, Any], client: Any) -> None:
+        if event.get("tab", "home") == "home":
+            await self.front.home.opened(str(event.get("user")), client)
+
+    async def session_stopped(self, body: dict[str, Any], event: dict[str, Any],
+                              client: Any) -> None:
+        """The native Stop button of an agent session: the turn stops like /stop."""
+        if self.desk is None or not self.front.seen.first(body.get("event_id")):
+            return
+        channel = str(event.get("channel") or event.get("channel_id") or "")
+        thread = str(event.get("thread_ts") or "")
+        user = str(event.get("user") or event.get("user_id") or "")
+        assert self.front.app.api is not None
+        agent = await self.front.app.api.agent_for_card("slack", channel, thread)
+        if agent is None or not user:
+            return
+        sender = await self.sender(user, client)
+        await self.desk.on_message(Incoming(ephemeral(channel, user, thread), sender,
+                                            f"/stop {agent}"))
+
+    async def shortcut(self, ack: Any, body: dict[str, Any], client: Any) -> None:
+        from bot.slack_views import open_send
+
+        await ack()
+        assert self.front.app.api is not None
+        agents = self.front.app.api.agents()
+        text = clean((body.get("message") or {}).get("text") or "")
+        await open_send(client, body.get("trigger_id"), agents, text)
+
+
+def register(bolt: AsyncApp, front: SlackFrontend) -> None:
+    on = Listeners(front)
+    bolt.command(front.settings.slack_command)(on.command)
+    bolt.event("app_mention")(on.message)
+    bolt.event("message")(on.message)
+    bolt.event("app_home_opened")(on.home_opened)
+    bolt.event(STOP_EVENT)(on.session_stopped)
+    bolt.action(re.compile(r"^sb:\d+$"))(on.button)
+    bolt.action(DENY_REASON)(on.deny_reason)
+    bolt.action(OPEN_SPAWN)(on.open_spawn)
+    bolt.view(re.compile(f"^({SPAWN_MODAL}|{DENY_MODAL}|{SEND_MODAL})$"))(on.submitted)
+    bolt.shortcut(SEND_SHORTCUT)(on.shortcut)
