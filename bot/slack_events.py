@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from slack_bolt.app.async_app import AsyncApp
 
-from bot.kit import ChatId, Incoming, MessageId, Sender, Tap
+from bot.kit import ChatId, Incoming, MessageId, Sender, Tap, sanitize
 from bot.slack import dm, ephemeral, is_ts
 from bot.slack_render import DENY_REASON
 from commands.base import Reply
@@ -29,9 +29,11 @@ STOP_EVENT = "agent_session_stopped"
 
 def sanitise(text: str) -> str:
     """Every piece of text typed in Slack passes here before Switchboard reads it: messages,
-    slash commands, modal fields. The one hook for the kit's input sanitiser (for every input
-    path), when it lands; until then it only trims."""
-    return text.strip()
+    slash commands, modal fields: the kit's sanitiser (control characters, terminal escapes,
+    lone surrogates), then trimmed. Text over the kit's size limit is passed on whole, for the
+    front desk to refuse with its reason."""
+    cleaned = sanitize.clean(text)
+    return (text if cleaned.problem else cleaned.text).strip()
 
 
 def clean(text: str) -> str:
