@@ -15,6 +15,7 @@ from pathlib import Path
 from store import Store
 from store.agents import LIVE_STATES
 from store.errors import Conflict, StoreError
+from supervisor.bus import Bus
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import PERMISSION_MODES, Settings
 from supervisor.errors import AgentExists, ConfigError, InvalidRequest, ShuttingDown, UnknownAgent
@@ -69,6 +70,27 @@ def resolve_cli(settings: Settings) -> Path:
     return found
 
 
+class _Members:
+    """The pool as the bus sees it: who is live, who is busy, and interrupting a turn."""
+
+    def __init__(self, pool: AgentPool) -> None:
+        self._pool = pool
+
+    def live(self) -> list[tuple[str, str]]:
+        return [(r.id, r.name) for r in self._pool.runners()]
+
+    def state_of(self, agent_id: str) -> str:
+        r = self._pool._runners.get(agent_id)
+        if r is None:
+            return "gone"
+        return "busy" if r.busy else str(r.state)
+
+    async def interrupt(self, agent_id: str) -> None:
+        r = self._pool._runners.get(agent_id)
+        if r is not None:
+            await r.interrupt_turn()
+
+
 class AgentPool:
     def __init__(self, settings: Settings, store: Store, hub: EventHub,
                  clock: Clock = SYSTEM_CLOCK) -> None:
@@ -101,6 +123,10 @@ class AgentPool:
         self.rates = RateLimiter(clock)
         self.memory = MemoryProbe(settings.cgroup_dir)
         self.watchdog = Watchdog(self, self.memory, clock)
+        self.bus = Bus(store, settings, _Members(self), clock=clock,
+                       notify=lambda agent_id, title, body: self.escalations.notify(
+                           agent_id, title, body),
+                       halted=lambda: self.killswitch.halted)
         self._watchdog_task: asyncio.Task[None] | None = None
         self.isolation: Isolation | None = None
 
@@ -147,9 +173,10 @@ class AgentPool:
         if swept:
             logger.warning("swept leftover agent processes count=%d pids=%s", len(swept), swept)
         interrupted = await self.store.turns.close_running(None, "the supervisor restarted")
+        await self.bus.start()  # leases of the dead supervisor go back to the queue
         resumed = []
         for row in await self.store.agents.list():
-            runner = AgentRunner(row, self._deps)
+            runner = AgentRunner(row, self._deps, self.bus.inbox(row.id, row.name))
             if row.state == AgentState.KILLED:
                 self._runners[row.id] = runner  # kept for /status and /logs; it has no loop
                 continue
@@ -170,7 +197,7 @@ class AgentPool:
         for orphan in await self.escalations.expire_orphans("the supervisor restarted"):
             asker = self._runners.get(orphan.agent_id or "")
             if asker is not None and asker.state.live and not self.killswitch.halted:
-                asker.submit(
+                await asker.submit(
                     f"[Switchboard] Your earlier request was not answered because the supervisor "
                     f"restarted: {orphan.title}. If you still need it, ask again."
                 )
@@ -315,9 +342,9 @@ class AgentPool:
         workdir.mkdir(parents=True, exist_ok=True)
         if cwd:
             await self._hide_from_peers(workdir)
-        runner = AgentRunner(row, deps)
+        runner = AgentRunner(row, deps, self.bus.inbox(row.id, row.name))
         self._adopt(runner)
-        runner.submit(prompt)
+        await runner.submit(prompt)
         logger.info("agent spawned agent=%s name=%s parent=%s", agent_id, name, parent_id)
         return runner
 
@@ -368,7 +395,7 @@ class AgentPool:
                     f"{runner.name} ({runner.id}) is {runner.state} and its name now belongs to "
                     f"agent {twin.id}; send to {twin.id}, or /kill {twin.id} first"
                 )
-        return runner, runner.submit(text)
+        return runner, await runner.submit(text)
 
     async def kill(self, ref: str, reason: str = "killed by operator") -> list[AgentRunner]:
         """Kill an agent and its whole subtree, in parallel. Returns the agents killed."""
@@ -379,6 +406,8 @@ class AgentPool:
         await asyncio.gather(
             *(r.kill(reason if r is root else f"parent {root.name} killed") for r in targets)
         )
+        for r in targets:  # their queued messages will never be read: senders are told
+            await self.bus.dead_letter(r.id, f"{r.name} was killed")
         return targets
 
     # -- shutdown --------------------------------------------------------------------------------
@@ -410,6 +439,7 @@ class AgentPool:
         await asyncio.gather(*(r.close_for_shutdown() for r in runners), return_exceptions=True)
         for task in self._tasks.values():
             task.cancel()
+        await self.bus.close()  # leases still held stay: the next start delivers them again
         if self._tasks:
             # Bounded: a loop that ignores its cancellation must not hang shutdown.
             _, stuck = await asyncio.wait(self._tasks.values(), timeout=10)

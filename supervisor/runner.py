@@ -125,8 +125,9 @@ class AgentRunner:
     def busy(self) -> bool:
         return not self._turn_done.is_set()
 
-    def submit(self, text: str) -> int:
-        """Queue a message; it becomes the next turn. Returns how many are ahead of it."""
+    async def submit(self, text: str) -> int:
+        """Queue a message (stored before this returns); it becomes the next turn. Returns
+        how many are ahead of it."""
         if self.state == AgentState.KILLED:
             raise AgentNotRunning(self.name, self.state, "message")
         self._deps.killswitch.check()
@@ -152,7 +153,7 @@ class AgentRunner:
         if not text.strip():
             raise InvalidRequest("the message is empty")
         ahead = len(self._inbox) + (1 if self.busy else 0)
-        self._inbox.put(text)
+        await self._inbox.put(text)
         return ahead
 
     async def run(self) -> None:
@@ -168,14 +169,15 @@ class AgentRunner:
                 break
             if self._deps.killswitch.halted:
                 logger.warning("kill switch on: message not delivered agent=%s", self.id)
-                self._inbox.ack()
+                await self._inbox.ack(item, consumed=False)  # kept for after the release
                 continue
+            consumed = False
             try:
-                await self._turn(item)
+                consumed = await self._turn(item.text)
             except Exception:  # noqa: BLE001 - the loop must outlive any one turn's failure
                 logger.exception("turn crashed agent=%s name=%s", self.id, self.name)
             finally:
-                self._inbox.ack()
+                await self._inbox.ack(item, consumed=consumed)
 
     async def pause(self) -> list[int]:
         async with self._lifecycle:
@@ -243,6 +245,15 @@ class AgentRunner:
             self._not_paused.set()
             self._inbox.wake()
             return forced
+
+    async def interrupt_turn(self) -> bool:
+        """An `interrupt` message arrived: end the running turn now (the message is next)."""
+        proc = self._proc
+        if proc is None or not self.busy or not proc.alive():
+            return False
+        with contextlib.suppress(ClaudeSDKError, OSError, TimeoutError):
+            await asyncio.wait_for(proc.interrupt(), 5)
+        return True
 
     # -- called by the gate while an escalation is open ------------------------------------------
 
@@ -399,7 +410,8 @@ class AgentRunner:
                 return
             await self._fail(None, AgentFailed(None, proc.stderr_text(), "the claude CLI exited"))
 
-    async def _turn(self, prompt: str) -> None:
+    async def _turn(self, prompt: str) -> bool:
+        """One turn; whether its input was consumed (False: the CLI failed, deliver again)."""
         self._turn_done.clear()
         turn_id: int | None = None
         try:
@@ -422,13 +434,15 @@ class AgentRunner:
             if result is None:
                 raise AgentFailed(None, proc.stderr_text(), "the turn ended without a result")
             await self._finish_turn(turn_id, result)
+            return True
         except (ClaudeSDKError, AgentFailed, OSError, StoreError) as exc:
             if self._stopping:
                 if turn_id is not None:
                     await self._deps.store.turns.finish(turn_id, status="interrupted",
                                                         error="stopped by operator")
-            else:
-                await self._fail(turn_id, exc)
+                return True
+            await self._fail(turn_id, exc)
+            return False
         finally:
             self.current_tool = None
             self.turn_started_at = None
@@ -519,5 +533,6 @@ class AgentRunner:
                 await proc.close(kill=True, timeout_s=self._deps.settings.stop_grace_s)
             self.budget_blocked = reason
             self._budget_day = int(day_start(clock=self._deps.clock))
-            self._inbox.drop_all()  # queued messages would restart it past its budget
+            # Queued messages would restart it past its budget.
+            await self._inbox.drop_all(f"{self.name} is over budget")
             await self._set_state(AgentState.STOPPED, reason)
