@@ -293,6 +293,15 @@ class BusRepo:
                                       "ORDER BY topic", (agent_id,))
         return [str(r[0]) for r in rows]
 
+    async def roles(self) -> dict[str, tuple[str, ...]]:
+        """agent id -> its roles (the subscriptions to "role:<name>")."""
+        rows = await self.db.fetchall("SELECT agent_id, topic FROM bus_subscriptions WHERE "
+                                      "topic LIKE 'role:%' ORDER BY created_at")
+        out: dict[str, tuple[str, ...]] = {}
+        for r in rows:
+            out[str(r[0])] = (*out.get(str(r[0]), ()), str(r[1])[5:])
+        return out
+
     async def state_counts(self) -> dict[str, int]:
         rows = await self.db.fetchall("SELECT state, COUNT(*) FROM bus_deliveries GROUP BY state")
         return {str(r[0]): int(r[1]) for r in rows}

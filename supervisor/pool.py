@@ -16,6 +16,7 @@ from store import Store
 from store.agents import LIVE_STATES
 from store.errors import Conflict, StoreError
 from supervisor.bus import Bus
+from supervisor.bus_tools import bus_tools
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import PERMISSION_MODES, Settings
 from supervisor.errors import AgentExists, ConfigError, InvalidRequest, ShuttingDown, UnknownAgent
@@ -49,6 +50,17 @@ class RecoveryReport:
     swept_pids: tuple[int, ...]
     resumed: tuple[str, ...]
     interrupted_turns: int
+
+
+def _check_names(name: str, role: str | None) -> None:
+    if not NAME_RE.match(name):
+        raise InvalidRequest(
+            f"{name!r} is not a valid agent name: start with a letter, then letters, digits,"
+            " '.', '_' or '-', at most 40 characters"
+        )
+    if role is not None and not NAME_RE.match(role):
+        raise InvalidRequest(f"{role!r} is not a valid role: a letter, then letters, digits, "
+                             "'.', '_' or '-'")
 
 
 def new_agent_id() -> str:
@@ -128,6 +140,7 @@ class AgentPool:
                            agent_id, title, body),
                        halted=lambda: self.killswitch.halted)
         self._watchdog_task: asyncio.Task[None] | None = None
+        self.roles: dict[str, tuple[str, ...]] = {}  # agent id -> its roles (from /team)
         self.isolation: Isolation | None = None
 
     async def __aenter__(self) -> AgentPool:
@@ -165,6 +178,7 @@ class AgentPool:
             isolation=iso,
             peer_dirs=self._peer_dirs,
             clock=self.clock,
+            agent_tools=lambda runner: bus_tools(self.bus, runner, self._roster),
         )
         await self.killswitch.start()
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
@@ -174,6 +188,7 @@ class AgentPool:
             logger.warning("swept leftover agent processes count=%d pids=%s", len(swept), swept)
         interrupted = await self.store.turns.close_running(None, "the supervisor restarted")
         await self.bus.start()  # leases of the dead supervisor go back to the queue
+        self.roles = await self.store.bus.roles()
         resumed = []
         for row in await self.store.agents.list():
             runner = AgentRunner(row, self._deps, self.bus.inbox(row.id, row.name))
@@ -261,6 +276,12 @@ class AgentPool:
                 logger.warning("could not hide a new agent's directory from agent=%s: %s",
                                r.id, why)
 
+    def _roster(self) -> list[tuple[str, str, str]]:
+        """(name, state, roles) of every live agent, for the agents' list_agents tool."""
+        roles = self.roles
+        return [(r.name, "busy" if r.busy else str(r.state), ",".join(roles.get(r.id, ())))
+                for r in self.runners()]
+
     def _peer_dirs(self, agent_id: str) -> tuple[str, ...]:
         return tuple(r.cwd for r in self._runners.values() if r.id != agent_id)
 
@@ -291,14 +312,11 @@ class AgentPool:
         permission_mode: str | None = None,
         project_settings: bool = False,
         by: str = "operator",
+        role: str | None = None,
     ) -> AgentRunner:
         deps = self._require_running()  # the kill switch is checked by supervisor.api
         self.check_isolation()
-        if not NAME_RE.match(name):
-            raise InvalidRequest(
-                f"{name!r} is not a valid agent name: start with a letter, then letters, digits,"
-                " '.', '_' or '-', at most 40 characters"
-            )
+        _check_names(name, role)
         if await self.store.agents.live_name_taken(name):
             raise AgentExists(name)
         mode = permission_mode or self.policy.permission_mode(name, self.settings.permission_mode)
@@ -343,10 +361,17 @@ class AgentPool:
         if cwd:
             await self._hide_from_peers(workdir)
         runner = AgentRunner(row, deps, self.bus.inbox(row.id, row.name))
+        await self._give_role(agent_id, role)
         self._adopt(runner)
         await runner.submit(prompt)
         logger.info("agent spawned agent=%s name=%s parent=%s", agent_id, name, parent_id)
         return runner
+
+    async def _give_role(self, agent_id: str, role: str | None) -> None:
+        """Before its first turn, so messages to the role reach it from the start."""
+        if role:
+            await self.bus.subscribe(agent_id, f"role:{role}")
+            self.roles[agent_id] = (*self.roles.get(agent_id, ()), role)
 
     async def _admit(self, parent_id: str | None, by: str) -> None:
         """Spawn limits, taken from the parent's recorded identity and the fleet's real state."""

@@ -57,6 +57,7 @@ class RunnerDeps:
     isolation: Isolation
     peer_dirs: Callable[[str], tuple[str, ...]] = lambda _agent_id: ()  # others' --cwd
     clock: Clock = SYSTEM_CLOCK
+    agent_tools: Callable[[AgentRunner], list[Any]] = lambda _runner: []  # the bus's MCP tools
 
 
 # Claude Code's own tools that would bypass the supervisor: cross-session messaging, session
@@ -105,7 +106,8 @@ class AgentRunner:
         self.last_activity_at = deps.clock.now()
         self.ttl_warned = False
         self.gate = ToolGate(self, GateDeps(deps.store, deps.policy, deps.escalations,
-                                            lambda: deps.killswitch.halted))
+                                            lambda: deps.killswitch.halted,
+                                            lambda: deps.agent_tools(self)))
 
     # -- public API used by the pool ---------------------------------------------------------
 

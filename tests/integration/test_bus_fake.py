@@ -1,0 +1,90 @@
+"""The bus end to end on the fake CLI: agents' MCP tools bound to their identity, pushed
+delivery, the pair window against two agents that answer every message with one."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run, wait_for
+
+pytestmark = [pytest.mark.timeout(120)]
+
+
+async def spawn(app, name, prompt="hello", *extra):
+    reply = await run(app, f"/spawn {' '.join(extra)} {name} {prompt}")
+    assert reply.ok, reply.plain()
+    r = await app.pool.get(name)
+    return r
+
+
+async def idle(app, *runners, turns=1):
+    for r in runners:
+        await wait_for(lambda r=r: r.state == "idle" and not r.busy and r.queued == 0, 30,
+                       f"{r.name} idle")
+
+
+async def test_send_message_tool_uses_the_agents_own_identity(fake_app):
+    a, b = await spawn(fake_app, "a"), await spawn(fake_app, "b")
+    await idle(fake_app, a, b)
+    assert (await run(fake_app, '/ask a MCP send_message {"to": "b", "type": "task", '
+                                '"body": "hi from a", "sender": "operator"}')).ok
+    async def from_a():
+        return [m for m in await fake_app.api.messages("b") if m.sender != "operator"]
+
+    await wait_for(from_a, 30, "a message from a")
+    msgs = await from_a()
+    assert msgs[-1].sender == "a" and msgs[-1].body == "hi from a"  # "sender" is ignored
+    assert (await fake_app.store.bus.message(msgs[-1].id)).sender == a.id
+    await wait_for(lambda: b.state == "idle" and not b.busy, 30, "b's turn")
+    turns = await fake_app.store.turns.recent(b.id, 1)
+    assert 'from="a" type="task"' in turns[0].prompt
+    await wait_for(lambda: _consumed(fake_app, msgs[-1].id), 30, "consumed")
+
+
+async def _consumed(app, message_id):
+    view = await app.api.message(message_id)
+    return all(d.state == "consumed" for d in view.deliveries)
+
+
+async def test_two_agents_flooding_each_other_are_cut_off_once_and_the_fleet_works(fake_app):
+    ping, pong, other = [await spawn(fake_app, n) for n in ("ping", "pong", "other")]
+    await idle(fake_app, ping, pong, other)
+    reply = await run(fake_app, '/ask ping MCP send_message {"to": "pong", "type": "info", '
+                                '"body": "PINGPONG 0"}')
+    assert reply.ok, reply.plain()
+    limit = fake_app.settings.bus_pair_limit
+
+    async def refused():
+        sent = await fake_app.store.bus.recent(None, 200)
+        return sum(1 for m in sent if m.body.startswith("PINGPONG")) >= 2 * limit
+
+    await wait_for(refused, 60, "the storm to reach the pair limit")
+    await idle(fake_app, ping, pong)
+    pingpongs = [m for m in await fake_app.store.bus.recent(None, 500)
+                 if m.body.startswith("PINGPONG")]
+    assert len(pingpongs) <= 2 * limit + 1  # each direction cut at the limit (+ the first)
+    rows = await fake_app.store.db.fetchall(
+        "SELECT title FROM escalations WHERE title LIKE 'Bus:%cut off'")
+    assert len(rows) == 1, [r[0] for r in rows]  # the operator is told once
+    # The rest of the fleet keeps working: other still gets and answers messages.
+    assert (await run(fake_app, "/ask other still there?")).ok
+    await wait_for(lambda: fake_app.store.turns.recent(other.id, 1), 30, "a turn")
+    await idle(fake_app, other)
+    turns = await fake_app.store.turns.recent(other.id, 1)
+    assert turns[0].result_text == "ECHO: still there?"
+
+
+async def test_operator_commands_send_inbox_messages_bus(fake_app):
+    a = await spawn(fake_app, "a", "SLEEP 30", "--role", "reviewer")
+    b = await spawn(fake_app, "b")
+    await wait_for(lambda: a.busy, 30, "a busy")
+    await idle(fake_app, b)
+    reply = await run(fake_app, "/send role:reviewer please review")
+    assert reply.ok and "a (busy, 1 queued)" in reply.plain(), reply.plain()
+    assert "please review" in (await run(fake_app, "/inbox a")).plain()
+    assert "a 1" in (await run(fake_app, "/bus")).plain()
+    listing = (await run(fake_app, "/messages a")).plain()
+    assert "operator → role:reviewer · task · [a queued]" in listing
+    bad = await run(fake_app, "/send nobody hello")
+    assert not bad.ok and "no live agent, role or topic 'nobody'" in bad.plain()
+    assert not (await run(fake_app, "/send --type gossip b x")).ok
