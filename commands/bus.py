@@ -103,3 +103,33 @@ class BusCmd:
         if view.reclaimed:
             lines.append(f"redelivered after the last restart: {view.reclaimed}")
         return Reply(blocks=(Text("Bus", "title"), Text("\n".join(lines))))
+
+
+class TeamCmd:
+    name: ClassVar[str] = "team"
+    summary: ClassVar[str] = ("start a whole team from a template (/team list shows them); its "
+                              "members work through the bus")
+    role: ClassVar[Role] = Role.OPERATOR
+    params: ClassVar[tuple[Param, ...]] = (
+        Arg("template", "a template's name, or 'list'"),
+        Opt("--prefix", "prefix", "name the members <prefix>-<member>", "P"),
+        Opt("--cwd", "cwd", "one existing directory they all work in (default: a workspace "
+                            "each)", "DIR"),
+        Rest("prompt", "what the team should do (default: the template's example)",
+             required=False),
+    )
+    examples: ClassVar[tuple[str, ...]] = ("/team list",
+                                           "/team devteam --cwd ~/src/tool add a --version flag")
+
+    async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
+        if args["template"] == "list":
+            lines = [f"{t.name}: {t.summary}\n    members: "
+                     + ", ".join(f"{m} ({r})" for m, r in t.members)
+                     + (f"\n    example: /team {t.name} {t.example}" if t.example else "")
+                     for t in ctx.api.teams()]
+            return Reply(blocks=(Text("Team templates", "title"),
+                                 Text("\n".join(lines) or "none")))
+        started = await ctx.api.team(args["template"], args["prompt"], by=ctx.caller,
+                                     prefix=args["prefix"], cwd=args["cwd"])
+        names = ", ".join(f"{a.name} ({a.id})" for a in started.agents)
+        return Reply.text(f"Started team {started.team}: {names}. Task: {started.prompt}")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from store import Store
 from store.errors import StoreError
+from supervisor import teams as teams_module
 from supervisor.bus import OPERATOR_SENDER
 from supervisor.config import Settings
 from supervisor.errors import (
@@ -60,6 +61,8 @@ from supervisor.views import (
     Sent,
     SpendLine,
     SpendReport,
+    TeamStarted,
+    TeamView,
 )
 
 if TYPE_CHECKING:
@@ -259,6 +262,29 @@ class SupervisorAPI:
             return Killed(before, ())
         killed = await self._pool.kill(root.id)
         return Killed(before, tuple(_view(r) for r in killed))
+
+    # -- teams ----------------------------------------------------------------------------------
+
+    def teams(self) -> tuple[TeamView, ...]:
+        """The team templates /team can start (built-in, then the team_file's)."""
+        return tuple(TeamView(t.name, t.summary, t.example,
+                              tuple((m.name, m.role) for m in t.members))
+                     for t in teams_module.load(self.settings.team_file).values())
+
+    @_store_errors
+    async def team(self, template: str, prompt: str | None, *, by: Actor,
+                   prefix: str | None = None, cwd: str | None = None) -> TeamStarted:
+        """Spawn every member of a team template at once, under the guardrails."""
+        self._not_halted()
+        known = teams_module.load(self.settings.team_file)
+        team = known.get(template)
+        if team is None:
+            raise InvalidRequest(f"there is no team template {template!r}; templates: "
+                                 + ", ".join(sorted(known)))
+        runners = await teams_module.spawn_team(self._pool, team, prompt, by=by.id,
+                                                prefix=prefix, cwd=cwd)
+        return TeamStarted(team.name, (prompt or "").strip() or team.example,
+                           tuple(_view(r) for r in runners))
 
     # -- the bus --------------------------------------------------------------------------------
 
@@ -558,6 +584,7 @@ __all__ = [
     "AgentView", "AgentDetail", "FleetView", "Sent", "Paused", "Killed", "LogEntry", "AgentLog",
     "SpendLine", "SpendReport", "Approved", "HaltView", "InviteView", "EscalationView",
     "OperatorView", "KillReport", "BusSent", "BusView", "MessageView", "DeliveryView",
+    "TeamView", "TeamStarted",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",

@@ -171,6 +171,21 @@ class BusSent:
 
 
 @dataclass(frozen=True, slots=True)
+class TeamView:
+    name: str
+    summary: str
+    example: str
+    members: tuple[tuple[str, str], ...]  # (member name, role)
+
+
+@dataclass(frozen=True, slots=True)
+class TeamStarted:
+    team: str
+    prompt: str  # what the team was given (the example, if /team had none)
+    agents: tuple[AgentView, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class BusView:
     depths: tuple[tuple[str, int], ...]  # (agent name, queued), deepest first
     states: tuple[tuple[str, int], ...]  # deliveries by state
