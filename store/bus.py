@@ -19,6 +19,8 @@ import aiosqlite
 
 from store.db import Database
 
+# The states appear as literals in the queries too: SQLite uses a partial index only for a query
+# whose WHERE has the index's own term, which a bound parameter cannot be.
 QUEUED, LEASED, CONSUMED, EXPIRED, DEAD = "queued", "leased", "consumed", "expired", "dead"
 OPEN_STATES = (QUEUED, LEASED)
 
@@ -97,83 +99,120 @@ async def _all(conn: aiosqlite.Connection, sql: str, params: Sequence[Any] = ())
 class BusRepo:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._next_seq: dict[str, int] = {}  # recipient -> its next sequence (writer only)
 
     # -- writes, inside a caller's transaction ----------------------------------------------------
 
     async def insert(self, conn: aiosqlite.Connection, msg: NewMessage) -> tuple[int, bool]:
         """Store a message and its deliveries. Returns (id, duplicate): a dedup key the
         sender used before returns the first message's id and stores nothing."""
-        if msg.dedup_key is not None:
-            found = await _all(conn, "SELECT id FROM bus_messages WHERE sender = ? AND "
-                                     "dedup_key = ?", (msg.sender, msg.dedup_key))
-            if found:
-                return int(found[0][0]), True
-        cur = await conn.execute(
-            "INSERT INTO bus_messages (sender, sender_name, recipient, type, body, reply_to, "
-            "dedup_key, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (msg.sender, msg.sender_name, msg.recipient, msg.type, msg.body, msg.reply_to,
-             msg.dedup_key, msg.expires_at, msg.created_at))
-        message_id = int(cur.lastrowid or 0)
-        await cur.close()
-        rows = []
-        for rid in msg.recipients:
-            top = await _all(conn, "SELECT COALESCE(MAX(seq), 0) FROM bus_deliveries "
-                                   "WHERE recipient_id = ?", (rid,))
-            rows.append((message_id, rid, int(top[0][0]) + 1, msg.priority, QUEUED))
+        return (await self.insert_many(conn, [msg]))[0]
+
+    async def insert_many(self, conn: aiosqlite.Connection,
+                          msgs: Sequence[NewMessage]) -> list[tuple[int, bool]]:
+        """Many messages in two statements (messages, deliveries): ids and per-recipient
+        sequences are assigned here, which is safe because the bus is the only writer of
+        these tables and writes inside the transaction. Results in the order given."""
+        try:
+            return await self._insert_many(conn, msgs)
+        except BaseException:
+            self._next_seq.clear()  # the transaction rolls back: sequences are read again
+            raise
+
+    async def _insert_many(self, conn: aiosqlite.Connection,
+                           msgs: Sequence[NewMessage]) -> list[tuple[int, bool]]:
+        seen: dict[tuple[str, str], int] = {}
+        for msg in msgs:
+            if msg.dedup_key is not None and (msg.sender, msg.dedup_key) not in seen:
+                found = await _all(conn, "SELECT id FROM bus_messages WHERE sender = ? AND "
+                                         "dedup_key = ?", (msg.sender, msg.dedup_key))
+                if found:
+                    seen[(msg.sender, msg.dedup_key)] = int(found[0][0])
+        top = await _all(conn, "SELECT seq FROM sqlite_sequence WHERE name = 'bus_messages'")
+        next_id = int(top[0][0]) if top else 0
+        missing = {rid for m in msgs for rid in m.recipients} - set(self._next_seq)
+        if missing:
+            marks = ", ".join("?" for _ in missing)
+            rows = await _all(conn, "SELECT recipient_id, MAX(seq) FROM bus_deliveries WHERE "
+                                    f"recipient_id IN ({marks}) GROUP BY recipient_id",
+                              tuple(missing))
+            self._next_seq.update({rid: 1 for rid in missing})
+            self._next_seq.update({str(r[0]): int(r[1]) + 1 for r in rows})
+        out: list[tuple[int, bool]] = []
+        message_rows: list[tuple[Any, ...]] = []
+        delivery_rows: list[tuple[Any, ...]] = []
+        for msg in msgs:
+            key = (msg.sender, msg.dedup_key or "")
+            if msg.dedup_key is not None and key in seen:
+                out.append((seen[key], True))
+                continue
+            next_id += 1
+            if msg.dedup_key is not None:
+                seen[key] = next_id
+            out.append((next_id, False))
+            message_rows.append((next_id, msg.sender, msg.sender_name, msg.recipient, msg.type,
+                                 msg.body, msg.reply_to, msg.dedup_key, msg.expires_at,
+                                 msg.created_at))
+            for rid in msg.recipients:
+                seq = self._next_seq[rid]
+                self._next_seq[rid] = seq + 1
+                delivery_rows.append((next_id, rid, seq, msg.priority, QUEUED))
+        await conn.executemany(
+            "INSERT INTO bus_messages (id, sender, sender_name, recipient, type, body, reply_to, "
+            "dedup_key, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            message_rows)
         await conn.executemany(
             "INSERT INTO bus_deliveries (message_id, recipient_id, seq, priority, state) "
-            "VALUES (?, ?, ?, ?, ?)", rows)
-        return message_id, False
+            "VALUES (?, ?, ?, ?, ?)", delivery_rows)
+        return out
 
-    async def expire_due(self, conn: aiosqlite.Connection, recipient_id: str,
-                         now: float) -> list[MessageRow]:
-        """Queued deliveries of `recipient_id` whose message has expired: ended as expired.
-        Returns their messages (so the senders can be told)."""
-        rows = await _all(
-            conn, f"SELECT {', '.join('m.' + c.strip() for c in _M_COLS.split(','))} "
-            "FROM bus_deliveries d JOIN bus_messages m ON m.id = d.message_id "
-            "WHERE d.recipient_id = ? AND d.state = ? AND m.expires_at IS NOT NULL "
-            "AND m.expires_at <= ?", (recipient_id, QUEUED, now))
-        if rows:
-            await conn.execute(
-                "UPDATE bus_deliveries SET state = ?, reason = 'expired unread' "
-                "WHERE recipient_id = ? AND state = ? AND message_id IN "
-                "(SELECT id FROM bus_messages WHERE expires_at IS NOT NULL AND expires_at <= ?)",
-                (EXPIRED, recipient_id, QUEUED, now))
-        return [_message(r) for r in rows]
+    def forget_sequences(self) -> None:
+        """A transaction that assigned sequences rolled back: read them again next time."""
+        self._next_seq.clear()
 
     async def lease(self, conn: aiosqlite.Connection, recipient_id: str, *, holder: str,
                     token: str, until: float, now: float, limit: int) -> list[Leased]:
         """Lease up to `limit` open deliveries of one recipient (queued ones, and leased ones
         whose lease has run out): interrupts first, then in sequence order."""
+        return (await self.take(conn, recipient_id, holder=holder, token=token, until=until,
+                                now=now, limit=limit))[1]
+
+    async def take(self, conn: aiosqlite.Connection, recipient_id: str, *, holder: str,
+                   token: str, until: float, now: float,
+                   limit: int) -> tuple[list[MessageRow], list[Leased]]:
+        """`lease`, and the queued messages found expired on the way ended as expired
+        (returned first, so their senders can be told). One query, one update each."""
         cols = ", ".join("d." + c.strip() for c in _D_COLS.split(","))
         mcols = ", ".join("m." + c.strip() for c in _M_COLS.split(","))
         rows = await _all(
             conn, f"SELECT {cols}, {mcols} FROM bus_deliveries d "
             "JOIN bus_messages m ON m.id = d.message_id WHERE d.recipient_id = ? AND "
-            "(d.state = ? OR (d.state = ? AND d.lease_expires_at <= ?)) "
+            "d.state IN ('queued', 'leased') AND "  # the partial index's own term
+            "(d.state = 'queued' OR d.lease_expires_at <= ?) "
             "ORDER BY d.priority DESC, d.seq LIMIT ?",
-            (recipient_id, QUEUED, LEASED, now, limit))
-        if not rows:
-            return []
-        await conn.executemany(
-            "UPDATE bus_deliveries SET state = ?, attempts = attempts + 1, lease_holder = ?, "
-            "lease_token = ?, lease_expires_at = ?, delivered_at = COALESCE(delivered_at, ?) "
-            "WHERE recipient_id = ? AND seq = ?",
-            [(LEASED, holder, token, until, now, recipient_id, r[2]) for r in rows])
-        out = []
-        for r in rows:
-            d = _delivery(r)
-            d = DeliveryRow(d.message_id, d.recipient_id, d.seq, d.priority, LEASED,
-                            d.attempts + 1, holder, token, until, d.delivered_at or now, None,
-                            None)
-            out.append(Leased(_message(r[12:]), d))
-        return out
+            (recipient_id, now, limit))
+        expired = [r for r in rows if r[4] == QUEUED and r[20] is not None and r[20] <= now]
+        live = [r for r in rows if not (r[4] == QUEUED and r[20] is not None and r[20] <= now)]
+        if expired:
+            await conn.executemany(
+                "UPDATE bus_deliveries SET state = ?, reason = 'expired unread' "
+                "WHERE recipient_id = ? AND seq = ?", [(EXPIRED, recipient_id, r[2])
+                                                        for r in expired])
+        if live:
+            await conn.executemany(
+                "UPDATE bus_deliveries SET state = ?, attempts = attempts + 1, "
+                "lease_holder = ?, lease_token = ?, lease_expires_at = ?, "
+                "delivered_at = COALESCE(delivered_at, ?) WHERE recipient_id = ? AND seq = ?",
+                [(LEASED, holder, token, until, now, recipient_id, r[2]) for r in live])
+        out = [Leased(MessageRow(*r[12:22]),
+                      DeliveryRow(r[0], r[1], r[2], r[3], LEASED, r[5] + 1, holder, token,
+                                  until, r[9] or now, None, None)) for r in live]
+        return [_message(r[12:]) for r in expired], out
 
     async def extend(self, conn: aiosqlite.Connection, token: str, until: float) -> int:
         cur = await conn.execute(
-            "UPDATE bus_deliveries SET lease_expires_at = ? WHERE lease_token = ? AND state = ?",
-            (until, token, LEASED))
+            "UPDATE bus_deliveries SET lease_expires_at = ? WHERE lease_token = ? AND "
+            "state = 'leased'", (until, token))
         n = cur.rowcount
         await cur.close()
         return n
@@ -182,7 +221,7 @@ class BusRepo:
         """Consumed: only while the lease is still this token's (fencing). How many."""
         cur = await conn.execute(
             "UPDATE bus_deliveries SET state = ?, consumed_at = ?, lease_expires_at = NULL "
-            "WHERE lease_token = ? AND state = ?", (CONSUMED, now, token, LEASED))
+            "WHERE lease_token = ? AND state = 'leased'", (CONSUMED, now, token))
         n = cur.rowcount
         await cur.close()
         return n
@@ -194,16 +233,16 @@ class BusRepo:
         mcols = ", ".join("m." + c.strip() for c in _M_COLS.split(","))
         dead = await _all(
             conn, f"SELECT {mcols} FROM bus_deliveries d JOIN bus_messages m "
-            "ON m.id = d.message_id WHERE d.lease_token = ? AND d.state = ? AND d.attempts >= ?",
-            (token, LEASED, max_attempts))
+            "ON m.id = d.message_id WHERE d.lease_token = ? AND d.state = 'leased' AND "
+            "d.attempts >= ?", (token, max_attempts))
         await conn.execute(
             "UPDATE bus_deliveries SET state = ?, reason = ?, lease_expires_at = NULL "
-            "WHERE lease_token = ? AND state = ? AND attempts >= ?",
-            (DEAD, f"{reason} ({max_attempts} attempts)", token, LEASED, max_attempts))
+            "WHERE lease_token = ? AND state = 'leased' AND attempts >= ?",
+            (DEAD, f"{reason} ({max_attempts} attempts)", token, max_attempts))
         await conn.execute(
             "UPDATE bus_deliveries SET state = ?, lease_holder = NULL, lease_token = NULL, "
-            "lease_expires_at = NULL, reason = ? WHERE lease_token = ? AND state = ?",
-            (QUEUED, reason, token, LEASED))
+            "lease_expires_at = NULL, reason = ? WHERE lease_token = ? AND state = 'leased'",
+            (QUEUED, reason, token))
         return [_message(r) for r in dead]
 
     async def reclaim(self, conn: aiosqlite.Connection, holder_prefix: str) -> int:
@@ -224,12 +263,12 @@ class BusRepo:
         mcols = ", ".join("m." + c.strip() for c in _M_COLS.split(","))
         rows = await _all(
             conn, f"SELECT {mcols} FROM bus_deliveries d JOIN bus_messages m "
-            "ON m.id = d.message_id WHERE d.recipient_id = ? AND d.state IN (?, ?)",
-            (recipient_id, *OPEN_STATES))
+            "ON m.id = d.message_id WHERE d.recipient_id = ? AND "
+            "d.state IN ('queued', 'leased')", (recipient_id,))
         await conn.execute(
             "UPDATE bus_deliveries SET state = ?, reason = ?, lease_expires_at = NULL "
-            "WHERE recipient_id = ? AND state IN (?, ?)",
-            (DEAD, reason, recipient_id, *OPEN_STATES))
+            "WHERE recipient_id = ? AND state IN ('queued', 'leased')",
+            (DEAD, reason, recipient_id))
         return [_message(r) for r in rows]
 
     async def subscribe(self, conn: aiosqlite.Connection, topic: str, agent_id: str,
@@ -246,8 +285,8 @@ class BusRepo:
     async def open_counts(self) -> dict[str, int]:
         """Open (queued or leased) deliveries per recipient."""
         rows = await self.db.fetchall(
-            "SELECT recipient_id, COUNT(*) FROM bus_deliveries WHERE state IN (?, ?) "
-            "GROUP BY recipient_id", OPEN_STATES)
+            "SELECT recipient_id, COUNT(*) FROM bus_deliveries WHERE "
+            "state IN ('queued', 'leased') GROUP BY recipient_id")
         return {str(r[0]): int(r[1]) for r in rows}
 
     async def message(self, message_id: int) -> MessageRow | None:

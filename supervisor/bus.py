@@ -47,6 +47,14 @@ class Members(Protocol):
     def live(self) -> list[tuple[str, str]]:
         """(id, name) of every live agent."""
 
+    def everyone(self) -> list[tuple[str, str]]:
+        """(id, name) of every agent there has been; only ever grows."""
+
+    def count(self) -> int:
+        """len(everyone()), cheaply."""
+
+    def is_live(self, agent_id: str) -> bool: ...
+
     def state_of(self, agent_id: str) -> str:
         """A word for the agent's state: idle, busy, paused ..."""
 
@@ -140,23 +148,32 @@ def render(items: list[Leased], more: int) -> str:
 
 @dataclass(slots=True)
 class _Op:
-    fn: Callable[[aiosqlite.Connection], Awaitable[Any]]
+    fn: Callable[[aiosqlite.Connection], Awaitable[Any]] | None
     future: asyncio.Future[Any]
+    message: NewMessage | None = None  # a send: stored with the batch's other sends at once
 
 
 class BatchWriter:
-    """One task; every write waiting when it wakes goes into one transaction (each in a
-    savepoint, so one failing write fails alone)."""
+    """One task; every write waiting when it wakes goes into one transaction (all sends in
+    two statements). If the batch fails, each write is tried again alone, so that one bad
+    write fails alone."""
 
     def __init__(self, store: Store, max_batch: int = 1000) -> None:
         self.store = store
         self.max_batch = max_batch
+        # Called at commit, before any caller resumes: inbox counts never lag their rows.
+        self.on_stored: Callable[[NewMessage, int], None] = lambda _msg, _id: None
         self._queue: asyncio.Queue[_Op] = asyncio.Queue()
         self.batches = 0
 
     async def submit(self, fn: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._queue.put_nowait(_Op(fn, future))
+        return await future
+
+    async def insert(self, msg: NewMessage) -> tuple[int, bool]:
+        future: asyncio.Future[tuple[int, bool]] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(_Op(None, future, msg))
         return await future
 
     async def run(self) -> None:
@@ -166,32 +183,32 @@ class BatchWriter:
                 ops.append(self._queue.get_nowait())
             await self._apply(ops)
 
-    async def _apply(self, ops: list[_Op]) -> None:
-        results: list[tuple[bool, Any]] = []
+    async def _apply(self, batch: list[_Op]) -> None:
+        sends = [op for op in batch if op.message is not None]
+        others = [op for op in batch if op.message is None]
+        ordered = sends + others  # sends first, so a lease in the same batch sees them
         try:
             async with self.store.db.transaction() as conn:
-                for op in ops:
-                    await conn.execute("SAVEPOINT op")
-                    try:
-                        results.append((True, await op.fn(conn)))
-                        await conn.execute("RELEASE op")
-                    except Exception as exc:  # noqa: BLE001 - handed to that op's caller
-                        await conn.execute("ROLLBACK TO op")
-                        await conn.execute("RELEASE op")
-                        results.append((False, exc))
-        except (StoreError, OSError) as exc:
-            for op in ops:
-                if not op.future.done():
-                    op.future.set_exception(exc)
+                stored = await self.store.bus.insert_many(
+                    conn, [op.message for op in sends if op.message is not None]) \
+                    if sends else []
+                values = [await op.fn(conn) for op in others if op.fn is not None]
+        except Exception as exc:  # noqa: BLE001 - handed to the callers
+            self.store.bus.forget_sequences()  # rolled back: read them again
+            if len(ordered) > 1:  # each again in a transaction of its own: one fails alone
+                for op in ordered:
+                    await self._apply([op])
+                return
+            if not ordered[0].future.done():
+                ordered[0].future.set_exception(exc)
             return
         self.batches += 1
-        for op, (ok, value) in zip(ops, results, strict=True):
-            if op.future.done():
-                continue
-            if ok:
+        for op, (message_id, duplicate) in zip(sends, stored, strict=True):
+            if op.message is not None and not duplicate:
+                self.on_stored(op.message, message_id)
+        for op, value in zip(ordered, [*stored, *values], strict=True):
+            if not op.future.done():
                 op.future.set_result(value)
-            else:
-                op.future.set_exception(value)
 
     def fail_waiting(self) -> None:
         while not self._queue.empty():
@@ -214,7 +231,10 @@ class Bus:
         self.state = BusState.NEW
         self.guards = Guards(bus_limits(settings))
         self.writer = BatchWriter(store)
+        self.writer.on_stored = self._stored
         self._inboxes: dict[str, BusInbox] = {}
+        self._names: dict[str, str] = {}  # agent id -> name, of every agent there has been
+        self._by_name: dict[str, list[str]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._keepers: dict[str, asyncio.Task[Any]] = {}  # lease token -> its extender
         self._writer_task: asyncio.Task[None] | None = None
@@ -269,24 +289,36 @@ class Bus:
 
     # -- sending ----------------------------------------------------------------------------------
 
+    def _directory(self) -> dict[str, list[str]]:
+        """name (and id) -> agent ids, rebuilt only when an agent was added; liveness is
+        asked per message (agents come and go, names are reused)."""
+        if len(self._names) != self.members.count():
+            everyone = self.members.everyone()
+            self._names = dict(everyone)
+            self._by_name = {}
+            for agent_id, name in everyone:
+                self._by_name.setdefault(name, []).append(agent_id)
+                self._by_name.setdefault(agent_id, []).append(agent_id)
+        return self._by_name
+
     async def resolve(self, to: str, sender_id: str) -> tuple[str, list[str]]:
         """The address as stored and the agent ids it reaches (OPERATOR: none)."""
         to = to.strip()
-        live = self.members.live()
+        is_live = self.members.is_live
         if to == OPERATOR:
             return OPERATOR, []
+        directory = self._directory()
         if to == "*":
-            return "*", [i for i, _ in live if i != sender_id]
-        live_ids = {i for i, _ in live}
+            return "*", [i for i in self._names if i != sender_id and is_live(i)]
         for prefix in ("role:", "topic:", "#"):
             if to.startswith(prefix):
                 topic = ("role:" if prefix == "role:" else "topic:") + to[len(prefix):].strip()
                 subs = await self.store.bus.subscribers(topic)
-                return topic, [i for i in subs if i in live_ids and i != sender_id]
-        for agent_id, name in live:
-            if to in (agent_id, name):
-                return name, [agent_id]
-        subs = [i for i in await self.store.bus.subscribers(f"role:{to}") if i in live_ids]
+                return topic, [i for i in subs if i != sender_id and is_live(i)]
+        for agent_id in directory.get(to, ()):
+            if is_live(agent_id):
+                return self._names[agent_id], [agent_id]
+        subs = [i for i in await self.store.bus.subscribers(f"role:{to}") if is_live(i)]
         if subs:
             return f"role:{to}", [i for i in subs if i != sender_id]
         raise InvalidRequest(f"no live agent, role or topic {to!r}: send to an agent's name, "
@@ -331,10 +363,11 @@ class Bus:
                          reply_to=reply_to, dedup_key=dedup_key,
                          expires_at=now + self.settings.bus_message_ttl_s,
                          priority=1 if kind == "interrupt" else 0)
-        message_id, duplicate = await self._write(lambda c: self.store.bus.insert(c, msg))
+        if self.state != BusState.RUNNING:
+            raise ShuttingDown()
+        message_id, duplicate = await self.writer.insert(msg)
         if not duplicate:
             self.guards.stored(message_id, reply_to)
-            self._delivered(message_id, kind, admitted)
             if address == OPERATOR:
                 await self.notify(sender.id if sender.id not in (OPERATOR, SYSTEM) else None,
                                   f"{sender.name} → operator ({kind})", body)
@@ -380,14 +413,14 @@ class Bus:
                               f"{self.guards.limits.rate_alarm_per_min}). /bus shows the "
                               "traffic; /messages who sends it.")
 
-    def _delivered(self, message_id: int, kind: str, recipients: list[str]) -> None:
-        for rid in recipients:
+    def _stored(self, msg: NewMessage, _message_id: int) -> None:
+        for rid in msg.recipients:
             self.inbox(rid).arrived(1)
-            if kind == "interrupt" and self.members.state_of(rid) == "busy":
+            if msg.type == "interrupt" and self.members.state_of(rid) == "busy":
                 self._spawn(f"bus-interrupt:{rid}", self.members.interrupt(rid))
 
     def _name(self, agent_id: str) -> str:
-        return next((n for i, n in self.members.live() if i == agent_id), agent_id)
+        return self._names.get(agent_id, agent_id)
 
     def _describe(self, agent_id: str) -> str:
         state = self.members.state_of(agent_id)
@@ -413,11 +446,9 @@ class Bus:
         until = now + self.settings.bus_lease_s
 
         async def op(conn: aiosqlite.Connection) -> tuple[list[MessageRow], list[Leased]]:
-            expired = await self.store.bus.expire_due(conn, box.agent_id, now)
-            items = await self.store.bus.lease(conn, box.agent_id, holder=holder, token=token,
-                                               until=until, now=now,
-                                               limit=self.settings.bus_turn_max_messages)
-            return expired, items
+            return await self.store.bus.take(conn, box.agent_id, holder=holder, token=token,
+                                             until=until, now=now,
+                                             limit=self.settings.bus_turn_max_messages)
 
         expired, items = await self._write(op)
         box.queued = max(0, box.queued - len(expired) - len(items))

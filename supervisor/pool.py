@@ -91,6 +91,16 @@ class _Members:
     def live(self) -> list[tuple[str, str]]:
         return [(r.id, r.name) for r in self._pool.runners()]
 
+    def everyone(self) -> list[tuple[str, str]]:
+        return [(r.id, r.name) for r in self._pool._runners.values()]
+
+    def count(self) -> int:
+        return len(self._pool._runners)
+
+    def is_live(self, agent_id: str) -> bool:
+        r = self._pool._runners.get(agent_id)
+        return r is not None and r.state.live
+
     def state_of(self, agent_id: str) -> str:
         r = self._pool._runners.get(agent_id)
         if r is None:

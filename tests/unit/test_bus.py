@@ -30,6 +30,15 @@ class FakeMembers:
     def live(self) -> list[tuple[str, str]]:
         return list(self.agents.items())
 
+    def everyone(self) -> list[tuple[str, str]]:
+        return list(self.agents.items())
+
+    def count(self) -> int:
+        return len(self.agents)
+
+    def is_live(self, agent_id: str) -> bool:
+        return agent_id in self.agents
+
     def state_of(self, agent_id: str) -> str:
         return "busy" if agent_id in self.busy else "idle"
 
@@ -256,3 +265,14 @@ async def test_killed_recipient_dead_letters_and_wake_returns_none(world: World)
     assert await box.take(5) is None
     told: Any = await world.bus.inbox("id-a").take(1)
     assert "b was killed" in told.text
+
+
+async def test_one_batch_stores_a_dedup_key_once_and_sequences_stay_per_recipient(world: World):
+    sends = [world.bus.send(A, "b", "task", f"x{i}", dedup_key="same") for i in range(5)]
+    sends += [world.bus.send(A, "c", "info", f"y{i}") for i in range(3)]
+    results = await asyncio.gather(*sends)
+    assert len({r.message_id for r in results[:5]}) == 1
+    assert [r.duplicate for r in results[:5]] == [False, True, True, True, True]
+    rows = await world.store.db.fetchall(
+        "SELECT recipient_id, seq FROM bus_deliveries ORDER BY recipient_id, seq")
+    assert [tuple(r) for r in rows] == [("id-b", 1), ("id-c", 1), ("id-c", 2), ("id-c", 3)]
