@@ -76,7 +76,7 @@ async def _nothing(*_: object) -> None:
     return None
 
 
-async def bus_rate(home: Path) -> tuple[float, int]:
+async def bus_rate(home: Path, turn_s: float = 0.0) -> tuple[float, int]:
     store = await open_store(home / "bus.db")
     settings = Settings(home=home, bus_pair_limit=10**9, bus_inbox_cap=10**9,
                         bus_rate_alarm_per_min=10**9)
@@ -97,6 +97,8 @@ async def bus_rate(home: Path) -> tuple[float, int]:
             taken = await box.take(5)
             if taken is None:
                 continue
+            if turn_s:
+                await asyncio.sleep(turn_s)  # the turn that consumes them
             await box.ack(taken)
             got += taken.count
 
@@ -125,7 +127,7 @@ def raw_rate(home: Path) -> float:
     now = time.time()
     messages = [(i + 1, f"s{i % SENDERS:03d}", f"s{i % SENDERS:03d}", f"r{i % RECIPIENTS:03d}",
                  "info", f"m {i}", None, None, now + 86400, now) for i in range(MESSAGES)]
-    deliveries = [(i + 1, f"r{i % RECIPIENTS:03d}", i // RECIPIENTS + 1, 0, "queued")
+    deliveries = [(i + 1, f"r{i % RECIPIENTS:03d}", i // RECIPIENTS + 1, 1, "queued")
                   for i in range(MESSAGES)]
     start = time.perf_counter()
     for lo in range(0, MESSAGES, 1000):
@@ -133,7 +135,7 @@ def raw_rate(home: Path) -> float:
         conn.executemany("INSERT INTO bus_messages (id, sender, sender_name, recipient, type, "
                          "body, reply_to, dedup_key, expires_at, created_at) VALUES "
                          "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", messages[lo:lo + 1000])
-        conn.executemany("INSERT INTO bus_deliveries (message_id, recipient_id, seq, priority, "
+        conn.executemany("INSERT INTO bus_deliveries (message_id, recipient_id, seq, lane, "
                          "state) VALUES (?, ?, ?, ?, ?)", deliveries[lo:lo + 1000])
         conn.execute("COMMIT")
     elapsed = time.perf_counter() - start

@@ -235,7 +235,7 @@ MIGRATIONS: tuple[str, ...] = (
         message_id       INTEGER NOT NULL REFERENCES bus_messages(id),
         recipient_id     TEXT NOT NULL,
         seq              INTEGER NOT NULL,
-        priority         INTEGER NOT NULL DEFAULT 0,
+        lane             INTEGER NOT NULL DEFAULT 1,
         state            TEXT NOT NULL,
         attempts         INTEGER NOT NULL DEFAULT 0,
         lease_holder     TEXT,
@@ -247,9 +247,8 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (recipient_id, seq)
     );
     CREATE INDEX bus_deliveries_message ON bus_deliveries(message_id);
-    CREATE INDEX bus_deliveries_open ON bus_deliveries(recipient_id, state, priority, seq)
+    CREATE INDEX bus_deliveries_open ON bus_deliveries(recipient_id, lane, seq)
         WHERE state IN ('queued', 'leased');
-    CREATE INDEX bus_deliveries_token ON bus_deliveries(lease_token) WHERE state = 'leased';
     CREATE TABLE bus_subscriptions (
         topic      TEXT NOT NULL,
         agent_id   TEXT NOT NULL,

@@ -13,19 +13,19 @@ one transaction, so a storm of sends costs one commit per batch, not per row.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import secrets
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
-import aiosqlite
-
 from store import Store
-from store.bus import DEAD, Leased, MessageRow, NewMessage
+from store.bus import DEAD, Lease, Leased, MessageRow, NewMessage
 from store.errors import StoreError
 from supervisor.bus_guards import GuardLimits, Guards
 from supervisor.clock import SYSTEM_CLOCK, Clock
@@ -78,8 +78,17 @@ SYSTEM_SENDER = Sender(SYSTEM, SYSTEM)
 class Sent:
     message_id: int | None
     duplicate: bool
-    queued: tuple[str, ...]  # "b (busy, 2 queued)" per recipient it was queued for
+    targets: tuple[tuple[str, str, int], ...]  # (name, state, queued) of each recipient
     refused: tuple[str, ...]  # one explanation per recipient refused
+    to_operator: bool = False
+
+    @property
+    def queued(self) -> tuple[str, ...]:
+        """"b (busy, 2 queued)" per recipient it was queued for."""
+        if self.to_operator:
+            return ("the operator (as a notice)",)
+        return tuple(f"{name} ({state}, {n} queued)" if n else f"{name} ({state})"
+                     for name, state, n in self.targets)
 
     def summary(self) -> str:
         parts = []
@@ -148,71 +157,82 @@ def render(items: list[Leased], more: int) -> str:
 
 @dataclass(slots=True)
 class _Op:
-    fn: Callable[[aiosqlite.Connection], Awaitable[Any]] | None
+    fn: Callable[[sqlite3.Connection], Any] | None
     future: asyncio.Future[Any]
     message: NewMessage | None = None  # a send: stored with the batch's other sends at once
 
 
 class BatchWriter:
-    """One task; every write waiting when it wakes goes into one transaction (all sends in
-    two statements). If the batch fails, each write is tried again alone, so that one bad
-    write fails alone."""
+    """One task; every write waiting when it wakes goes to the bus's writer thread as one
+    transaction (all its sends in two statements; store/bus.py BusWriter)."""
 
     def __init__(self, store: Store, max_batch: int = 1000) -> None:
         self.store = store
+        self.conn = store.bus.writer()
         self.max_batch = max_batch
+        self._queue: collections.deque[_Op] = collections.deque()
+        self._waiting = asyncio.Event()
+        self.batches = 0
         # Called at commit, before any caller resumes: inbox counts never lag their rows.
         self.on_stored: Callable[[NewMessage, int], None] = lambda _msg, _id: None
-        self._queue: asyncio.Queue[_Op] = asyncio.Queue()
-        self.batches = 0
 
-    async def submit(self, fn: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
+    async def submit(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Op(fn, future))
+        self._queue.append(_Op(fn, future))
+        self._waiting.set()
         return await future
 
     async def insert(self, msg: NewMessage) -> tuple[int, bool]:
         future: asyncio.Future[tuple[int, bool]] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Op(None, future, msg))
+        self._queue.append(_Op(None, future, msg))
+        self._waiting.set()
         return await future
 
     async def run(self) -> None:
+        queue = self._queue
         while True:
-            ops = [await self._queue.get()]
-            while not self._queue.empty() and len(ops) < self.max_batch:
-                ops.append(self._queue.get_nowait())
+            if not queue:
+                self._waiting.clear()
+                await self._waiting.wait()
+            ops = [queue.popleft() for _ in range(min(len(queue), self.max_batch))]
             await self._apply(ops)
 
     async def _apply(self, batch: list[_Op]) -> None:
-        sends = [op for op in batch if op.message is not None]
-        others = [op for op in batch if op.message is None]
-        ordered = sends + others  # sends first, so a lease in the same batch sees them
+        sends = [op.message for op in batch if op.message is not None]
+        ordered = [op for op in batch if op.message is not None] + \
+            [op for op in batch if op.message is None]  # sends first: a lease sees them
+        repo = self.store.bus
+        writes: list[Callable[[sqlite3.Connection], Any]] = []
+        if sends:
+            writes.append(lambda conn: repo.insert_many(conn, sends))
+        writes += [op.fn for op in ordered[len(sends):] if op.fn is not None]
         try:
-            async with self.store.db.transaction() as conn:
-                stored = await self.store.bus.insert_many(
-                    conn, [op.message for op in sends if op.message is not None]) \
-                    if sends else []
-                values = [await op.fn(conn) for op in others if op.fn is not None]
-        except Exception as exc:  # noqa: BLE001 - handed to the callers
-            self.store.bus.forget_sequences()  # rolled back: read them again
-            if len(ordered) > 1:  # each again in a transaction of its own: one fails alone
-                for op in ordered:
-                    await self._apply([op])
-                return
-            if not ordered[0].future.done():
-                ordered[0].future.set_exception(exc)
+            results = await self.conn.batch(writes)
+        except (StoreError, OSError) as exc:
+            for op in ordered:
+                if not op.future.done():
+                    op.future.set_exception(exc)
             return
         self.batches += 1
-        for op, (message_id, duplicate) in zip(sends, stored, strict=True):
-            if op.message is not None and not duplicate:
-                self.on_stored(op.message, message_id)
-        for op, value in zip(ordered, [*stored, *values], strict=True):
-            if not op.future.done():
+        if sends:  # the sends' one write: its value is one (id, duplicate) per send
+            ok, value = results[0]
+            if ok:
+                for msg, (message_id, duplicate) in zip(sends, value, strict=True):
+                    if not duplicate:
+                        self.on_stored(msg, message_id)
+            results = ([(True, v) for v in value] if ok else [(False, value)] * len(sends)) \
+                + results[1:]
+        for op, (ok, value) in zip(ordered, results, strict=True):
+            if op.future.done():
+                continue
+            if ok:
                 op.future.set_result(value)
+            else:
+                op.future.set_exception(value)
 
     def fail_waiting(self) -> None:
-        while not self._queue.empty():
-            op = self._queue.get_nowait()
+        while self._queue:
+            op = self._queue.popleft()
             if not op.future.done():
                 op.future.set_exception(ShuttingDown())
 
@@ -236,7 +256,7 @@ class Bus:
         self._names: dict[str, str] = {}  # agent id -> name, of every agent there has been
         self._by_name: dict[str, list[str]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._keepers: dict[str, asyncio.Task[Any]] = {}  # lease token -> its extender
+        self._active: dict[str, Lease] = {}  # lease token -> the deliveries it holds
         self._writer_task: asyncio.Task[None] | None = None
         self.reclaimed = 0
 
@@ -246,13 +266,19 @@ class Bus:
         """Leases of a previous supervisor go back to the queue; counts are loaded."""
         if self.state != BusState.NEW:
             return
-        async with self.store.db.transaction() as conn:
-            self.reclaimed = await self.store.bus.reclaim(conn, self.run_id)
+        await self.writer.conn.open()
+        [(ok, value)] = await self.writer.conn.batch(
+            [lambda conn: self.store.bus.reclaim(conn, self.run_id)])
+        if not ok:
+            await self.writer.conn.close()
+            raise value
+        self.reclaimed = value
         if self.reclaimed:
             logger.warning("bus: redelivering after a restart count=%d", self.reclaimed)
         for agent_id, n in (await self.store.bus.open_counts()).items():
             self.inbox(agent_id).queued = n
         self._writer_task = asyncio.create_task(self.writer.run(), name="bus-writer")
+        self._spawn("bus-leases", self._keep_leases())
         self.state = BusState.RUNNING
 
     async def close(self) -> None:
@@ -266,6 +292,7 @@ class Bus:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self.writer.fail_waiting()
+        await self.writer.conn.close()
 
     def _spawn(self, name: str, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -274,7 +301,7 @@ class Bus:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _write(self, fn: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self.state != BusState.RUNNING:
             raise ShuttingDown()
         return await self.writer.submit(fn)
@@ -362,7 +389,7 @@ class Bus:
                          type=kind, body=body, recipients=tuple(admitted), created_at=now,
                          reply_to=reply_to, dedup_key=dedup_key,
                          expires_at=now + self.settings.bus_message_ttl_s,
-                         priority=1 if kind == "interrupt" else 0)
+                         lane=0 if kind == "interrupt" else 1)
         if self.state != BusState.RUNNING:
             raise ShuttingDown()
         message_id, duplicate = await self.writer.insert(msg)
@@ -373,10 +400,10 @@ class Bus:
                                   f"{sender.name} → operator ({kind})", body)
             if guarded:
                 await self._rate_alarm(len(admitted) or 1)
-        queued = tuple(f"{self._name(i)} ({self._describe(i)})" for i in admitted)
-        if address == OPERATOR:
-            queued = ("the operator (as a notice)",)
-        return Sent(message_id, duplicate, queued, tuple(refused))
+        state_of, names, boxes = self.members.state_of, self._names, self._inboxes
+        return Sent(message_id, duplicate,
+                    tuple((names.get(i, i), state_of(i), boxes[i].queued) for i in admitted),
+                    tuple(refused), address == OPERATOR)
 
     async def _admit(self, sender: Sender, targets: list[str], kind: str, body: str,
                      guarded: bool) -> tuple[list[str], list[str]]:
@@ -422,11 +449,6 @@ class Bus:
     def _name(self, agent_id: str) -> str:
         return self._names.get(agent_id, agent_id)
 
-    def _describe(self, agent_id: str) -> str:
-        state = self.members.state_of(agent_id)
-        queued = self.inbox(agent_id).queued
-        return f"{state}, {queued} queued" if queued else state
-
     async def _tell_sender(self, msg: MessageRow, what: str) -> None:
         """A message that could not be delivered: its sender hears why (an agent as a bus
         message, the operator as a notice), and a dead letter reaches the operator too."""
@@ -445,8 +467,8 @@ class Bus:
         holder = f"{self.run_id}:{box.agent_id}"
         until = now + self.settings.bus_lease_s
 
-        async def op(conn: aiosqlite.Connection) -> tuple[list[MessageRow], list[Leased]]:
-            return await self.store.bus.take(conn, box.agent_id, holder=holder, token=token,
+        def op(conn: sqlite3.Connection) -> tuple[list[MessageRow], list[Leased]]:
+            return self.store.bus.take(conn, box.agent_id, holder=holder, token=token,
                                              until=until, now=now,
                                              limit=self.settings.bus_turn_max_messages)
 
@@ -458,43 +480,42 @@ class Bus:
             await self._tell_sender(msg, "expired before it was read")
         if not items:
             return None
-        self._keepers[token] = self._spawn(f"bus-lease:{box.agent_id}", self._keep(token))
+        self._active[token] = Lease(token, box.agent_id, tuple(i.delivery.seq for i in items))
         return Taken(render(items, box.queued), token, len(items))
 
-    async def _keep(self, token: str) -> None:
-        """Extend a lease while its turn runs, so that a turn longer than the lease is never
-        delivered a second time."""
+    async def _keep_leases(self) -> None:
+        """Extend every lease held by a running turn, so that a turn longer than the lease is
+        never delivered a second time: one task and one write for all of them."""
         every = max(0.05, self.settings.bus_lease_s / 3)
         while True:
             await self.clock.sleep(every)
+            leases = list(self._active.values())
+            if not leases:
+                continue
+            until = self.clock.now() + self.settings.bus_lease_s
             try:
-                await self._write(self._extension(token, self.clock.now()
-                                                  + self.settings.bus_lease_s))
-            except StoreError:
-                logger.warning("bus: lease extension failed token=%s", token[:4], exc_info=True)
+                await self._write(self._extension(leases, until))
+            except (StoreError, ShuttingDown):
+                logger.warning("bus: lease extension failed count=%d", len(leases),
+                               exc_info=True)
 
-    def _extension(self, token: str,
-                   until: float) -> Callable[[aiosqlite.Connection], Awaitable[int]]:
-        return lambda conn: self.store.bus.extend(conn, token, until)
-
-    def _stop_keeper(self, token: str) -> None:
-        task = self._keepers.pop(token, None)
-        if task is not None:
-            task.cancel()
+    def _extension(self, leases: list[Lease],
+                   until: float) -> Callable[[sqlite3.Connection], int]:
+        return lambda conn: sum(self.store.bus.extend(conn, x, until) for x in leases)
 
     async def ack(self, box: BusInbox, taken: Taken, consumed: bool) -> None:
-        if taken.token is None:
+        lease = self._active.pop(taken.token or "", None)
+        if lease is None:
             return
-        self._stop_keeper(taken.token)
         if self.state != BusState.RUNNING:
             return  # shutting down: the lease stays, and the next start delivers it again
-        token, now = taken.token, self.clock.now()
+        now = self.clock.now()
         try:
             if consumed:
-                await self._write(lambda c: self.store.bus.ack(c, token, now))
+                await self._write(lambda c: self.store.bus.ack(c, lease, now))
                 return
             dead = await self._write(lambda c: self.store.bus.release(
-                c, token, max_attempts=self.settings.bus_max_attempts,
+                c, lease, max_attempts=self.settings.bus_max_attempts,
                 reason="the recipient's turn failed"))
         except (StoreError, ShuttingDown):
             # Unacknowledged, the lease runs out (or the next start reclaims it): delivered

@@ -7,7 +7,6 @@ agent) or None; none of them touches the store, so they are tested with plain nu
 
 from __future__ import annotations
 
-import hashlib
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -25,7 +24,7 @@ class GuardLimits:
 class _Pair:
     sent: deque[float] = field(default_factory=deque)
     cooldown_until: float = 0.0
-    recent: dict[str, float] = field(default_factory=dict)  # body digest -> when sent
+    recent: dict[int, float] = field(default_factory=dict)  # body digest -> when sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +34,9 @@ class Refusal:
     dropped: bool = False  # an identical repeat: dropped, not an error
 
 
-def digest(kind: str, body: str) -> str:
-    return hashlib.sha256(f"{kind}\0{body}".encode()).hexdigest()[:16]
+def digest(kind: str, body: str) -> int:
+    """Identity of a message's content within one window, in memory only."""
+    return hash((kind, body))
 
 
 class Guards:
@@ -59,9 +59,11 @@ class Guards:
                            "message")
         while pair.sent and pair.sent[0] <= now - lim.pair_window_s:
             pair.sent.popleft()
-        for key, at in list(pair.recent.items()):
-            if at <= now - lim.pair_window_s:
-                del pair.recent[key]
+        while pair.recent:  # insertion order is time order: the oldest go first
+            oldest, at = next(iter(pair.recent.items()))
+            if at > now - lim.pair_window_s:
+                break
+            del pair.recent[oldest]
         key = digest(kind, body)
         if key in pair.recent:
             return Refusal(f"dropped: the same message went to {who} {now - pair.recent[key]:.0f}s "

@@ -6,15 +6,18 @@ pass unchanged."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import shutil
-from collections.abc import AsyncIterator
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from store import Store, open_store
+from store.bus import Lease
 from supervisor.bus import OPERATOR_SENDER, Bus, Sender
 from supervisor.clock import FakeClock
 from supervisor.config import Settings
@@ -72,6 +75,18 @@ async def world(tmp_path: Path, migrated_db: Path) -> AsyncIterator[World]:
     finally:
         await w.bus.close()
         await store.db.close()
+
+
+@contextlib.contextmanager
+def raw(world: World) -> Iterator[sqlite3.Connection]:
+    """A second process's connection, as another bus backend instance would have."""
+    conn = sqlite3.connect(world.store.db.path, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        yield conn
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
 
 
 A = Sender("id-a", "a")
@@ -149,10 +164,10 @@ async def test_lease_extended_while_the_turn_runs_is_never_taken_twice(world: Wo
         await world.clock.wait_sleep_calls(1)
         world.clock.advance(0.4)
         await asyncio.sleep(0.01)
-    async with world.store.db.transaction() as conn:
-        stolen = await world.store.bus.lease(conn, "id-b", holder="other", token="t2",
-                                             until=world.clock.now() + 1,
-                                             now=world.clock.now(), limit=10)
+    with raw(world) as conn:
+        stolen = world.store.bus.lease(conn, "id-b", holder="other", token="t2",
+                                       until=world.clock.now() + 1, now=world.clock.now(),
+                                       limit=10)
     assert stolen == []
 
 
@@ -160,13 +175,14 @@ async def test_an_expired_lease_is_leased_again_and_fenced(world: World) -> None
     """Without extension (a holder that died), the lease runs out and another takes it."""
     await world.bus.send(A, "b", "task", "x")
     now = world.clock.now()
-    async with world.store.db.transaction() as conn:
-        first = await world.store.bus.lease(conn, "id-b", holder="h1", token="t1", until=now + 1,
-                                            now=now, limit=10)
-        second = await world.store.bus.lease(conn, "id-b", holder="h2", token="t2",
-                                             until=now + 3, now=now + 2, limit=10)
-        assert await world.store.bus.ack(conn, "t1", now + 2) == 0
-        assert await world.store.bus.ack(conn, "t2", now + 2) == 1
+    with raw(world) as conn:
+        first = world.store.bus.lease(conn, "id-b", holder="h1", token="t1", until=now + 1,
+                                      now=now, limit=10)
+        second = world.store.bus.lease(conn, "id-b", holder="h2", token="t2", until=now + 3,
+                                       now=now + 2, limit=10)
+        seqs = tuple(x.delivery.seq for x in first)
+        assert world.store.bus.ack(conn, Lease("t1", "id-b", seqs), now + 2) == 0
+        assert world.store.bus.ack(conn, Lease("t2", "id-b", seqs), now + 2) == 1
     assert len(first) == len(second) == 1
 
 
