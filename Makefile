@@ -50,6 +50,7 @@ bench: $(TEST_STAMP)
 	$(PY) bench/fleet_rss.py
 	$(PY) bench/escalation_roundtrip.py
 	$(PY) bench/killswitch_latency.py
+	$(PY) bench/bus_throughput.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -200,6 +200,7 @@ class AgentPool:
         await self.bus.start()  # leases of the dead supervisor go back to the queue
         self.roles = await self.store.bus.roles()
         resumed = []
+        waiting: list[AgentRunner] = []  # their loops start once the notes below are queued
         for row in await self.store.agents.list():
             runner = AgentRunner(row, self._deps, self.bus.inbox(row.id, row.name))
             if row.state == AgentState.KILLED:
@@ -209,7 +210,8 @@ class AgentPool:
                 await runner.recover()
                 resumed.append(row.name)
             await self.store.agents.update(row.id, launcher_pid=None, cli_pid=None)
-            self._adopt(runner)
+            self._runners[row.id] = runner
+            waiting.append(runner)
         self.state = PoolState.RUNNING
         if not iso.ok:
             allowed = self.settings.allow_unisolated_agents
@@ -226,6 +228,9 @@ class AgentPool:
                     f"[Switchboard] Your earlier request was not answered because the supervisor "
                     f"restarted: {orphan.title}. If you still need it, ask again."
                 )
+        # Now the loops: what the dead supervisor had leased and these notes arrive together.
+        for runner in waiting:
+            self._adopt(runner)
         await self.timers.start()  # after expire_orphans: stored reminders and timeouts fire
         self.recovery = RecoveryReport(tuple(swept), tuple(resumed), interrupted)
         self._watchdog_task = asyncio.create_task(self.watchdog.run(), name="watchdog")

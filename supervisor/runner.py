@@ -93,6 +93,7 @@ class AgentRunner:
         self._turn_done = asyncio.Event()
         self._turn_done.set()
         self._lifecycle = asyncio.Lock()
+        self._state_lock = asyncio.Lock()
         self._state_before_pause = AgentState.IDLE
         self._stopping = False
         self.current_tool: str | None = None
@@ -186,9 +187,9 @@ class AgentRunner:
             if not self.state.live or self.state == AgentState.PAUSED:
                 raise AgentNotRunning(self.name, self.state, "pause")
             stopped = self._proc.pause() if self._proc and self._proc.alive() else []
-            self._state_before_pause = self.state
             self._not_paused.clear()
-            await self._set_state(AgentState.PAUSED, f"paused ({len(stopped)} processes stopped)")
+            await self._set_state(AgentState.PAUSED, f"paused ({len(stopped)} processes stopped)",
+                                  remember=True)
             return stopped
 
     async def resume(self) -> None:
@@ -324,17 +325,27 @@ class AgentRunner:
 
     # -- internals -----------------------------------------------------------------------------
 
-    async def _set_state(self, new: AgentState, reason: str = "") -> None:
+    async def _set_state(self, new: AgentState, reason: str = "", *, unless_paused: bool = False,
+                         remember: bool = False) -> None:
         """Checked against the transition table; stored first, then held, then published, so
-        memory and the front ends never show a state the database does not have."""
-        old = self.state
-        if old == new and not reason:
-            return
-        check_transition(old, new)
-        await self._deps.store.agents.set_state(self.id, old, new, reason)
-        self.state = new
-        self._deps.hub.publish(StateChanged(self.id, self.name, old, new, reason))
-        logger.info("agent state agent=%s name=%s old=%s new=%s", self.id, self.name, old, new)
+        memory and the front ends never show a state the database does not have. One at a
+        time: a pause and a turn starting must not interleave their writes. `unless_paused`:
+        if paused, this is the state to resume to instead; `remember`: the state left is it."""
+        async with self._state_lock:
+            old = self.state
+            if unless_paused and old == AgentState.PAUSED:
+                self._state_before_pause = new
+                return
+            if old == new and not reason:
+                return
+            check_transition(old, new)
+            await self._deps.store.agents.set_state(self.id, old, new, reason)
+            if remember:
+                self._state_before_pause = old
+            self.state = new
+            self._deps.hub.publish(StateChanged(self.id, self.name, old, new, reason))
+            logger.info("agent state agent=%s name=%s old=%s new=%s", self.id, self.name, old,
+                        new)
 
     def _sandbox(self, env: dict[str, str]) -> dict[str, str]:
         """Prepare the agent's private directory; the variables that put it in its sandbox."""
@@ -426,7 +437,8 @@ class AgentRunner:
             await self._deps.store.events.append(self.id, turn_id, "prompt", prompt[:200],
                                                  {"prompt": prompt})
             self.turn_started_at = self.last_activity_at = self._deps.clock.now()
-            await self._set_state(AgentState.WORKING, "")
+            # Paused while the turn was being set up: it is working once resumed.
+            await self._set_state(AgentState.WORKING, "", unless_paused=True)
             await proc.query(prompt)
             result: ResultMessage | None = None
             async for msg in proc.responses():

@@ -21,7 +21,8 @@ message; ``content`` may be a string or a block list):
   with a dedup key; every id the bus returns is appended to ``./bus-sent.log``.
 * a bus turn (``<message ... id="N" from="X" ...>`` blocks): every id is appended to
   ``./bus-received.log``; a body ``PINGPONG <k>`` is answered with ``PINGPONG <k+1>`` to its
-  sender; a body that is itself a directive (``MCP``, ``SPAM``, ``SLEEP``) is applied.
+  sender; a body that is itself a directive (``MCP``, ``SPAM``; ``SLEEP`` when it is the
+  turn's only message) is applied.
 * anything else     - reply ``ECHO: <text>``.
 
 Each completed turn adds 0.001 USD to the process's cumulative ``total_cost_usd``
@@ -440,7 +441,8 @@ class FakeClaude:
                 k = int(body.split()[1]) + 1
                 replies.append(self.mcp("send_message", {"to": sender, "type": "info",
                                                          "body": "PINGPONG %d" % k}))
-            elif body.startswith(("MCP ", "SPAM ", "SLEEP ")):
+            elif body.startswith(("MCP ", "SPAM ")) or (
+                    len(items) == 1 and body.startswith("SLEEP ")):
                 replies.append(self.reply_for(body, turn) or "")
         return "BUS: %d message(s)%s" % (len(items), "".join("\n" + r for r in replies))
 

@@ -34,14 +34,20 @@ def test_acknowledged_ask_survives_sigkill_and_is_delivered_after_restart(short_
         sup2.expect("Switchboard console")
         # Both come back as one turn: the one whose turn was cut (second attempt), then the
         # acknowledged /ask, in order.
-        line = sup2.expect("after the crash", 60)
+        sup2.expect("[w] BUS: 2 message(s)", 60)
         sup2.expect("[w] ✓ turn finished", 30)
-        assert "SLEEP 60" in "\n".join(sup2.seen) and 'attempt="2"' in "\n".join(sup2.seen)
-        assert line
         sup2.send("/quit")
         sup2.proc.wait(30)
     finally:
         sup2.close()
+    db = sqlite3.connect(home / "switchboard.db")
+    try:
+        prompt = db.execute("SELECT prompt FROM turns ORDER BY id DESC LIMIT 1").fetchone()[0]
+        states = db.execute("SELECT state FROM bus_deliveries").fetchall()
+    finally:
+        db.close()
+    assert prompt.index("SLEEP 60") < prompt.index("after the crash")
+    assert 'attempt="2"' in prompt and states == [("consumed",), ("consumed",)]
 
 
 def _ids(home, name: str) -> list[str]:
