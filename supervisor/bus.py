@@ -62,6 +62,8 @@ class Members(Protocol):
 
 
 Notify = Callable[[str | None, str, str], Awaitable[Any]]
+# Ask the operator (an escalation): (agent id, title, question) -> the answer's text.
+AskOperator = Callable[[str, str, str], Awaitable[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,11 +242,12 @@ class BatchWriter:
 class Bus:
     def __init__(self, store: Store, settings: Settings, members: Members, *,
                  notify: Notify, halted: Callable[[], bool] = lambda: False,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, ask_operator: AskOperator | None = None) -> None:
         self.store = store
         self.settings = settings
         self.members = members
         self.notify = notify
+        self.ask_operator = ask_operator
         self.halted = halted
         self.clock = clock
         self.run_id = secrets.token_hex(6)  # lease holders of this supervisor start with it
@@ -396,14 +399,30 @@ class Bus:
         if not duplicate:
             self.guards.stored(message_id, reply_to)
             if address == OPERATOR:
-                await self.notify(sender.id if sender.id not in (OPERATOR, SYSTEM) else None,
-                                  f"{sender.name} → operator ({kind})", body)
+                await self._to_operator(sender, kind, body, message_id)
             if guarded:
                 await self._rate_alarm(len(admitted) or 1)
         state_of, names, boxes = self.members.state_of, self._names, self._inboxes
         return Sent(message_id, duplicate,
                     tuple((names.get(i, i), state_of(i), boxes[i].queued) for i in admitted),
                     tuple(refused), address == OPERATOR)
+
+    async def _to_operator(self, sender: Sender, kind: str, body: str, message_id: int) -> None:
+        """A question from an agent is an escalation, its answer a `result` back; anything
+        else is a notice."""
+        agent = sender.id if sender.id not in (OPERATOR, SYSTEM) else None
+        if kind != "question" or agent is None or self.ask_operator is None:
+            await self.notify(agent, f"{sender.name} → operator ({kind})", body)
+            return
+        ask = self.ask_operator
+
+        async def answer_back() -> None:
+            text = await ask(agent, f"{sender.name} asks (message #{message_id})", body)
+            with contextlib.suppress(InvalidRequest, LimitExceeded, ShuttingDown, StoreError):
+                await self.send(OPERATOR_SENDER, sender.name, "result", text,
+                                reply_to=message_id, agent_id=agent)
+
+        self._spawn(f"bus-question:{message_id}", answer_back())
 
     async def _admit(self, sender: Sender, targets: list[str], kind: str, body: str,
                      guarded: bool) -> tuple[list[str], list[str]]:

@@ -20,7 +20,7 @@ from supervisor.bus_tools import bus_tools
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import PERMISSION_MODES, Settings
 from supervisor.errors import AgentExists, ConfigError, InvalidRequest, ShuttingDown, UnknownAgent
-from supervisor.escalations import Escalations, Timeouts
+from supervisor.escalations import Decision, Escalations, Kind, Timeouts
 from supervisor.events import AgentState, EventHub
 from supervisor.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
 from supervisor.killswitch import KillSwitch
@@ -148,7 +148,8 @@ class AgentPool:
         self.bus = Bus(store, settings, _Members(self), clock=clock,
                        notify=lambda agent_id, title, body: self.escalations.notify(
                            agent_id, title, body),
-                       halted=lambda: self.killswitch.halted)
+                       halted=lambda: self.killswitch.halted,
+                       ask_operator=self._ask_operator)
         self._watchdog_task: asyncio.Task[None] | None = None
         self.roles: dict[str, tuple[str, ...]] = {}  # agent id -> its roles (from /team)
         self.isolation: Isolation | None = None
@@ -290,6 +291,15 @@ class AgentPool:
             if why:
                 logger.warning("could not hide a new agent's directory from agent=%s: %s",
                                r.id, why)
+
+    async def _ask_operator(self, agent_id: str, title: str, question: str) -> str:
+        """A bus question to the operator: an escalation like ask_operator's; its answer."""
+        row = await self.escalations.open(agent_id=agent_id, kind=Kind.QUESTION, title=title,
+                                          body=question, free_text=True)
+        answer = await self.escalations.wait(row)
+        if answer.decision == Decision.DENY:
+            return f"The operator did not answer: {answer.text or 'no reason given'}"
+        return f"The operator answered: {answer.text}"
 
     def _roster(self) -> list[tuple[str, str, str]]:
         """(name, state, roles) of every live agent, for the agents' list_agents tool."""

@@ -136,3 +136,27 @@ async def test_a_message_is_never_consent(fake_app):
     await wait_for(lambda: fake_app.store.db.fetchall(
         "SELECT 1 FROM escalations WHERE title = 'a → operator (result)'"), 30, "the notice")
     assert (await fake_app.api.escalation(esc.id)).status == "open"
+
+
+async def test_a_question_to_the_operator_is_an_escalation_and_the_answer_comes_back(fake_app):
+    a = await spawn(fake_app, "a")
+    await idle(fake_app, a)
+    assert (await run(fake_app, '/ask a MCP send_message {"to": "operator", '
+                                '"type": "question", "body": "merge now?"}')).ok
+
+    async def asked():
+        return [e for e in await fake_app.api.pending() if e.body == "merge now?"]
+
+    await wait_for(asked, 30, "the question")
+    esc = (await asked())[0]
+    assert esc.kind == "question" and "a asks (message #" in esc.title
+    assert (await run(fake_app, f"/answer {esc.id} yes, go")).ok
+
+    async def answered():
+        return [m for m in await fake_app.api.messages("a")
+                if m.type == "result" and m.sender == "operator"]
+
+    await wait_for(answered, 30, "the answer on the bus")
+    reply = (await answered())[0]
+    assert reply.body == "The operator answered: yes, go" and reply.reply_to is not None
+    await wait_for(lambda: _consumed(fake_app, reply.id), 30, "delivered to a")
