@@ -297,6 +297,10 @@ class Bus:
         self.writer.fail_waiting()
         await self.writer.conn.close()
 
+    def spawn_task(self, name: str, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        """A task the bus owns (cancelled when it closes): a question's answer, a notice."""
+        return self._spawn(name, coro)
+
     def _spawn(self, name: str, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
         task.set_name(name)

@@ -1,19 +1,22 @@
 """An agent's bus tools, in its in-process MCP server: bound to the agent's identity when the
 server is built, so the sender of every message is the agent itself, never a field it fills in.
 
-send_message, check_messages, list_agents, subscribe, report_status. A message is never
-consent: nothing here answers an escalation, approves a tool call or changes a policy.
+send_message, check_messages, list_agents, subscribe, report_status, notify_when_idle,
+spawn_agent. A message is never consent: nothing here answers an escalation, approves a tool
+call or changes a policy.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from claude_agent_sdk import SdkMcpTool, tool
 
-from supervisor.bus import OPERATOR, TYPES, Bus, Sender
+from supervisor.bus import OPERATOR, SYSTEM_SENDER, TYPES, Bus, Sender
 from supervisor.errors import SupervisorError
 
 
@@ -43,15 +46,28 @@ def _int(value: Any) -> int | None:
         return None
 
 
-class AgentBusTools:
-    """The tools of one agent. `roster`: (name, state, roles) of every live agent."""
+@dataclass(frozen=True, slots=True)
+class FleetHooks:
+    """What the tools need from the pool."""
 
-    def __init__(self, bus: Bus, agent: Identity,
-                 roster: Callable[[], list[tuple[str, str, str]]]) -> None:
+    roster: Callable[[], list[tuple[str, str, str]]]  # (name, state, roles) of live agents
+    # (agent name or id, seconds) -> True once it is idle, False if it never was in time
+    wait_idle: Callable[[str, float], Awaitable[bool]]
+    # (parent id, name, prompt, model) -> the child's name; raises SupervisorError if refused
+    spawn_child: Callable[[str, str, str, str | None], Awaitable[str]]
+
+
+IDLE_NOTICE_S = 3600.0  # how long notify_when_idle waits before its one notice expires
+
+
+class AgentBusTools:
+    """The tools of one agent, bound to its identity."""
+
+    def __init__(self, bus: Bus, agent: Identity, fleet: FleetHooks) -> None:
         self.bus = bus
         self.agent = agent
         self.me = Sender(agent.id, agent.name)
-        self.roster = roster
+        self.fleet = fleet
 
     async def send_message(self, args: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -95,7 +111,7 @@ class AgentBusTools:
 
     async def list_agents(self, args: dict[str, Any]) -> dict[str, Any]:
         role = str(args.get("role") or "").strip()
-        rows = [r for r in self.roster() if not role or role in r[2].split(",")]
+        rows = [r for r in self.fleet.roster() if not role or role in r[2].split(",")]
         return _text("\n".join(f"{n}: {s}" + (f" (roles: {roles})" if roles else "")
                                 for n, s, roles in rows) or "no agents")
 
@@ -120,6 +136,34 @@ class AgentBusTools:
         except SupervisorError as exc:
             return _error(exc)
         return _text(sent.summary(), error=sent.message_id is None)
+
+    async def notify_when_idle(self, args: dict[str, Any]) -> dict[str, Any]:
+        target = str(args.get("agent") or "").strip()
+        if not target:
+            return _text("error: name the agent", error=True)
+        fleet, bus, me = self.fleet, self.bus, self.me
+
+        async def watch() -> None:
+            idle = await fleet.wait_idle(target, IDLE_NOTICE_S)
+            text = (f"{target} is idle now." if idle else
+                    f"{target} did not become idle within {IDLE_NOTICE_S / 60:.0f} minutes; "
+                    "this notice has expired.")
+            with contextlib.suppress(SupervisorError):
+                await bus.send(SYSTEM_SENDER, me.name, "status", text, agent_id=me.id)
+
+        bus.spawn_task(f"bus-idle:{me.id}:{target}", watch())
+        return _text(f"You will get one status message when {target} is idle (or in "
+                     f"{IDLE_NOTICE_S / 60:.0f} minutes, if it is not by then).")
+
+    async def spawn_agent(self, args: dict[str, Any]) -> dict[str, Any]:
+        try:
+            name = await self.fleet.spawn_child(
+                self.agent.id, str(args.get("name") or ""), str(args.get("prompt") or ""),
+                str(args["model"]) if args.get("model") else None)
+        except SupervisorError as exc:
+            return _error(exc)
+        return _text(f"spawned {name}, your child; it is working on its prompt. It can "
+                     "report_status to you, and send_message reaches it by name.")
 
     def tools(self) -> list[SdkMcpTool[Any]]:
         return [
@@ -153,12 +197,23 @@ class AgentBusTools:
                  "how your work stands, in a line or two.",
                  {"type": "object", "properties": {"text": {"type": "string"}},
                   "required": ["text"]})(self.report_status),
+            tool("notify_when_idle", "Get one status message when another agent is idle "
+                 "(the notice expires after an hour).",
+                 {"type": "object", "properties": {"agent": {"type": "string"}},
+                  "required": ["agent"]})(self.notify_when_idle),
+            tool("spawn_agent", "Start a child agent with a prompt, under Switchboard's limits "
+                 "(fleet size, depth, children, rates, memory). Kill and budget apply to it "
+                 "with you.",
+                 {"type": "object", "properties": {"name": {"type": "string"},
+                                                   "prompt": {"type": "string"},
+                                                   "model": {"type": "string"}},
+                  "required": ["name", "prompt"]})(self.spawn_agent),
         ]
 
 
-def bus_tools(bus: Bus, agent: Identity,
-              roster: Callable[[], list[tuple[str, str, str]]]) -> list[SdkMcpTool[Any]]:
-    return AgentBusTools(bus, agent, roster).tools()
+def bus_tools(bus: Bus, agent: Identity, fleet: FleetHooks) -> list[SdkMcpTool[Any]]:
+    return AgentBusTools(bus, agent, fleet).tools()
 
 
-BUS_TOOL_NAMES = ("send_message", "check_messages", "list_agents", "subscribe", "report_status")
+BUS_TOOL_NAMES = ("send_message", "check_messages", "list_agents", "subscribe", "report_status",
+                  "notify_when_idle", "spawn_agent")

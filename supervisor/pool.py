@@ -16,12 +16,12 @@ from store import Store
 from store.agents import LIVE_STATES
 from store.errors import Conflict, StoreError
 from supervisor.bus import Bus
-from supervisor.bus_tools import bus_tools
+from supervisor.bus_tools import FleetHooks, bus_tools
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import PERMISSION_MODES, Settings
 from supervisor.errors import AgentExists, ConfigError, InvalidRequest, ShuttingDown, UnknownAgent
 from supervisor.escalations import Decision, Escalations, Kind, Timeouts
-from supervisor.events import AgentState, EventHub
+from supervisor.events import AgentState, EventHub, StateChanged
 from supervisor.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
 from supervisor.killswitch import KillSwitch
 from supervisor.policy import Policy, PolicyError
@@ -189,7 +189,8 @@ class AgentPool:
             isolation=iso,
             peer_dirs=self._peer_dirs,
             clock=self.clock,
-            agent_tools=lambda runner: bus_tools(self.bus, runner, self._roster),
+            agent_tools=lambda runner: bus_tools(self.bus, runner, FleetHooks(
+                self._roster, self._wait_idle, self._spawn_child)),
         )
         await self.killswitch.start()
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
@@ -300,6 +301,31 @@ class AgentPool:
         if answer.decision == Decision.DENY:
             return f"The operator did not answer: {answer.text or 'no reason given'}"
         return f"The operator answered: {answer.text}"
+
+    async def _wait_idle(self, ref: str, timeout_s: float) -> bool:
+        """For notify_when_idle: True once the agent is idle (at once if it is)."""
+        r = await self.get(ref)
+        with self.hub.subscription() as events:
+            if r.state == AgentState.IDLE and not r.busy and not r.queued:
+                return True
+            try:
+                async with asyncio.timeout(timeout_s):
+                    while True:
+                        ev = await events.get()
+                        if isinstance(ev, StateChanged) and ev.agent_id == r.id and \
+                                ev.new == AgentState.IDLE:
+                            return True
+            except TimeoutError:
+                return False
+
+    async def _spawn_child(self, parent_id: str, name: str, prompt: str,
+                           model: str | None) -> str:
+        """For spawn_agent: a child of the calling agent, admitted like any spawn (depth,
+        children, rates, memory), with the kill switch checked here (no API in between)."""
+        self.killswitch.check()
+        child = await self.spawn(name, prompt, model=model, parent=parent_id,
+                                 by=f"agent:{parent_id}")
+        return child.name
 
     def _roster(self) -> list[tuple[str, str, str]]:
         """(name, state, roles) of every live agent, for the agents' list_agents tool."""

@@ -160,3 +160,27 @@ async def test_a_question_to_the_operator_is_an_escalation_and_the_answer_comes_
     reply = (await answered())[0]
     assert reply.body == "The operator answered: yes, go" and reply.reply_to is not None
     await wait_for(lambda: _consumed(fake_app, reply.id), 30, "delivered to a")
+
+
+async def test_spawn_agent_makes_a_child_and_notify_when_idle_tells_once(fake_app):
+    a = await spawn(fake_app, "a")
+    await idle(fake_app, a)
+    assert (await run(fake_app, '/ask a MCP spawn_agent {"name": "kid", "prompt": "SLEEP 1"}')
+            ).ok
+    await wait_for(lambda: any(r.name == "kid" for r in fake_app.pool.runners()), 30, "kid")
+    kid = await fake_app.pool.get("kid")
+    assert kid.parent_id == a.id
+    await idle(fake_app, a)
+    assert (await run(fake_app, '/ask a MCP notify_when_idle {"agent": "kid"}')).ok
+
+    async def told():
+        return [m for m in await fake_app.api.messages("a")
+                if m.sender == "switchboard" and m.body == "kid is idle now."]
+
+    await wait_for(told, 30, "the idle notice")
+    assert len(await told()) == 1
+    refused = await run(fake_app, '/ask a MCP spawn_agent {"name": "9bad", "prompt": "x"}')
+    assert refused.ok
+    await idle(fake_app, a)
+    last = (await fake_app.store.turns.recent(a.id, 1))[0]
+    assert "is not a valid agent name" in (last.result_text or "")
