@@ -157,6 +157,12 @@ def render(items: list[Leased], more: int) -> str:
     return "\n".join(lines)
 
 
+def _fail(ops: list[_Op], exc: BaseException) -> None:
+    for op in ops:
+        if not op.future.done():
+            op.future.set_exception(exc)
+
+
 @dataclass(slots=True)
 class _Op:
     fn: Callable[[sqlite3.Connection], Any] | None
@@ -211,10 +217,13 @@ class BatchWriter:
         try:
             results = await self.conn.batch(writes)
         except (StoreError, OSError) as exc:
-            for op in ordered:
-                if not op.future.done():
-                    op.future.set_exception(exc)
+            _fail(ordered, exc)
             return
+        except asyncio.CancelledError:
+            # The bus is closing mid-batch: its callers must not wait for an answer forever
+            # (a runner's last ack would hold up shutdown). Whatever the thread commits stays.
+            _fail(ordered, ShuttingDown())
+            raise
         self.batches += 1
         if sends:  # the sends' one write: its value is one (id, duplicate) per send
             ok, value = results[0]

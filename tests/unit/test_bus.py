@@ -21,7 +21,7 @@ from store.bus import Lease
 from supervisor.bus import OPERATOR_SENDER, Bus, Sender
 from supervisor.clock import FakeClock
 from supervisor.config import Settings
-from supervisor.errors import InvalidRequest, LimitExceeded
+from supervisor.errors import InvalidRequest, LimitExceeded, ShuttingDown
 
 
 class FakeMembers:
@@ -292,3 +292,18 @@ async def test_one_batch_stores_a_dedup_key_once_and_sequences_stay_per_recipien
     rows = await world.store.db.fetchall(
         "SELECT recipient_id, seq FROM bus_deliveries ORDER BY recipient_id, seq")
     assert [tuple(r) for r in rows] == [("id-b", 1), ("id-c", 1), ("id-c", 2), ("id-c", 3)]
+
+
+async def test_closing_mid_batch_fails_its_writes_instead_of_leaving_them_waiting(world: World):
+    """Regression: a batch in the writer thread when the bus closed left its callers (a
+    runner's last ack) waiting forever, and shutdown waited 10 s for the agent loop."""
+    gate = __import__("threading").Event()
+    slow = world.bus.writer.submit(lambda conn: gate.wait(5))
+    task = asyncio.ensure_future(slow)
+    await asyncio.sleep(0.05)  # the batch is in the thread
+    closing = asyncio.ensure_future(world.bus.close())
+    await asyncio.sleep(0.05)
+    gate.set()
+    with pytest.raises(ShuttingDown):
+        await asyncio.wait_for(task, 2)
+    await closing
