@@ -36,7 +36,7 @@ async def test_task_and_result_between_two_agents_and_three_queued_as_one_turn(r
     answer = tool(SEND, to="ant", type="result", body="TEXT: got your result")
     a = await _spawn(real_app, "ant", tool(SEND, to="bee", type="task", body=answer))
     # Queued behind ant's first turn: ant is busy when bee's result comes back.
-    assert (await run(real_app, "/ask ant SLEEP 6")).ok
+    assert (await run(real_app, "/ask ant SLEEP 5")).ok
     await wait_for(lambda: a.busy and a.queued == 0, 60,
                    "ant's second turn")
     await wait_for(_has_result(real_app, a), 60, "bee's result stored")
