@@ -62,6 +62,7 @@ bench: $(TEST_STAMP)
 	$(PY) bench/escalation_roundtrip.py
 	$(PY) bench/killswitch_latency.py
 	$(PY) bench/slack_outbox.py
+	$(PY) bench/bus_throughput.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

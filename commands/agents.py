@@ -54,6 +54,7 @@ class Spawn:
         Opt("--cwd", "cwd", "an existing directory to work in (default: a fresh workspace)", "DIR"),
         Opt("--parent", "parent", "make it a child of this agent", "AGENT"),
         Opt("--mode", "mode", "permission mode, e.g. default, acceptEdits, plan", "MODE"),
+        Opt("--role", "role", "its role on the bus: messages to role:<role> reach it", "ROLE"),
         Opt("--project-settings", "project_settings",
             "let the agent load the directory's own .claude settings, hooks, MCP servers and "
             "CLAUDE.md (off by default: they could run commands the policy never sees)",
@@ -66,7 +67,7 @@ class Spawn:
         r = await ctx.api.spawn(
             args["name"], args["prompt"], by=ctx.caller, model=args["model"], cwd=args["cwd"],
             parent=args["parent"], permission_mode=args["mode"],
-            project_settings=bool(args["project_settings"]),
+            project_settings=bool(args["project_settings"]), role=args["role"],
         )
         blocks = [Text(f"Spawned {r.name} ({r.id}) in {r.cwd}")]
         if r.project_settings:

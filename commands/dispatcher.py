@@ -19,6 +19,7 @@ from commands.base import (
     parse_args,
     usage_line,
 )
+from commands.bus import BusCmd, InboxCmd, Messages, Send, TeamCmd
 from commands.killswitch import KillAll, KillSwitchCmd
 from commands.operators import Invite, Operators, redact_codes
 from supervisor.api import SupervisorError
@@ -67,6 +68,7 @@ def describe(cmd: Command) -> str:
 REGISTRY: tuple[Command, ...] = (
     Spawn(), Agents(), Status(), Ask(), Pause(), Resume(), Stop(), Kill(), Logs(), Cost(),
     Pending(), Approve(), Deny(), AnswerCmd(), KillAll(), KillSwitchCmd(), Invite(), Operators(),
+    Send(), InboxCmd(), Messages(), BusCmd(), TeamCmd(),
     Help(),
 )
 COMMANDS: dict[str, Command] = {c.name: c for c in REGISTRY}

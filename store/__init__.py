@@ -8,6 +8,7 @@ from pathlib import Path
 
 from store.agents import AgentRepo
 from store.audit import AuditRepo
+from store.bus import BusRepo
 from store.db import Database
 from store.escalations import EscalationRepo
 from store.events import EventRepo
@@ -26,12 +27,13 @@ class Store:
     escalations: EscalationRepo
     kv: KvRepo
     operators: OperatorRepo
+    bus: BusRepo
 
     @classmethod
     def on(cls, db: Database, *, redact: Callable[[str], str] | None = None) -> Store:
         return cls(db, AgentRepo(db), EventRepo(db), TurnRepo(db), AuditRepo(db, redact),
                    EscalationRepo(db), KvRepo(db),
-                   OperatorRepo(db))
+                   OperatorRepo(db), BusRepo(db))
 
 
 async def open_store(path: Path, *, read_only: bool = False,

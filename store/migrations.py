@@ -225,4 +225,49 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX chat_threads_message ON chat_threads(platform, chat_id, message_id);
     """,
+    # 11 (the bus): messages between agents and the operator; one delivery per recipient with
+    # a per-recipient sequence, a lease (holder, fencing token, expiry) and how it ended;
+    # topic subscriptions (a role is the topic "role:<name>").
+    """
+    CREATE TABLE bus_messages (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        sender      TEXT NOT NULL,
+        sender_name TEXT NOT NULL,
+        recipient   TEXT NOT NULL,
+        type        TEXT NOT NULL,
+        body        TEXT NOT NULL,
+        reply_to    INTEGER,
+        dedup_key   TEXT,
+        expires_at  REAL,
+        created_at  REAL NOT NULL
+    );
+    CREATE UNIQUE INDEX bus_messages_dedup ON bus_messages(sender, dedup_key)
+        WHERE dedup_key IS NOT NULL;
+    CREATE INDEX bus_messages_sender ON bus_messages(sender, id);
+    CREATE TABLE bus_deliveries (
+        message_id       INTEGER NOT NULL REFERENCES bus_messages(id),
+        recipient_id     TEXT NOT NULL,
+        seq              INTEGER NOT NULL,
+        lane             INTEGER NOT NULL DEFAULT 1,
+        state            TEXT NOT NULL,
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        lease_holder     TEXT,
+        lease_token      TEXT,
+        lease_expires_at REAL,
+        delivered_at     REAL,
+        consumed_at      REAL,
+        reason           TEXT,
+        PRIMARY KEY (recipient_id, seq)
+    );
+    CREATE INDEX bus_deliveries_message ON bus_deliveries(message_id);
+    CREATE INDEX bus_deliveries_open ON bus_deliveries(recipient_id, lane, seq)
+        WHERE state IN ('queued', 'leased');
+    CREATE TABLE bus_subscriptions (
+        topic      TEXT NOT NULL,
+        agent_id   TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (topic, agent_id)
+    );
+    CREATE INDEX bus_subscriptions_agent ON bus_subscriptions(agent_id);
+    """,
 )

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from store import Store
 from store.errors import StoreError
+from supervisor import teams as teams_module
+from supervisor.bus import OPERATOR_SENDER
 from supervisor.config import Settings
 from supervisor.errors import (
     AgentExists,
@@ -46,13 +48,17 @@ from supervisor.views import (
     AgentView,
     Approved,
     AuditView,
+    BusSent,
+    BusView,
     CostCell,
+    DeliveryView,
     EscalationView,
     FleetView,
     HaltView,
     InviteView,
     Killed,
     LogEntry,
+    MessageView,
     OperatorView,
     Paused,
     Sent,
@@ -60,6 +66,8 @@ from supervisor.views import (
     SpendReport,
     StatsView,
     StoreCheck,
+    TeamStarted,
+    TeamView,
 )
 
 if TYPE_CHECKING:
@@ -216,14 +224,14 @@ class SupervisorAPI:
     async def spawn(self, name: str, prompt: str, *, by: Actor, model: str | None = None,
                     cwd: str | None = None, parent: str | None = None,
                     permission_mode: str | None = None,
-                    project_settings: bool = False) -> AgentView:
+                    project_settings: bool = False, role: str | None = None) -> AgentView:
         """Start an agent on its first prompt. The pool admits it (limits, rates, memory,
         isolation) and validates name, prompt, mode and directory."""
         self._not_halted()
         name, prompt = clean(name), clean(prompt)
         r = await self._pool.spawn(name, prompt, model=model, cwd=cwd, parent=parent,
                                    permission_mode=permission_mode,
-                                   project_settings=project_settings, by=by.id)
+                                   project_settings=project_settings, by=by.id, role=role)
         return _view(r)
 
     @_store_errors
@@ -266,6 +274,78 @@ class SupervisorAPI:
             return Killed(before, ())
         killed = await self._pool.kill(root.id)
         return Killed(before, tuple(_view(r) for r in killed))
+
+    # -- teams ----------------------------------------------------------------------------------
+
+    def teams(self) -> tuple[TeamView, ...]:
+        """The team templates /team can start (built-in, then the team_file's)."""
+        return tuple(TeamView(t.name, t.summary, t.example,
+                              tuple((m.name, m.role) for m in t.members))
+                     for t in teams_module.load(self.settings.team_file).values())
+
+    @_store_errors
+    async def team(self, template: str, prompt: str | None, *, by: Actor,
+                   prefix: str | None = None, cwd: str | None = None) -> TeamStarted:
+        """Spawn every member of a team template at once, under the guardrails."""
+        self._not_halted()
+        known = teams_module.load(self.settings.team_file)
+        team = known.get(template)
+        if team is None:
+            raise InvalidRequest(f"there is no team template {template!r}; templates: "
+                                 + ", ".join(sorted(known)))
+        runners = await teams_module.spawn_team(self._pool, team, prompt, by=by.id,
+                                                prefix=prefix, cwd=cwd)
+        return TeamStarted(team.name, (prompt or "").strip() or team.example,
+                           tuple(_view(r) for r in runners))
+
+    # -- the bus --------------------------------------------------------------------------------
+
+    @_store_errors
+    async def send(self, to: str, text: str, *, by: Actor, kind: str = "task") -> BusSent:
+        """A message from the operator to an agent, a role (role:x), a topic (topic:x) or
+        everyone (*), stored before this returns."""
+        self._not_halted()
+        self._pool._require_running()
+        sent = await self._pool.bus.send(OPERATOR_SENDER, to, kind, text)
+        logger.info("operator message by=%s to=%s id=%s", by.id, to, sent.message_id)
+        return BusSent(sent.message_id, sent.duplicate, sent.queued, sent.refused,
+                       sent.summary())
+
+    async def _message_view(self, message_id: int) -> MessageView:
+        msg, rows = await self._pool.bus.status(message_id)
+        return MessageView(msg.id, msg.sender_name, msg.recipient, msg.type, msg.body,
+                           msg.created_at, msg.reply_to,
+                           tuple(DeliveryView(r.recipient, r.state, r.attempts, r.reason)
+                                 for r in rows))
+
+    @_store_errors
+    async def message(self, message_id: int) -> MessageView:
+        """One message, with whether it was delivered and consumed, per recipient."""
+        return await self._message_view(message_id)
+
+    @_store_errors
+    async def messages(self, ref: str | None = None, n: int = 20) -> tuple[MessageView, ...]:
+        """The last `n` messages (sent or received by one agent, or all), oldest first."""
+        agent_id = (await self._pool.get(ref)).id if ref else None
+        rows = await self._store.bus.recent(agent_id, max(1, min(n, 200)))
+        return tuple([await self._message_view(m.id) for m in rows])
+
+    @_store_errors
+    async def inbox(self, ref: str) -> tuple[MessageView, ...]:
+        """What is waiting for an agent (queued, or leased to its running turn), in the order
+        it will get it."""
+        r = await self._pool.get(ref)
+        rows = await self._store.bus.of_recipient(r.id)
+        return tuple([await self._message_view(x.message.id) for x in rows])
+
+    @_store_errors
+    async def bus_state(self) -> BusView:
+        """Queue depth per agent and deliveries by state."""
+        names = {r.id: r.name for r in self._pool.runners(include_dead=True)}
+        depths = sorted(((names.get(i, i), n) for i, n in self._pool.bus.depths().items()),
+                        key=lambda x: -x[1])
+        states = tuple(sorted((await self._store.bus.state_counts()).items()))
+        return BusView(tuple(depths), states, self._pool.bus.reclaimed)
 
     # -- escalations ----------------------------------------------------------------------------
 
@@ -584,7 +664,8 @@ __all__ = [
     "AgentView", "AgentDetail", "FleetView", "Sent", "Paused", "Killed", "LogEntry", "AgentLog",
     "SpendLine", "SpendReport", "Approved", "HaltView", "InviteView", "EscalationView",
     "OperatorView", "AuditView", "KillReport", "StatsView", "CostCell", "StoreCheck",
-    "TURN_OUTCOMES", "SCHEDULE_OUTCOMES",
+    "TURN_OUTCOMES", "SCHEDULE_OUTCOMES", "BusSent", "BusView", "MessageView", "DeliveryView",
+    "TeamView", "TeamStarted",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",

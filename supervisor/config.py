@@ -384,6 +384,35 @@ class Settings(BaseSettings):
     watchdog_interval_s: Annotated[Interval, Key("SWITCHBOARD_WATCHDOG_INTERVAL_S",
                                                  "limits.watchdog_interval_s",
                                                  "watchdog_interval_s")] = 5.0
+    # [bus]: messages between agents (docs/bus.md)
+    bus_message_ttl_s: Annotated[Interval, Key("SWITCHBOARD_BUS_MESSAGE_TTL_S",
+                                               "bus.message_ttl_s", "bus_message_ttl_s")] = 86400.0
+    bus_lease_s: Annotated[Interval, Key("SWITCHBOARD_BUS_LEASE_S", "bus.lease_s",
+                                         "bus_lease_s")] = 60.0
+    bus_max_attempts: Annotated[Whole, Key("SWITCHBOARD_BUS_MAX_ATTEMPTS", "bus.max_attempts",
+                                           "bus_max_attempts")] = 3
+    bus_pair_limit: Annotated[Whole, Key("SWITCHBOARD_BUS_PAIR_LIMIT", "bus.pair_limit",
+                                         "bus_pair_limit")] = 20
+    bus_pair_window_s: Annotated[Interval, Key("SWITCHBOARD_BUS_PAIR_WINDOW_S",
+                                               "bus.pair_window_s", "bus_pair_window_s")] = 60.0
+    bus_pair_cooldown_s: Annotated[Seconds, Key("SWITCHBOARD_BUS_PAIR_COOLDOWN_S",
+                                                "bus.pair_cooldown_s",
+                                                "bus_pair_cooldown_s")] = 60.0
+    bus_round_limit: Annotated[Whole, Key("SWITCHBOARD_BUS_ROUND_LIMIT", "bus.round_limit",
+                                          "bus_round_limit")] = 10
+    bus_inbox_cap: Annotated[Whole, Key("SWITCHBOARD_BUS_INBOX_CAP", "bus.inbox_cap",
+                                        "bus_inbox_cap")] = 50
+    bus_max_body_chars: Annotated[Whole, Key("SWITCHBOARD_BUS_MAX_BODY_CHARS",
+                                             "bus.max_body_chars", "bus_max_body_chars")] = 20_000
+    bus_turn_max_messages: Annotated[Whole, Key("SWITCHBOARD_BUS_TURN_MAX_MESSAGES",
+                                                "bus.turn_max_messages",
+                                                "bus_turn_max_messages")] = 50
+    bus_rate_alarm_per_min: Annotated[Whole, Key("SWITCHBOARD_BUS_RATE_ALARM_PER_MIN",
+                                                 "bus.rate_alarm_per_min",
+                                                 "bus_rate_alarm_per_min")] = 600
+    team_file: Annotated[UserPath | None, Key("SWITCHBOARD_TEAM_FILE", "bus.team_file",
+                                              "team_file")] = None
+
     # Where memory.current/memory.max live (auto-detected; not configurable, tests inject it).
     cgroup_dir: UserPath | None = None
 

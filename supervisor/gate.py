@@ -64,6 +64,7 @@ class GateDeps:
     policy: Policy
     escalations: Escalations
     halted: Callable[[], bool]  # the kill switch: while on, every tool call is denied
+    tools: Callable[[], list[Any]] = list  # more MCP tools of this agent (the bus's)
 
 
 HALTED = "Switchboard's kill switch is on: no tool may run."
@@ -119,7 +120,8 @@ class ToolGate:
                 text = f"The operator answered: {answer.text}"
             return {"content": [{"type": "text", "text": text}]}
 
-        return {MCP_SERVER: create_sdk_mcp_server(MCP_SERVER, tools=[ask_operator])}
+        return {MCP_SERVER: create_sdk_mcp_server(MCP_SERVER,
+                                                  tools=[ask_operator, *self.deps.tools()])}
 
     # -- callbacks -------------------------------------------------------------------------------
 

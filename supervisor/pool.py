@@ -14,11 +14,13 @@ from pathlib import Path
 from store import Store
 from store.agents import LIVE_STATES
 from store.errors import Conflict, StoreError
+from supervisor.bus import Bus
+from supervisor.bus_tools import FleetHooks, bus_tools
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import PERMISSION_MODES, Settings
 from supervisor.errors import AgentExists, ConfigError, InvalidRequest, ShuttingDown, UnknownAgent
-from supervisor.escalations import Escalations, Timeouts
-from supervisor.events import AgentState, EventHub
+from supervisor.escalations import Decision, Escalations, Kind, Timeouts
+from supervisor.events import AgentState, EventHub, StateChanged
 from supervisor.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
 from supervisor.killswitch import KillSwitch
 from supervisor.policy import Policy, PolicyError
@@ -51,8 +53,50 @@ class RecoveryReport:
     interrupted_turns: int
 
 
+def _check_names(name: str, role: str | None) -> None:
+    if not NAME_RE.match(name):
+        raise InvalidRequest(
+            f"{name!r} is not a valid agent name: start with a letter, then letters, digits,"
+            " '.', '_' or '-', at most 40 characters"
+        )
+    if role is not None and not NAME_RE.match(role):
+        raise InvalidRequest(f"{role!r} is not a valid role: a letter, then letters, digits, "
+                             "'.', '_' or '-'")
+
+
 def new_agent_id() -> str:
     return "".join(secrets.choice(ID_ALPHABET) for _ in range(6))
+
+
+class _Members:
+    """The pool as the bus sees it: who is live, who is busy, and interrupting a turn."""
+
+    def __init__(self, pool: AgentPool) -> None:
+        self._pool = pool
+
+    def live(self) -> list[tuple[str, str]]:
+        return [(r.id, r.name) for r in self._pool.runners()]
+
+    def everyone(self) -> list[tuple[str, str]]:
+        return [(r.id, r.name) for r in self._pool._runners.values()]
+
+    def count(self) -> int:
+        return len(self._pool._runners)
+
+    def is_live(self, agent_id: str) -> bool:
+        r = self._pool._runners.get(agent_id)
+        return r is not None and r.state.live
+
+    def state_of(self, agent_id: str) -> str:
+        r = self._pool._runners.get(agent_id)
+        if r is None:
+            return "gone"
+        return "busy" if r.busy else str(r.state)
+
+    async def interrupt(self, agent_id: str) -> None:
+        r = self._pool._runners.get(agent_id)
+        if r is not None:
+            await r.interrupt_turn()
 
 
 class AgentPool:
@@ -89,7 +133,13 @@ class AgentPool:
         self.rates = RateLimiter(clock)
         self.memory = MemoryProbe(settings.cgroup_dir)
         self.watchdog = Watchdog(self, self.memory, clock)
+        self.bus = Bus(store, settings, _Members(self), clock=clock,
+                       notify=lambda agent_id, title, body: self.escalations.notify(
+                           agent_id, title, body),
+                       halted=lambda: self.killswitch.halted,
+                       ask_operator=self._ask_operator)
         self._watchdog_task: asyncio.Task[None] | None = None
+        self.roles: dict[str, tuple[str, ...]] = {}  # agent id -> its roles (from /team)
         self.isolation: Isolation | None = None
 
     async def __aenter__(self) -> AgentPool:
@@ -127,6 +177,8 @@ class AgentPool:
             isolation=iso,
             peer_dirs=self._peer_dirs,
             clock=self.clock,
+            agent_tools=lambda runner: bus_tools(self.bus, runner, FleetHooks(
+                self._roster, self._wait_idle, self._spawn_child)),
         )
         await self.killswitch.start()
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
@@ -136,12 +188,16 @@ class AgentPool:
             logger.warning("swept leftover agent processes count=%d pids=%s", len(swept), swept)
         resumed = []
         rows = await self.store.agents.list()
-        # Turns the previous supervisor left running: reported, never replayed unasked.
+        # Turns the previous supervisor left running: reported, never replayed unasked (the
+        # bus drops the operator's messages they held, and delivers agents' messages again).
         interrupted = await report_interrupted(
             self.store, self.escalations, {r.id: r.name for r in rows},
             "the supervisor stopped while it ran")
+        await self.bus.start()  # leases of the dead supervisor go back to the queue
+        self.roles = await self.store.bus.roles()
+        waiting: list[AgentRunner] = []  # their loops start once the notes below are queued
         for row in rows:
-            runner = AgentRunner(row, self._deps)
+            runner = AgentRunner(row, self._deps, self.bus.inbox(row.id, row.name))
             if row.state == AgentState.KILLED:
                 self._runners[row.id] = runner  # kept for /status and /logs; it has no loop
                 continue
@@ -149,7 +205,8 @@ class AgentPool:
                 await runner.recover()
                 resumed.append(row.name)
             await self.store.agents.update(row.id, launcher_pid=None, cli_pid=None)
-            self._adopt(runner)
+            self._runners[row.id] = runner
+            waiting.append(runner)
         self.state = PoolState.RUNNING
         if not iso.ok:
             allowed = self.settings.allow_unisolated_agents
@@ -162,10 +219,13 @@ class AgentPool:
         for orphan in await self.escalations.expire_orphans("the supervisor restarted"):
             asker = self._runners.get(orphan.agent_id or "")
             if asker is not None and asker.state.live and not self.killswitch.halted:
-                asker.submit(
+                await asker.submit(
                     f"[Switchboard] Your earlier request was not answered because the supervisor "
                     f"restarted: {orphan.title}. If you still need it, ask again."
                 )
+        # Now the loops: what the dead supervisor had leased and these notes arrive together.
+        for runner in waiting:
+            self._adopt(runner)
         await self.timers.start()  # after expire_orphans: stored reminders and timeouts fire
         self.recovery = RecoveryReport(tuple(swept), tuple(resumed), interrupted)
         self._watchdog_task = asyncio.create_task(self.watchdog.run(), name="watchdog")
@@ -227,6 +287,46 @@ class AgentPool:
                 logger.warning("could not hide a new agent's directory from agent=%s: %s",
                                r.id, why)
 
+    async def _ask_operator(self, agent_id: str, title: str, question: str) -> str:
+        """A bus question to the operator: an escalation like ask_operator's; its answer."""
+        row = await self.escalations.open(agent_id=agent_id, kind=Kind.QUESTION, title=title,
+                                          body=question, free_text=True)
+        answer = await self.escalations.wait(row)
+        if answer.decision == Decision.DENY:
+            return f"The operator did not answer: {answer.text or 'no reason given'}"
+        return f"The operator answered: {answer.text}"
+
+    async def _wait_idle(self, ref: str, timeout_s: float) -> bool:
+        """For notify_when_idle: True once the agent is idle (at once if it is)."""
+        r = await self.get(ref)
+        with self.hub.subscription() as events:
+            if r.state == AgentState.IDLE and not r.busy and not r.queued:
+                return True
+            try:
+                async with asyncio.timeout(timeout_s):
+                    while True:
+                        ev = await events.get()
+                        if isinstance(ev, StateChanged) and ev.agent_id == r.id and \
+                                ev.new == AgentState.IDLE:
+                            return True
+            except TimeoutError:
+                return False
+
+    async def _spawn_child(self, parent_id: str, name: str, prompt: str,
+                           model: str | None) -> str:
+        """For spawn_agent: a child of the calling agent, admitted like any spawn (depth,
+        children, rates, memory), with the kill switch checked here (no API in between)."""
+        self.killswitch.check()
+        child = await self.spawn(name, prompt, model=model, parent=parent_id,
+                                 by=f"agent:{parent_id}")
+        return child.name
+
+    def _roster(self) -> list[tuple[str, str, str]]:
+        """(name, state, roles) of every live agent, for the agents' list_agents tool."""
+        roles = self.roles
+        return [(r.name, "busy" if r.busy else str(r.state), ",".join(roles.get(r.id, ())))
+                for r in self.runners()]
+
     def _peer_dirs(self, agent_id: str) -> tuple[str, ...]:
         return tuple(r.cwd for r in self._runners.values() if r.id != agent_id)
 
@@ -257,15 +357,12 @@ class AgentPool:
         permission_mode: str | None = None,
         project_settings: bool = False,
         by: str = "operator",
+        role: str | None = None,
     ) -> AgentRunner:
         deps = self._require_running()  # the kill switch is checked by supervisor.api
         await self.storage.ensure_writable()
         self.check_isolation()
-        if not NAME_RE.match(name):
-            raise InvalidRequest(
-                f"{name!r} is not a valid agent name: start with a letter, then letters, digits,"
-                " '.', '_' or '-', at most 40 characters"
-            )
+        _check_names(name, role)
         if await self.store.agents.live_name_taken(name):
             raise AgentExists(name)
         mode = permission_mode or self.policy.permission_mode(name, self.settings.permission_mode)
@@ -309,11 +406,18 @@ class AgentPool:
         workdir.mkdir(parents=True, exist_ok=True)
         if cwd:
             await self._hide_from_peers(workdir)
-        runner = AgentRunner(row, deps)
+        runner = AgentRunner(row, deps, self.bus.inbox(row.id, row.name))
+        await self._give_role(agent_id, role)
         self._adopt(runner)
-        runner.submit(prompt)
+        await runner.submit(prompt)
         logger.info("agent spawned agent=%s name=%s parent=%s", agent_id, name, parent_id)
         return runner
+
+    async def _give_role(self, agent_id: str, role: str | None) -> None:
+        """Before its first turn, so messages to the role reach it from the start."""
+        if role:
+            await self.bus.subscribe(agent_id, f"role:{role}")
+            self.roles[agent_id] = (*self.roles.get(agent_id, ()), role)
 
     async def _admit(self, parent_id: str | None, by: str) -> None:
         """Spawn limits, taken from the parent's recorded identity and the fleet's real state."""
@@ -363,7 +467,7 @@ class AgentPool:
                     f"{runner.name} ({runner.id}) is {runner.state} and its name now belongs to "
                     f"agent {twin.id}; send to {twin.id}, or /kill {twin.id} first"
                 )
-        return runner, runner.submit(text)
+        return runner, await runner.submit(text)
 
     async def kill(self, ref: str, reason: str = "killed by operator") -> list[AgentRunner]:
         """Kill an agent and its whole subtree, in parallel. Returns the agents killed."""
@@ -374,6 +478,8 @@ class AgentPool:
         await asyncio.gather(
             *(r.kill(reason if r is root else f"parent {root.name} killed") for r in targets)
         )
+        for r in targets:  # their queued messages will never be read: senders are told
+            await self.bus.dead_letter(r.id, f"{r.name} was killed")
         return targets
 
     # -- shutdown --------------------------------------------------------------------------------
@@ -405,6 +511,7 @@ class AgentPool:
         await asyncio.gather(*(r.close_for_shutdown() for r in runners), return_exceptions=True)
         for task in self._tasks.values():
             task.cancel()
+        await self.bus.close()  # leases still held stay: the next start delivers them again
         if self._tasks:
             # Bounded: a loop that ignores its cancellation must not hang shutdown.
             _, stuck = await asyncio.wait(self._tasks.values(), timeout=10)

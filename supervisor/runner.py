@@ -68,6 +68,7 @@ class RunnerDeps:
     isolation: Isolation
     peer_dirs: Callable[[str], tuple[str, ...]] = lambda _agent_id: ()  # others' --cwd
     clock: Clock = SYSTEM_CLOCK
+    agent_tools: Callable[[AgentRunner], list[Any]] = lambda _runner: []  # the bus's MCP tools
 
 
 # Claude Code's own tools that would bypass the supervisor: cross-session messaging, session
@@ -103,6 +104,7 @@ class AgentRunner:
         self._turn_done = asyncio.Event()
         self._turn_done.set()
         self._lifecycle = asyncio.Lock()
+        self._state_lock = asyncio.Lock()
         self._state_before_pause = AgentState.IDLE
         self._stopping = False
         self._shutting_down = False  # the supervisor is closing: the loop ends, whatever else
@@ -117,7 +119,8 @@ class AgentRunner:
         self.last_activity_at = deps.clock.now()
         self.ttl_warned = False
         self.gate = ToolGate(self, GateDeps(deps.store, deps.policy, deps.escalations,
-                                            lambda: deps.killswitch.halted))
+                                            lambda: deps.killswitch.halted,
+                                            lambda: deps.agent_tools(self)))
 
     # -- public API used by the pool ---------------------------------------------------------
 
@@ -137,8 +140,9 @@ class AgentRunner:
     def busy(self) -> bool:
         return not self._turn_done.is_set()
 
-    def submit(self, text: str) -> int:
-        """Queue a message; it becomes the next turn. Returns how many are ahead of it."""
+    async def submit(self, text: str) -> int:
+        """Queue a message (stored before this returns); it becomes the next turn. Returns
+        how many are ahead of it."""
         if self.state == AgentState.KILLED:
             raise AgentNotRunning(self.name, self.state, "message")
         self._deps.killswitch.check()
@@ -164,7 +168,7 @@ class AgentRunner:
         if not text.strip():
             raise InvalidRequest("the message is empty")
         ahead = len(self._inbox) + (1 if self.busy else 0)
-        self._inbox.put(text)
+        await self._inbox.put(text)
         return ahead
 
     async def run(self) -> None:
@@ -175,36 +179,36 @@ class AgentRunner:
                 if self.state != AgentState.KILLED and not self._shutting_down:
                     await self._check_idle_process()
                 continue
-            if self._shutting_down:
-                break  # not taken: a durable inbox hands it over again on the next start
+            if self._shutting_down:  # taken, not run: back to the queue for the next start
+                await self._inbox.ack(item, consumed=False)
+                break
             await self._not_paused.wait()
             if self.state == AgentState.KILLED:
                 break
             if self._deps.killswitch.halted:
                 logger.warning("kill switch on: message not delivered agent=%s", self.id)
-                self._inbox.ack()
+                await self._inbox.ack(item, consumed=False)  # kept for after the release
                 continue
+            consumed = False
             try:
-                await self._turn(item)
+                consumed = await self._turn(item.text)
             except Exception:  # noqa: BLE001 - the loop must outlive any one turn's failure
                 logger.exception("turn crashed agent=%s name=%s", self.id, self.name)
             finally:
-                self._inbox.ack()
+                await self._inbox.ack(item, consumed=consumed)
 
     async def pause(self) -> list[int]:
         async with self._lifecycle:
             if not self.state.live or self.state == AgentState.PAUSED:
                 raise AgentNotRunning(self.name, self.state, "pause")
             stopped = self._proc.pause() if self._proc and self._proc.alive() else []
-            before, self._state_before_pause = self._state_before_pause, self.state
             self._not_paused.clear()
             try:
                 await self._set_state(AgentState.PAUSED,
-                                      f"paused ({len(stopped)} processes stopped)")
+                                      f"paused ({len(stopped)} processes stopped)", remember=True)
             except StoreError:  # not recorded: undone, so that "nothing was changed" holds
                 if self._proc and stopped:
                     self._proc.resume()
-                self._state_before_pause = before
                 self._not_paused.set()
                 raise
             return stopped
@@ -273,6 +277,15 @@ class AgentRunner:
             self._not_paused.set()
             self._inbox.wake()
             return forced
+
+    async def interrupt_turn(self) -> bool:
+        """An `interrupt` message arrived: end the running turn now (the message is next)."""
+        proc = self._proc
+        if proc is None or not self.busy or not proc.alive():
+            return False
+        with contextlib.suppress(ClaudeSDKError, OSError, TimeoutError):
+            await asyncio.wait_for(proc.interrupt(), 5)
+        return True
 
     # -- called by the gate while an escalation is open ------------------------------------------
 
@@ -345,17 +358,27 @@ class AgentRunner:
 
     # -- internals -----------------------------------------------------------------------------
 
-    async def _set_state(self, new: AgentState, reason: str = "") -> None:
+    async def _set_state(self, new: AgentState, reason: str = "", *, unless_paused: bool = False,
+                         remember: bool = False) -> None:
         """Checked against the transition table; stored first, then held, then published, so
-        memory and the front ends never show a state the database does not have."""
-        old = self.state
-        if old == new and not reason:
-            return
-        check_transition(old, new)
-        await self._deps.store.agents.set_state(self.id, old, new, reason)
-        self.state = new
-        self._deps.hub.publish(StateChanged(self.id, self.name, old, new, reason))
-        logger.info("agent state agent=%s name=%s old=%s new=%s", self.id, self.name, old, new)
+        memory and the front ends never show a state the database does not have. One at a
+        time: a pause and a turn starting must not interleave their writes. `unless_paused`:
+        if paused, this is the state to resume to instead; `remember`: the state left is it."""
+        async with self._state_lock:
+            old = self.state
+            if unless_paused and old == AgentState.PAUSED:
+                self._state_before_pause = new
+                return
+            if old == new and not reason:
+                return
+            check_transition(old, new)
+            await self._deps.store.agents.set_state(self.id, old, new, reason)
+            if remember:
+                self._state_before_pause = old
+            self.state = new
+            self._deps.hub.publish(StateChanged(self.id, self.name, old, new, reason))
+            logger.info("agent state agent=%s name=%s old=%s new=%s", self.id, self.name, old,
+                        new)
 
     async def _set_state_held(self, new: AgentState, reason: str) -> None:
         """For what has already happened (the processes are dead): stored if the store takes
@@ -448,7 +471,8 @@ class AgentRunner:
                 return
             await self._fail(None, AgentFailed(None, proc.stderr_text(), "the claude CLI exited"))
 
-    async def _turn(self, prompt: str) -> None:
+    async def _turn(self, prompt: str) -> bool:
+        """One turn; whether its input was consumed (False: the CLI failed, deliver again)."""
         self._turn_done.clear()
         turn_id: int | None = None
         try:
@@ -461,10 +485,12 @@ class AgentRunner:
             await self._deps.store.events.append(self.id, turn_id, "prompt", prompt[:200],
                                                  {"prompt": prompt})
             self.turn_started_at = self.last_activity_at = self._deps.clock.now()
-            await self._set_state(AgentState.WORKING, "")
+            # Paused while the turn was being set up: it is working once resumed.
+            await self._set_state(AgentState.WORKING, "", unless_paused=True)
             await proc.query(prompt)
             result = await self._retry_api_errors(proc, turn_id, await self._result(proc, turn_id))
             await self._finish_turn(turn_id, result)
+            return True
         except (ClaudeSDKError, AgentFailed, OSError, StoreError) as exc:
             if self._shutting_down:
                 pass  # left running: the pool reports it to the operator (supervisor/recovery)
@@ -481,10 +507,13 @@ class AgentRunner:
                     f" It was: {excerpt!r}. Send it again once storage works"))
             else:
                 await self._fail(turn_id, exc)
+                return False  # the CLI failed: the bus delivers it again (then dead letters)
+            return True
         except Exception as exc:  # noqa: BLE001 - an unforeseen error still ends the turn visibly
             logger.exception("turn crashed agent=%s name=%s", self.id, self.name)
             if not self._stopping:
                 await self._fail(turn_id, AgentFailed(None, "", f"the turn failed: {exc!r}"))
+            return False
         finally:
             self.current_tool = None
             self.turn_started_at = None
@@ -627,5 +656,6 @@ class AgentRunner:
                 await proc.close(kill=True, timeout_s=self._deps.settings.stop_grace_s)
             self.budget_blocked = reason
             self._budget_day = int(day_start(clock=self._deps.clock))
-            self._inbox.drop_all()  # queued messages would restart it past its budget
+            # Queued messages would restart it past its budget.
+            await self._inbox.drop_all(f"{self.name} is over budget")
             await self._set_state(AgentState.STOPPED, reason)

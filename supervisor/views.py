@@ -166,4 +166,58 @@ class StoreCheck:
 
 __all__ = ["CostCell", "StatsView", "StoreCheck", "AgentView", "AgentDetail", "FleetView", "Sent",
            "Paused", "Killed", "LogEntry", "AgentLog", "SpendLine", "SpendReport", "Approved",
-           "HaltView", "InviteView", "EscalationView", "OperatorView", "AuditView"]
+           "HaltView", "InviteView", "EscalationView", "OperatorView", "AuditView",
+           "DeliveryView", "MessageView", "BusSent", "BusView", "TeamView", "TeamStarted"]
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryView:
+    recipient: str  # the agent's name (or id, once it is gone)
+    state: str  # queued | leased | consumed | expired | dead
+    attempts: int
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MessageView:
+    """A bus message and, per recipient, whether it was delivered and consumed."""
+
+    id: int
+    sender: str  # the sender's name, or "operator"
+    recipient: str  # as addressed: a name, role:x, topic:x, *, operator
+    type: str
+    body: str
+    created_at: float
+    reply_to: int | None
+    deliveries: tuple[DeliveryView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BusSent:
+    message_id: int | None  # None: refused for every recipient
+    duplicate: bool
+    queued: tuple[str, ...]  # "b (busy, 2 queued)"
+    refused: tuple[str, ...]  # why, per recipient refused
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class TeamView:
+    name: str
+    summary: str
+    example: str
+    members: tuple[tuple[str, str], ...]  # (member name, role)
+
+
+@dataclass(frozen=True, slots=True)
+class TeamStarted:
+    team: str
+    prompt: str  # what the team was given (the example, if /team had none)
+    agents: tuple[AgentView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BusView:
+    depths: tuple[tuple[str, int], ...]  # (agent name, queued), deepest first
+    states: tuple[tuple[str, int], ...]  # deliveries by state
+    reclaimed: int  # leases redelivered after the last restart

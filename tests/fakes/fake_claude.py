@@ -15,6 +15,14 @@ message; ``content`` may be a string or a block list):
   group, like the real Bash tool's background commands); reply ``BG STARTED <pid>``.
 * ``CRASH``         - write ``fake crash: boom`` to stderr and exit 3 mid-turn (no result).
 * ``STDERR <text>`` - write ``<text>`` to stderr, then reply ``ECHO: STDERR <text>``.
+* ``MCP <tool> <json>`` - call ``<tool>`` of the SDK's in-process MCP server ``switchboard``
+  (a ``mcp_message`` control request, as the real CLI does); reply ``MCP RESULT: <text>``.
+* ``SPAM <n> <to>[,<to>...]`` - send ``n`` bus messages (``send_message``), round robin, each
+  with a dedup key; every id the bus returns is appended to ``./bus-sent.log``.
+* a bus turn (``<message ... id="N" from="X" ...>`` blocks): every id is appended to
+  ``./bus-received.log``; a body ``PINGPONG <k>`` is answered with ``PINGPONG <k+1>`` to its
+  sender; a body that is itself a directive (``MCP``, ``SPAM``; ``SLEEP`` when it is the
+  turn's only message) is applied.
 * anything else     - reply ``ECHO: <text>``.
 
 Each completed turn adds 0.001 USD to the process's cumulative ``total_cost_usd``
@@ -40,6 +48,11 @@ OUTPUT_TOKENS = 12
 
 _SLEEP_RE = re.compile(r"^SLEEP\s+(\d+(?:\.\d+)?)\s*(?::\s?(.*))?$", re.DOTALL)
 _STDERR_RE = re.compile(r"^STDERR\s+(.*)$", re.DOTALL)
+_MCP_RE = re.compile(r"^MCP\s+(\S+)\s+(.*)$", re.DOTALL)
+_SPAM_RE = re.compile(r"^SPAM\s+(\d+)\s+(\S+)\s*$")
+_BUS_RE = re.compile(
+    r'<message n="\d+" of="\d+" id="(\d+)" from="([^"]*)"[^>]*>\n(.*?)\n</message>', re.DOTALL)
+_SENT_ID_RE = re.compile(r"^message #(\d+)")
 
 _out_lock = threading.Lock()
 
@@ -135,6 +148,9 @@ class FakeClaude:
         # Frames sent only because the SDK asked for them are marked sdk_host_only, which
         # the SDK reads and keeps out of the caller's stream (as the real CLI does).
         self.state_host_only = not os.environ.get("CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS")
+        self.pending = {}  # request id -> [Event, response] for our control requests
+        self.mcp_ready = False
+        self.next_id = 0
 
     # -- stdin ---------------------------------------------------------------------
     def reader(self):
@@ -161,7 +177,13 @@ class FakeClaude:
             if not isinstance(msg, dict):
                 continue
             kind = msg.get("type")
-            if kind == "control_request":
+            if kind == "control_response":
+                response = msg.get("response") or {}
+                waiter = self.pending.get(response.get("request_id"))
+                if waiter is not None:
+                    waiter[1] = response
+                    waiter[0].set()
+            elif kind == "control_request":
                 self.control(msg)
             elif kind == "user":
                 self.turns.put(Turn(msg))
@@ -364,6 +386,66 @@ class FakeClaude:
             }
         }
 
+    # -- our control requests: the SDK's in-process MCP server ----------------------
+    def request(self, body, timeout=30):
+        self.next_id += 1
+        request_id = "fake_req_%d" % self.next_id
+        waiter = [threading.Event(), None]
+        self.pending[request_id] = waiter
+        emit({"type": "control_request", "request_id": request_id, "request": body})
+        if not waiter[0].wait(timeout):
+            raise RuntimeError("no control_response to %s" % request_id)
+        del self.pending[request_id]
+        return waiter[1] or {}
+
+    def mcp(self, tool, arguments):
+        def rpc(method, params, notify=False):
+            message = {"jsonrpc": "2.0", "method": method, "params": params}
+            if not notify:
+                message["id"] = self.next_id + 1
+            resp = self.request({"subtype": "mcp_message", "server_name": "switchboard",
+                                 "message": message})
+            return ((resp.get("response") or {}).get("mcp_response") or {})
+
+        if not self.mcp_ready:
+            rpc("initialize", {"protocolVersion": "2024-11-05", "capabilities": {},
+                               "clientInfo": {"name": "fake-claude", "version": VERSION}})
+            rpc("notifications/initialized", {}, notify=True)
+            self.mcp_ready = True
+        result = rpc("tools/call", {"name": tool, "arguments": arguments}).get("result") or {}
+        return "\n".join(c.get("text", "") for c in result.get("content") or []
+                         if isinstance(c, dict))
+
+    def spam(self, count, targets):
+        sent = 0
+        with open("bus-sent.log", "a") as fh:
+            for i in range(count):
+                to = targets[i % len(targets)]
+                text = self.mcp("send_message", {
+                    "to": to, "type": "info", "body": "spam %d from %s" % (i, self.session_id),
+                    "dedup_key": "%s-%d" % (self.session_id, i)})
+                m = _SENT_ID_RE.match(text)
+                if m:  # acknowledged by the bus: logged at once, as a real sender would
+                    fh.write(m.group(1) + "\n")
+                    fh.flush()
+                    sent += 1
+        return "SPAM SENT %d of %d" % (sent, count)
+
+    def bus_turn(self, items, turn):
+        with open("bus-received.log", "a") as fh:
+            fh.write("".join(i + "\n" for i, _, _ in items))
+        replies = []
+        for _msg_id, sender, body in items:
+            body = body.strip()
+            if body.startswith("PINGPONG "):
+                k = int(body.split()[1]) + 1
+                replies.append(self.mcp("send_message", {"to": sender, "type": "info",
+                                                         "body": "PINGPONG %d" % k}))
+            elif body.startswith(("MCP ", "SPAM ")) or (
+                    len(items) == 1 and body.startswith("SLEEP ")):
+                replies.append(self.reply_for(body, turn) or "")
+        return "BUS: %d message(s)%s" % (len(items), "".join("\n" + r for r in replies))
+
     def reply_for(self, text, turn):
         """The reply text, or None if the turn was interrupted."""
         directive = text.strip()
@@ -395,6 +477,15 @@ class FakeClaude:
             )
             self.children.append(child)
             return "BG STARTED %d" % child.pid
+        items = _BUS_RE.findall(directive)
+        if items:
+            return self.bus_turn(items, turn)
+        m = _MCP_RE.match(directive)
+        if m:
+            return "MCP RESULT: " + self.mcp(m.group(1), json.loads(m.group(2)))
+        m = _SPAM_RE.match(directive)
+        if m:
+            return self.spam(int(m.group(1)), m.group(2).split(","))
         m = _STDERR_RE.match(directive)
         if m:
             sys.stderr.write(m.group(1) + "\n")

@@ -14,6 +14,8 @@ The model's behaviour is driven by a *directive*: the text of the last text bloc
 last ``role:"user"`` message (``<system-reminder>`` blocks are skipped). Rules, in order:
 
 * last user message carries a ``tool_result`` -> ``TOOL RESULT: <content, max 2000 chars>``
+* a Switchboard bus turn (``<message ...>`` blocks) -> the rules below, applied to the body of
+  its last message
 * ``SLEEP <seconds>: <rest>``  -> wait (pinging every 0.5 s, abortable), then apply the
   rules to ``<rest>`` (an empty rest replies ``SLEPT <seconds>``)
 * ``BASH: <command>``          -> a ``Bash`` tool_use with ``{"command", "description"}``
@@ -79,6 +81,7 @@ _SLEEP_RE = re.compile(r"^SLEEP\s+(\d+(?:\.\d+)?)\s*(?::\s?(.*))?$", re.DOTALL)
 _BASH_RE = re.compile(r"^BASH:\s?(.*)$", re.DOTALL)
 _TOOL_RE = re.compile(r"^TOOL\s+(\S+)\s+(.*)$", re.DOTALL)
 _TEXT_RE = re.compile(r"^TEXT:\s?(.*)$", re.DOTALL)
+_BUS_BODY_RE = re.compile(r"<message [^>]*>\n(.*?)\n</message>", re.DOTALL)
 # The CLI appends reminders to tool_result content ("...\n\n<system-reminder>...</...>").
 _REMINDER_RE = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
 
@@ -124,6 +127,12 @@ def directive_of(body: dict[str, Any]) -> str:
         return ""
     texts = _user_texts_of(message)
     return texts[-1] if texts else ""
+
+
+def bus_directive(directive: str) -> str:
+    """The body of the last message of a bus turn; any other text as it is."""
+    bodies = _BUS_BODY_RE.findall(directive)
+    return bodies[-1] if bodies else directive
 
 
 def user_directives(body: dict[str, Any]) -> list[str]:
@@ -373,7 +382,7 @@ class MockAnthropic:
 
         started = False
         if reply is None:
-            directive = directive_of(body)
+            directive = bus_directive(directive_of(body))
             last_user = _last_user_message(body) or {}
             tool_result = _tool_result_text(last_user)
             if tool_result is not None:

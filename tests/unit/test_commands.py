@@ -719,7 +719,11 @@ async def test_status_of_a_crashed_agent_shows_the_error_and_ask_restarts_it(fak
     await turns_done(fake_app, r, 2)
     turns = await fake_app.store.turns.recent(r.id)
     assert [t.status for t in turns] == ["ok", "failed"]
-    assert turns[0].result_text == "ECHO: back again"
+    # The message whose turn failed comes again with the next one (at least once, up to
+    # bus_max_attempts), in order, marked as a second attempt.
+    text = turns[0].prompt
+    assert text.index("CRASH") < text.index("back again") and 'attempt="2"' in text
+    assert turns[0].result_text == "BUS: 2 message(s)"
 
 
 # -- audit ---------------------------------------------------------------------------------------

@@ -97,14 +97,15 @@ def test_turn_status():
 async def test_memory_inbox_order_drop_and_wake():
     box = MemoryInbox()
     assert await box.take(0.01) is None
-    box.put("a")
-    box.put("b")
+    await box.put("a")
+    await box.put("b")
     assert len(box) == 2
-    assert await box.take(1) == "a"
-    box.ack()
-    assert box.drop_all() == 1 and len(box) == 0
+    taken = await box.take(1)
+    assert taken is not None and taken.text == "a"
+    await box.ack(taken)
+    assert await box.drop_all("over budget") == 1 and len(box) == 0
 
-    async def waiter() -> str | None:
+    async def waiter() -> object:
         return await box.take(30)
 
     task = asyncio.create_task(waiter())

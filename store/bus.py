@@ -1,0 +1,486 @@
+"""Repository for the bus: messages, one delivery per recipient (its sequence, state, lease and
+how it ended) and topic subscriptions.
+
+The write methods run in the bus's own writer thread, on its own connection (`BusWriter`), inside
+the transaction of a whole batch of sends, leases and acks: one call into that thread per batch,
+not one per statement. Every method that stamps a time takes `now`: the caller's clock decides.
+
+Delivery states: queued -> leased -> consumed, or back to queued (lease released or expired,
+attempts counted), or one of the ends expired | dead (dead-lettered, with a reason).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from store.db import Database
+from store.errors import Conflict, StoreUnavailable
+
+# The states appear as literals in the queries too: SQLite uses a partial index only for a query
+# whose WHERE has the index's own term, which a bound parameter cannot be.
+QUEUED, LEASED, CONSUMED, EXPIRED, DEAD = "queued", "leased", "consumed", "expired", "dead"
+OPEN_STATES = (QUEUED, LEASED)
+RECENT_MESSAGES = 20_000  # messages the writer keeps after storing them, for their leases
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRow:
+    id: int
+    sender: str  # an agent id, or "operator"
+    sender_name: str
+    recipient: str  # as addressed: an agent name, "role:x", "topic:x", "*", "operator"
+    type: str
+    body: str
+    reply_to: int | None
+    dedup_key: str | None
+    expires_at: float | None
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryRow:
+    message_id: int
+    recipient_id: str
+    seq: int
+    lane: int
+    state: str
+    attempts: int
+    lease_holder: str | None
+    lease_token: str | None
+    lease_expires_at: float | None
+    delivered_at: float | None
+    consumed_at: float | None
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Leased:
+    """One delivery handed to a turn, with its message."""
+
+    message: MessageRow
+    delivery: DeliveryRow
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Which deliveries a lease holds: found by the primary key, fenced by the token."""
+
+    token: str
+    recipient_id: str
+    seqs: tuple[int, ...]
+
+    def where(self, alias: str = "") -> tuple[str, tuple[Any, ...]]:
+        marks = ", ".join("?" for _ in self.seqs)
+        return (f"{alias}recipient_id = ? AND {alias}seq IN ({marks}) AND "
+                f"{alias}lease_token = ? AND {alias}state = 'leased'",
+                (self.recipient_id, *self.seqs, self.token))
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    sender: str
+    sender_name: str
+    recipient: str
+    type: str
+    body: str
+    recipients: tuple[str, ...]  # agent ids: one delivery each
+    created_at: float
+    reply_to: int | None = None
+    dedup_key: str | None = None
+    expires_at: float | None = None
+    lane: int = 1  # 0: interrupts, delivered before everything else (lane 1)
+
+
+_M_COLS = ("id, sender, sender_name, recipient, type, body, reply_to, dedup_key, expires_at, "
+           "created_at")
+_D_COLS = ("message_id, recipient_id, seq, lane, state, attempts, lease_holder, lease_token, "
+           "lease_expires_at, delivered_at, consumed_at, reason")
+
+
+def _message(row: Sequence[Any]) -> MessageRow:
+    return MessageRow(*row[:10])
+
+
+def _delivery(row: Sequence[Any]) -> DeliveryRow:
+    return DeliveryRow(*row[:12])
+
+
+def _all(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    return conn.execute(sql, params).fetchall()
+
+
+class BusRepo:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._next_seq: dict[str, int] = {}  # recipient -> its next sequence (writer only)
+        self._recent: dict[int, MessageRow] = {}  # id -> message, stored lately (writer only)
+
+    def writer(self) -> BusWriter:
+        return BusWriter(self.db.path, self)
+
+    # -- writes: in the bus writer's thread, inside its transaction (BusWriter) ----------------
+
+    def insert(self, conn: sqlite3.Connection, msg: NewMessage) -> tuple[int, bool]:
+        """Store a message and its deliveries. Returns (id, duplicate): a dedup key the
+        sender used before returns the first message's id and stores nothing."""
+        return (self.insert_many(conn, [msg]))[0]
+
+    def insert_many(self, conn: sqlite3.Connection,
+                          msgs: Sequence[NewMessage]) -> list[tuple[int, bool]]:
+        """Many messages in two statements (messages, deliveries): ids and per-recipient
+        sequences are assigned here, which is safe because the bus is the only writer of
+        these tables and writes inside the transaction. Results in the order given."""
+        try:
+            return self._insert_many(conn, msgs)
+        except BaseException:
+            self._next_seq.clear()  # the transaction rolls back: sequences are read again
+            raise
+
+    def _insert_many(self, conn: sqlite3.Connection,
+                           msgs: Sequence[NewMessage]) -> list[tuple[int, bool]]:
+        seen: dict[tuple[str, str], int] = {}
+        for msg in msgs:
+            if msg.dedup_key is not None and (msg.sender, msg.dedup_key) not in seen:
+                found = _all(conn, "SELECT id FROM bus_messages WHERE sender = ? AND "
+                                         "dedup_key = ?", (msg.sender, msg.dedup_key))
+                if found:
+                    seen[(msg.sender, msg.dedup_key)] = int(found[0][0])
+        top = _all(conn, "SELECT seq FROM sqlite_sequence WHERE name = 'bus_messages'")
+        next_id = int(top[0][0]) if top else 0
+        missing = {rid for m in msgs for rid in m.recipients} - set(self._next_seq)
+        if missing:
+            marks = ", ".join("?" for _ in missing)
+            rows = _all(conn, "SELECT recipient_id, MAX(seq) FROM bus_deliveries WHERE "
+                                    f"recipient_id IN ({marks}) GROUP BY recipient_id",
+                              tuple(missing))
+            self._next_seq.update({rid: 1 for rid in missing})
+            self._next_seq.update({str(r[0]): int(r[1]) + 1 for r in rows})
+        out: list[tuple[int, bool]] = []
+        message_rows: list[tuple[Any, ...]] = []
+        delivery_rows: list[tuple[Any, ...]] = []
+        for msg in msgs:
+            key = (msg.sender, msg.dedup_key or "")
+            if msg.dedup_key is not None and key in seen:
+                out.append((seen[key], True))
+                continue
+            next_id += 1
+            if msg.dedup_key is not None:
+                seen[key] = next_id
+            out.append((next_id, False))
+            message_rows.append((next_id, msg.sender, msg.sender_name, msg.recipient, msg.type,
+                                 msg.body, msg.reply_to, msg.dedup_key, msg.expires_at,
+                                 msg.created_at))
+            for rid in msg.recipients:
+                seq = self._next_seq[rid]
+                self._next_seq[rid] = seq + 1
+                delivery_rows.append((next_id, rid, seq, msg.lane, QUEUED))
+        conn.executemany(
+            "INSERT INTO bus_messages (id, sender, sender_name, recipient, type, body, reply_to, "
+            "dedup_key, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            message_rows)
+        conn.executemany(
+            "INSERT INTO bus_deliveries (message_id, recipient_id, seq, lane, state) "
+            "VALUES (?, ?, ?, ?, ?)", delivery_rows)
+        self._remember(message_rows)
+        return out
+
+    def forget_sequences(self) -> None:
+        """A transaction that assigned sequences rolled back: read them again next time (and
+        forget the messages it stored)."""
+        self._next_seq.clear()
+        self._recent.clear()
+
+    def lease(self, conn: sqlite3.Connection, recipient_id: str, *, holder: str,
+                    token: str, until: float, now: float, limit: int) -> list[Leased]:
+        """Lease up to `limit` open deliveries of one recipient (queued ones, and leased ones
+        whose lease has run out): interrupts first, then in sequence order."""
+        return (self.take(conn, recipient_id, holder=holder, token=token, until=until,
+                                now=now, limit=limit))[1]
+
+    def take(self, conn: sqlite3.Connection, recipient_id: str, *, holder: str,
+             token: str, until: float, now: float,
+             limit: int) -> tuple[list[MessageRow], list[Leased]]:
+        """`lease`, and the queued messages found expired on the way ended as expired
+        (returned first, so their senders can be told). The messages come from what this
+        writer stored recently, else from one query."""
+        rows = _all(
+            conn, f"SELECT {_D_COLS} FROM bus_deliveries WHERE recipient_id = ? AND "
+            "state IN ('queued', 'leased') AND "  # the partial index's own term
+            "(state = 'queued' OR lease_expires_at <= ?) ORDER BY lane, seq LIMIT ?",
+            (recipient_id, now, limit))
+        if not rows:
+            return [], []
+        messages = self._messages(conn, [r[0] for r in rows])
+        expired: list[Any] = []
+        live: list[Any] = []
+        for r in rows:
+            m = messages[r[0]]
+            (expired if r[4] == QUEUED and m.expires_at is not None and m.expires_at <= now
+             else live).append(r)
+        if expired:
+            conn.executemany(
+                "UPDATE bus_deliveries SET state = 'expired', reason = 'expired unread' "
+                "WHERE recipient_id = ? AND seq = ?", [(recipient_id, r[2]) for r in expired])
+        if live:
+            marks = ", ".join("?" for _ in live)
+            conn.execute(
+                "UPDATE bus_deliveries SET state = 'leased', attempts = attempts + 1, "
+                "lease_holder = ?, lease_token = ?, lease_expires_at = ?, "
+                "delivered_at = COALESCE(delivered_at, ?) WHERE recipient_id = ? AND "
+                f"seq IN ({marks})", (holder, token, until, now, recipient_id,
+                                      *(r[2] for r in live)))
+        out = [Leased(messages[r[0]],
+                      DeliveryRow(r[0], r[1], r[2], r[3], LEASED, r[5] + 1, holder, token,
+                                  until, r[9] or now, None, None)) for r in live]
+        return [messages[r[0]] for r in expired], out
+
+    def _messages(self, conn: sqlite3.Connection, ids: list[int]) -> dict[int, MessageRow]:
+        cache = self._recent
+        found = {i: cache[i] for i in ids if i in cache}
+        missing = [i for i in ids if i not in found]
+        if missing:
+            marks = ", ".join("?" for _ in missing)
+            for r in _all(conn, f"SELECT {_M_COLS} FROM bus_messages WHERE id IN ({marks})",
+                          missing):
+                found[int(r[0])] = MessageRow(*r)
+        return found
+
+    def _remember(self, rows: list[tuple[Any, ...]]) -> None:
+        """Messages just stored, for the leases that follow (bounded: the oldest go)."""
+        cache = self._recent
+        for r in rows:
+            cache[r[0]] = MessageRow(*r)
+        if len(cache) > RECENT_MESSAGES:
+            for old in list(itertools.islice(cache, len(cache) - RECENT_MESSAGES // 2)):
+                del cache[old]
+
+    def extend(self, conn: sqlite3.Connection, lease: Lease, until: float) -> int:
+        where, params = lease.where()
+        cur = conn.execute(f"UPDATE bus_deliveries SET lease_expires_at = ? WHERE {where}",
+                           (until, *params))
+        return int(cur.rowcount)
+
+    def ack(self, conn: sqlite3.Connection, lease: Lease, now: float) -> int:
+        """Consumed: only while the lease is still this token's (fencing). How many."""
+        where, params = lease.where()
+        cur = conn.execute(
+            "UPDATE bus_deliveries SET state = 'consumed', consumed_at = ?, "
+            f"lease_expires_at = NULL WHERE {where}", (now, *params))
+        return int(cur.rowcount)
+
+    def release(self, conn: sqlite3.Connection, lease: Lease, *, max_attempts: int,
+                reason: str) -> list[MessageRow]:
+        """The turn holding `lease` failed: its deliveries go back to the queue, or, after
+        `max_attempts`, to the dead letters. Returns the dead-lettered messages."""
+        where, params = lease.where("d.")
+        mcols = ", ".join("m." + c.strip() for c in _M_COLS.split(","))
+        dead = _all(
+            conn, f"SELECT {mcols} FROM bus_deliveries d JOIN bus_messages m "
+            f"ON m.id = d.message_id WHERE {where} AND d.attempts >= ?",
+            (*params, max_attempts))
+        where, params = lease.where()
+        conn.execute(
+            "UPDATE bus_deliveries SET state = 'dead', reason = ?, lease_expires_at = NULL "
+            f"WHERE {where} AND attempts >= ?",
+            (f"{reason} ({max_attempts} attempts)", *params, max_attempts))
+        conn.execute(
+            "UPDATE bus_deliveries SET state = 'queued', lease_holder = NULL, "
+            f"lease_token = NULL, lease_expires_at = NULL, reason = ? WHERE {where}",
+            (reason, *params))
+        return [_message(r) for r in dead]
+
+    def reclaim(self, conn: sqlite3.Connection, holder_prefix: str) -> int:
+        """Leases held by anyone but `holder_prefix` (a previous supervisor, now dead) go back
+        to the queue at once, without waiting for them to run out: an agent's message is
+        delivered again (at least once). The operator's own messages are not: the turn they
+        were in is reported to the operator as interrupted, with a one-tap way to run it again
+        (supervisor/recovery.py), and is never replayed unasked."""
+        stale = "state = ? AND (lease_holder IS NULL OR substr(lease_holder, 1, ?) != ?)"
+        conn.execute(
+            "UPDATE bus_deliveries SET state = ?, lease_holder = NULL, lease_token = NULL, "
+            "lease_expires_at = NULL, consumed_at = ?, reason = 'interrupted by a restart: "
+            f"reported to the operator' WHERE {stale} AND message_id IN "
+            "(SELECT id FROM bus_messages WHERE sender = 'operator')",
+            (CONSUMED, time.time(), LEASED, len(holder_prefix), holder_prefix))
+        cur = conn.execute(
+            "UPDATE bus_deliveries SET state = ?, lease_holder = NULL, lease_token = NULL, "
+            f"lease_expires_at = NULL, reason = 'redelivered after a restart' WHERE {stale}",
+            (QUEUED, LEASED, len(holder_prefix), holder_prefix))
+        return int(cur.rowcount)
+
+    def dead_letter_open(self, conn: sqlite3.Connection, recipient_id: str,
+                               reason: str) -> list[MessageRow]:
+        """Every open delivery of `recipient_id` ends as a dead letter (killed, over budget)."""
+        mcols = ", ".join("m." + c.strip() for c in _M_COLS.split(","))
+        rows = _all(
+            conn, f"SELECT {mcols} FROM bus_deliveries d JOIN bus_messages m "
+            "ON m.id = d.message_id WHERE d.recipient_id = ? AND "
+            "d.state IN ('queued', 'leased')", (recipient_id,))
+        conn.execute(
+            "UPDATE bus_deliveries SET state = ?, reason = ?, lease_expires_at = NULL "
+            "WHERE recipient_id = ? AND state IN ('queued', 'leased')",
+            (DEAD, reason, recipient_id))
+        return [_message(r) for r in rows]
+
+    def subscribe(self, conn: sqlite3.Connection, topic: str, agent_id: str,
+                        now: float) -> None:
+        conn.execute("INSERT OR IGNORE INTO bus_subscriptions (topic, agent_id, "
+                           "created_at) VALUES (?, ?, ?)", (topic, agent_id, now))
+
+    def unsubscribe(self, conn: sqlite3.Connection, topic: str, agent_id: str) -> None:
+        conn.execute("DELETE FROM bus_subscriptions WHERE topic = ? AND agent_id = ?",
+                           (topic, agent_id))
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    async def open_counts(self) -> dict[str, int]:
+        """Open (queued or leased) deliveries per recipient."""
+        rows = await self.db.fetchall(
+            "SELECT recipient_id, COUNT(*) FROM bus_deliveries WHERE "
+            "state IN ('queued', 'leased') GROUP BY recipient_id")
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    async def message(self, message_id: int) -> MessageRow | None:
+        row = await self.db.fetchone(f"SELECT {_M_COLS} FROM bus_messages WHERE id = ?",
+                                     (message_id,))
+        return _message(tuple(row)) if row else None
+
+    async def deliveries(self, message_id: int) -> list[DeliveryRow]:
+        rows = await self.db.fetchall(f"SELECT {_D_COLS} FROM bus_deliveries WHERE "
+                                      "message_id = ? ORDER BY recipient_id", (message_id,))
+        return [_delivery(tuple(r)) for r in rows]
+
+    async def of_recipient(self, recipient_id: str, *, states: Sequence[str] = OPEN_STATES,
+                           limit: int = 100) -> list[Leased]:
+        cols = ", ".join("d." + c.strip() for c in _D_COLS.split(","))
+        mcols = ", ".join("m." + c.strip() for c in _M_COLS.split(","))
+        marks = ", ".join("?" for _ in states)
+        rows = await self.db.fetchall(
+            f"SELECT {cols}, {mcols} FROM bus_deliveries d JOIN bus_messages m "
+            f"ON m.id = d.message_id WHERE d.recipient_id = ? AND d.state IN ({marks}) "
+            "ORDER BY d.lane, d.seq LIMIT ?", (recipient_id, *states, limit))
+        return [Leased(_message(tuple(r)[12:]), _delivery(tuple(r))) for r in rows]
+
+    async def recent(self, agent_id: str | None = None, limit: int = 20) -> list[MessageRow]:
+        """The last messages, newest last: all of them, or those sent or received by one."""
+        if agent_id is None:
+            rows = await self.db.fetchall(
+                f"SELECT {_M_COLS} FROM bus_messages ORDER BY id DESC LIMIT ?", (limit,))
+        else:
+            rows = await self.db.fetchall(
+                f"SELECT {_M_COLS} FROM bus_messages WHERE sender = ? OR id IN (SELECT "
+                "message_id FROM bus_deliveries WHERE recipient_id = ?) ORDER BY id DESC "
+                "LIMIT ?", (agent_id, agent_id, limit))
+        return [_message(tuple(r)) for r in reversed(rows)]
+
+    async def subscribers(self, topic: str) -> list[str]:
+        rows = await self.db.fetchall("SELECT agent_id FROM bus_subscriptions WHERE topic = ? "
+                                      "ORDER BY created_at", (topic,))
+        return [str(r[0]) for r in rows]
+
+    async def topics_of(self, agent_id: str) -> list[str]:
+        rows = await self.db.fetchall("SELECT topic FROM bus_subscriptions WHERE agent_id = ? "
+                                      "ORDER BY topic", (agent_id,))
+        return [str(r[0]) for r in rows]
+
+    async def roles(self) -> dict[str, tuple[str, ...]]:
+        """agent id -> its roles (the subscriptions to "role:<name>")."""
+        rows = await self.db.fetchall("SELECT agent_id, topic FROM bus_subscriptions WHERE "
+                                      "topic LIKE 'role:%' ORDER BY created_at")
+        out: dict[str, tuple[str, ...]] = {}
+        for r in rows:
+            out[str(r[0])] = (*out.get(str(r[0]), ()), str(r[1])[5:])
+        return out
+
+    async def state_counts(self) -> dict[str, int]:
+        rows = await self.db.fetchall("SELECT state, COUNT(*) FROM bus_deliveries GROUP BY state")
+        return {str(r[0]): int(r[1]) for r in rows}
+
+
+T = TypeVar("T")
+Write = Callable[[sqlite3.Connection], Any]
+
+
+class BusWriter:
+    """The bus's write connection: its own sqlite3 connection on one thread of its own, so a
+    whole batch of writes is one call into that thread and one transaction. SQLite's lock
+    (busy_timeout) serialises it with the store's writer connection."""
+
+    def __init__(self, path: Path, repo: BusRepo) -> None:
+        self.path = path
+        self.repo = repo
+        self._pool: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None
+
+    def _connect(self) -> None:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=5000")
+        self._conn = conn
+
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="bus-writer")
+        await self._call(lambda: self._connect())
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await asyncio.get_running_loop().run_in_executor(pool, conn.close)
+        pool.shutdown(wait=False)
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        if self._pool is None:
+            raise StoreUnavailable(str(self.path), "the bus writer is closed")
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+
+    async def batch(self, writes: Sequence[Write]) -> list[tuple[bool, Any]]:
+        """Every write in one transaction: [(True, value)...]. If that fails, each is tried
+        again alone, so that one bad write fails alone: (False, its exception)."""
+        return await self._call(lambda: self._batch(writes))
+
+    def _batch(self, writes: Sequence[Write]) -> list[tuple[bool, Any]]:
+        try:
+            return [(True, v) for v in self._transaction(writes)]
+        except Exception as exc:  # noqa: BLE001 - handed to the callers
+            if len(writes) == 1:
+                return [(False, exc)]
+        out: list[tuple[bool, Any]] = []
+        for write in writes:
+            try:
+                out.append((True, self._transaction([write])[0]))
+            except Exception as exc:  # noqa: BLE001 - handed to that write's caller
+                out.append((False, exc))
+        return out
+
+    def _transaction(self, writes: Sequence[Write]) -> list[Any]:
+        conn = self._conn
+        if conn is None:
+            raise StoreUnavailable(str(self.path), "the bus writer is closed")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            values = [write(conn) for write in writes]
+            conn.execute("COMMIT")
+            return values
+        except BaseException as exc:
+            self.repo.forget_sequences()  # rolled back: read them again
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.IntegrityError):
+                raise Conflict(str(exc)) from exc
+            if isinstance(exc, sqlite3.Error):
+                raise StoreUnavailable(str(self.path), str(exc)) from exc
+            raise
