@@ -441,7 +441,7 @@ class FakeClaude:
                 k = int(body.split()[1]) + 1
                 replies.append(self.mcp("send_message", {"to": sender, "type": "info",
                                                          "body": "PINGPONG %d" % k}))
-            elif body.startswith(("MCP ", "SPAM ")) or (
+            elif body.startswith(("MCP ", "SPAM ")) or body == "CRASH" or (
                     len(items) == 1 and body.startswith("SLEEP ")):
                 replies.append(self.reply_for(body, turn) or "")
         return "BUS: %d message(s)%s" % (len(items), "".join("\n" + r for r in replies))
