@@ -277,9 +277,19 @@ class BusRepo:
         return int(cur.rowcount)
 
     def release(self, conn: sqlite3.Connection, lease: Lease, *, max_attempts: int,
-                reason: str) -> list[MessageRow]:
+                reason: str) -> tuple[list[MessageRow], int]:
         """The turn holding `lease` failed: its deliveries go back to the queue, or, after
-        `max_attempts`, to the dead letters. Returns the dead-lettered messages."""
+        `max_attempts`, to the dead letters. Not the operator's own messages: the failed turn
+        is reported to the operator, who decides whether to send it again (it is never
+        replayed unasked); they count as consumed. Returns (the dead-lettered messages, how
+        many of the operator's were consumed)."""
+        where, params = lease.where()
+        cur = conn.execute(
+            "UPDATE bus_deliveries SET state = 'consumed', consumed_at = ?, lease_expires_at = "
+            f"NULL, reason = ? WHERE {where} AND message_id IN "
+            "(SELECT id FROM bus_messages WHERE sender = 'operator')",
+            (time.time(), f"{reason}: reported to the operator", *params))
+        dropped = int(cur.rowcount)
         where, params = lease.where("d.")
         mcols = ", ".join("m." + c.strip() for c in _M_COLS.split(","))
         dead = _all(
@@ -295,7 +305,7 @@ class BusRepo:
             "UPDATE bus_deliveries SET state = 'queued', lease_holder = NULL, "
             f"lease_token = NULL, lease_expires_at = NULL, reason = ? WHERE {where}",
             (reason, *params))
-        return [_message(r) for r in dead]
+        return [_message(r) for r in dead], dropped
 
     def reclaim(self, conn: sqlite3.Connection, holder_prefix: str) -> int:
         """Leases held by anyone but `holder_prefix` (a previous supervisor, now dead) go back

@@ -456,7 +456,7 @@ class Bus:
             if consumed:
                 await self._write(lambda c: self.store.bus.ack(c, lease, now))
                 return
-            dead = await self._write(lambda c: self.store.bus.release(
+            dead, dropped = await self._write(lambda c: self.store.bus.release(
                 c, lease, max_attempts=self.settings.bus_max_attempts,
                 reason="the recipient's turn failed"))
         except (StoreError, ShuttingDown):
@@ -466,7 +466,7 @@ class Bus:
             return
         # Back in the queue, but held: a failed agent restarts on its next message, as it
         # always has, not on the one that may have made it fail (that comes along with it).
-        box.queued += max(0, taken.count - len(dead))
+        box.queued += max(0, taken.count - len(dead) - dropped)
         box.held = True
         for msg in dead:
             await self._tell_sender(msg, f"went to the dead letters: {box.agent_id}'s turns "

@@ -34,7 +34,9 @@ async def test_task_and_result_between_two_agents_and_three_queued_as_one_turn(r
     await idle(real_app, b)
     # bee answers a task with a result: the task's body is what the mock makes bee do.
     answer = tool(SEND, to="ant", type="result", body="TEXT: got your result")
-    a = await _spawn(real_app, "ant", tool(SEND, to="bee", type="task", body=answer))
+    # bee takes a moment first: ant's own first turn ends, its queued SLEEP starts alone, and
+    # the result lands while that one runs (not before it, which would join the two).
+    a = await _spawn(real_app, "ant", tool(SEND, to="bee", type="task", body=f"SLEEP 2: {answer}"))
     # Queued behind ant's first turn: ant is busy when bee's result comes back.
     assert (await run(real_app, "/ask ant SLEEP 5")).ok
     await wait_for(lambda: a.busy and a.queued == 0, 60,

@@ -719,11 +719,9 @@ async def test_status_of_a_crashed_agent_shows_the_error_and_ask_restarts_it(fak
     await turns_done(fake_app, r, 2)
     turns = await fake_app.store.turns.recent(r.id)
     assert [t.status for t in turns] == ["ok", "failed"]
-    # The message whose turn failed comes again with the next one (at least once, up to
-    # bus_max_attempts), in order, marked as a second attempt.
-    text = turns[0].prompt
-    assert text.index("CRASH") < text.index("back again") and 'attempt="2"' in text
-    assert turns[0].result_text == "BUS: 2 message(s)"
+    # The operator's message whose turn failed is not sent again behind the operator's back
+    # (an agent's would be: docs/bus.md); the next turn is the new message alone.
+    assert turns[0].prompt == "back again" and turns[0].result_text == "ECHO: back again"
 
 
 # -- audit ---------------------------------------------------------------------------------------
