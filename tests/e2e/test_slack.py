@@ -93,11 +93,12 @@ async def http_app(fake_settings, fake_slack):
     await stop(app, front)
 
 
-@pytest.fixture
-async def real_slack_app(short_home, mock_api, fake_slack):
+@pytest.fixture(params=["socket", "http"])
+async def real_slack_app(request, short_home, mock_api, fake_slack):
+    """The real CLI on the mock API, over Socket Mode and over HTTP mode."""
     (short_home / "t").mkdir(exist_ok=True)
-    app, front = await start(slack_settings(make_settings(short_home, mock_api), fake_slack),
-                             fake_slack)
+    app, front = await start(slack_settings(make_settings(short_home, mock_api), fake_slack,
+                                            request.param), fake_slack)
     yield app, fake_slack
     await stop(app, front)
 
@@ -158,8 +159,8 @@ async def test_a_forged_signature_and_a_stale_timestamp_are_refused(http_app):
     await said_to(fake, ADMIN, "No agents")
 
 
-async def test_a_stranger_is_refused_once_and_audited(fake_slack_app):
-    app, fake = fake_slack_app
+async def test_a_stranger_is_refused_once_and_audited(both_modes):
+    app, fake = both_modes
     await fake.slash(STRANGER, "agents")
     await said_to(fake, STRANGER, "private Switchboard")
     await fake.slash(STRANGER, "spawn evil rm everything")
@@ -371,8 +372,8 @@ async def test_a_question_by_button_and_by_thread_reply(real_slack_app, tmp_path
 # -- Stop, the kill switch, App Home ---------------------------------------------------------------
 
 
-async def test_the_native_stop_button_stops_the_turn(fake_slack_app):
-    app, fake = fake_slack_app
+async def test_the_native_stop_button_stops_the_turn(both_modes):
+    app, fake = both_modes
     await fake.slash(ADMIN, "spawn sleeper SLEEP 60: done")
     card = await card_of(fake, "sleeper")
     await recorded(app, "sleeper", card)
@@ -392,8 +393,8 @@ async def test_the_native_stop_button_stops_the_turn(fake_slack_app):
     assert "SLEPT" not in json.dumps(fake.messages)
 
 
-async def test_app_home_kill_all_with_confirmation_and_an_admin_turns_it_off(fake_slack_app):
-    app, fake = fake_slack_app
+async def test_app_home_kill_all_with_confirmation_and_an_admin_turns_it_off(both_modes):
+    app, fake = both_modes
     for i in range(2):
         await fake.slash(ADMIN, f"spawn k{i} BG")
         await said_to(fake, ADMIN, f"Spawned k{i}")
@@ -418,8 +419,8 @@ async def test_app_home_kill_all_with_confirmation_and_an_admin_turns_it_off(fak
                         what="the home shows it off")
 
 
-async def test_the_spawn_modal_validates_and_spawns(fake_slack_app):
-    app, fake = fake_slack_app
+async def test_the_spawn_modal_validates_and_spawns(both_modes):
+    app, fake = both_modes
     await fake.slash(ADMIN, "spawn")
     modal = await fake.wait_for(lambda: next((m for m in fake.modals
                                               if m["view"]["callback_id"] == "sb_spawn"), None),
