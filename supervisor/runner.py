@@ -112,6 +112,9 @@ class AgentRunner:
         self.turn_started_at: float | None = None
         self.first_event_at: float | None = None
         self._open_escalations = 0
+        # An interrupt that came before the turn's prompt reached the CLI: sent right after.
+        self._interrupt_pending = False
+        self._query_sent = False
         self._paused_by_timeout = False
         self.budget_blocked: str | None = None
         self._budget_day = 0
@@ -281,11 +284,18 @@ class AgentRunner:
     async def interrupt_turn(self) -> bool:
         """An `interrupt` message arrived: end the running turn now (the message is next)."""
         proc = self._proc
-        if proc is None or not self.busy or not proc.alive():
+        if not self.busy:
             return False
-        with contextlib.suppress(ClaudeSDKError, OSError, TimeoutError):
-            await asyncio.wait_for(proc.interrupt(), 5)
+        if proc is None or not proc.alive() or not self._query_sent:
+            self._interrupt_pending = True  # the turn is being set up: interrupted once sent
+            return True
+        await self._interrupt(proc)
         return True
+
+    async def _interrupt(self, proc: AgentProcess) -> None:
+        with contextlib.suppress(ClaudeSDKError, OSError, TimeoutError):
+            async with asyncio.timeout(5):
+                await proc.interrupt()
 
     # -- called by the gate while an escalation is open ------------------------------------------
 
@@ -488,6 +498,10 @@ class AgentRunner:
             # Paused while the turn was being set up: it is working once resumed.
             await self._set_state(AgentState.WORKING, "", unless_paused=True)
             await proc.query(prompt)
+            self._query_sent = True
+            if self._interrupt_pending:
+                self._interrupt_pending = False
+                await self._interrupt(proc)
             result = await self._retry_api_errors(proc, turn_id, await self._result(proc, turn_id))
             await self._finish_turn(turn_id, result)
             return True
@@ -517,6 +531,7 @@ class AgentRunner:
         finally:
             self.current_tool = None
             self.turn_started_at = None
+            self._query_sent = self._interrupt_pending = False
             self._turn_done.set()
 
     async def _result(self, proc: AgentProcess, turn_id: int) -> ResultMessage:

@@ -138,7 +138,7 @@ async def recorded(app, name, card):
     async def found():
         return await app.store.operators.card("slack", r.id, CHANNEL) == card["ts"]
 
-    await wait_for(found, 10, "the thread recorded")
+    await wait_for(found, 30, "the thread recorded")
 
 
 def now_text(fake, msg):
