@@ -48,6 +48,9 @@ def render() -> str:
         lines.append(f"# {what} (default: {default})" if default and default != "—"
                      else f"# {what}")
         lines.append(f"{env}=" if env in ESSENTIAL else f"# {env}=")
+        for other in key_of(field).also_env:  # a platform's own name, read when env is unset
+            lines.append(f"# The same, under the name a platform sets (read when {env} is unset)")
+            lines.append(f"# {other}=")
     return "\n".join(lines) + "\n"
 
 
