@@ -131,6 +131,16 @@ async def in_thread(fake, card, needle, timeout=30.0):
     return copy.deepcopy(await fake.wait_for(find, timeout, what=f"{needle!r} in the thread"))
 
 
+async def in_thread_or_channel(fake, card, needle, timeout=30.0):
+    """A message under the agent's card, or in the channel itself when it was raised before
+    the card was posted (an agent that asks at once, on a loaded machine)."""
+    def find():
+        hits = [m for m in [*fake.thread(card["ts"]), *fake.top()] if needle in m["text"]]
+        return hits[-1] if hits else None
+
+    return copy.deepcopy(await fake.wait_for(find, timeout, what=f"{needle!r} in the channel"))
+
+
 async def recorded(app, name, card):
     """The card is the agent's thread once recorded (at the cards' next tick)."""
     r = await app.pool.get(name)
@@ -355,7 +365,7 @@ async def test_a_question_by_button_and_by_thread_reply(real_slack_app, tmp_path
                                     {"label": "Blue", "description": "cool"}]}]}
     await fake.slash(ADMIN, f"spawn asker --cwd {tmp_path} TOOL AskUserQuestion {json.dumps(q)}")
     card = await card_of(fake, "asker")
-    asked = await in_thread(fake, card, "Which colour?")
+    asked = await in_thread_or_channel(fake, card, "Which colour?")
     await fake.click(ADMIN, asked, "Blue")
     r = await app.pool.get("asker")
     await wait_for(lambda: r.state == "idle", 60)
