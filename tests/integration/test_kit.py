@@ -40,22 +40,6 @@ async def add_staff(app: Switchboard) -> None:
     await app.store.operators.upsert(PLATFORM, VIC.user_id, "vic", "viewer", "test")
 
 
-@pytest.fixture
-def chat() -> FakeChat:
-    return FakeChat(PLATFORM)
-
-
-@pytest.fixture
-async def kit(fake_settings, chat):
-    async with Switchboard(fake_settings) as app:
-        await add_staff(app)
-        desk = await open_desk(app, chat)
-        try:
-            yield app, desk
-        finally:
-            await desk.stop()
-
-
 async def says(desk: FrontDesk, who: Sender, text: str,
                reply_to: MessageId | None = None) -> None:
     await desk.on_message(Incoming(dm(who), who, text, reply_to))

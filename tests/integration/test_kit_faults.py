@@ -12,12 +12,10 @@ import pytest
 from bot.app import Switchboard
 from bot.kit import MessageId, Tap, TapId
 from tests.conftest import wait_for
-from tests.fakes.fake_chat import FakeChat
 from tests.integration.test_kit import (
     ALICE,
     BOB,
     PLATFORM,
-    add_staff,
     ask,
     copies_of,
     dm,
@@ -27,22 +25,6 @@ from tests.integration.test_kit import (
 )
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def chat() -> FakeChat:
-    return FakeChat(PLATFORM)
-
-
-@pytest.fixture
-async def kit(fake_settings, chat):
-    async with Switchboard(fake_settings) as app:
-        await add_staff(app)
-        desk = await open_desk(app, chat)
-        try:
-            yield app, desk
-        finally:
-            await desk.stop()
 
 
 @pytest.fixture
