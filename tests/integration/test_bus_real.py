@@ -59,8 +59,12 @@ async def test_task_and_result_between_two_agents_and_three_queued_as_one_turn(r
     # bee's own turn: the task from ant, and the result it sent is consumed by ant.
     tb = await turns(real_app, b)
     assert any('from="ant" type="task"' in t.prompt for t in tb)
-    view = await real_app.api.message(result.id)
-    assert [(d.recipient, d.state) for d in view.deliveries] == [("ant", "consumed")]
+
+    async def consumed_by_ant() -> bool:  # acknowledged just after ant's turn ends
+        view = await real_app.api.message(result.id)
+        return [(d.recipient, d.state) for d in view.deliveries] == [("ant", "consumed")]
+
+    await wait_for(consumed_by_ant, 10, "bee's result consumed by ant")
 
 
 async def _results(app, a):
@@ -97,8 +101,12 @@ async def test_role_topic_broadcast_routing_and_interrupt(real_app):
                for to, i in sent.items()}
     assert reached == {"role:reviewer": ["rev"], "topic:news": ["sub"],
                        "*": ["plain", "rev", "sub"]}
-    for i in sent.values():
-        assert all(d.state == "consumed" for d in (await real_app.api.message(i)).deliveries)
+
+    async def all_consumed() -> bool:  # acknowledged just after each turn ends
+        views = [await real_app.api.message(i) for i in sent.values()]
+        return all(d.state == "consumed" for v in views for d in v.deliveries)
+
+    await wait_for(all_consumed, 10, "every delivery consumed")
     # An interrupt ends the running turn and is the next one.
     assert (await run(real_app, "/ask plain SLEEP 60")).ok
     await wait_for(lambda: plain.busy, 60, "plain busy")
