@@ -103,6 +103,8 @@ async def test_a_turn_longer_than_the_lease_is_delivered_once(short_home):
         await wait_for(lambda: b.busy, 30, "b's slow turn")
         await wait_for(lambda: not b.busy and b.state == "idle", 30, "b done")
         msg = [m for m in await app.api.messages("b") if m.sender == "a"][-1]
+        await wait_for(lambda: _consumed(app, msg.id), 10, "acknowledged after the turn")
+        msg = [m for m in await app.api.messages("b") if m.sender == "a"][-1]
         assert [(d.state, d.attempts) for d in msg.deliveries] == [("consumed", 1)]
         prompts = [t.prompt for t in await app.store.turns.recent(b.id, 10)]
         assert sum(f'id="{msg.id}"' in p for p in prompts) == 1
