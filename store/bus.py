@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,6 +26,8 @@ from store.errors import Conflict, StoreUnavailable
 # The states appear as literals in the queries too: SQLite uses a partial index only for a query
 # whose WHERE has the index's own term, which a bound parameter cannot be.
 QUEUED, LEASED, CONSUMED, EXPIRED, DEAD = "queued", "leased", "consumed", "expired", "dead"
+# Deliveries of the operator's own messages: never redelivered after a failed or cut turn.
+_FROM_OPERATOR = "message_id IN (SELECT id FROM bus_messages WHERE sender = 'operator')"
 OPEN_STATES = (QUEUED, LEASED)
 RECENT_MESSAGES = 20_000  # messages the writer keeps after storing them, for their leases
 
@@ -277,7 +278,7 @@ class BusRepo:
         return int(cur.rowcount)
 
     def release(self, conn: sqlite3.Connection, lease: Lease, *, max_attempts: int,
-                reason: str) -> tuple[list[MessageRow], int]:
+                reason: str, now: float) -> tuple[list[MessageRow], int]:
         """The turn holding `lease` failed: its deliveries go back to the queue, or, after
         `max_attempts`, to the dead letters. Not the operator's own messages: the failed turn
         is reported to the operator, who decides whether to send it again (it is never
@@ -286,9 +287,8 @@ class BusRepo:
         where, params = lease.where()
         cur = conn.execute(
             "UPDATE bus_deliveries SET state = 'consumed', consumed_at = ?, lease_expires_at = "
-            f"NULL, reason = ? WHERE {where} AND message_id IN "
-            "(SELECT id FROM bus_messages WHERE sender = 'operator')",
-            (time.time(), f"{reason}: reported to the operator", *params))
+            f"NULL, reason = ? WHERE {where} AND {_FROM_OPERATOR}",
+            (now, f"{reason}: reported to the operator", *params))
         dropped = int(cur.rowcount)
         where, params = lease.where("d.")
         mcols = ", ".join("m." + c.strip() for c in _M_COLS.split(","))
@@ -307,7 +307,7 @@ class BusRepo:
             (reason, *params))
         return [_message(r) for r in dead], dropped
 
-    def reclaim(self, conn: sqlite3.Connection, holder_prefix: str) -> int:
+    def reclaim(self, conn: sqlite3.Connection, holder_prefix: str, now: float) -> int:
         """Leases held by anyone but `holder_prefix` (a previous supervisor, now dead) go back
         to the queue at once, without waiting for them to run out: an agent's message is
         delivered again (at least once). The operator's own messages are not: the turn they
@@ -317,9 +317,8 @@ class BusRepo:
         conn.execute(
             "UPDATE bus_deliveries SET state = ?, lease_holder = NULL, lease_token = NULL, "
             "lease_expires_at = NULL, consumed_at = ?, reason = 'interrupted by a restart: "
-            f"reported to the operator' WHERE {stale} AND message_id IN "
-            "(SELECT id FROM bus_messages WHERE sender = 'operator')",
-            (CONSUMED, time.time(), LEASED, len(holder_prefix), holder_prefix))
+            f"reported to the operator' WHERE {stale} AND {_FROM_OPERATOR}",
+            (CONSUMED, now, LEASED, len(holder_prefix), holder_prefix))
         cur = conn.execute(
             "UPDATE bus_deliveries SET state = ?, lease_holder = NULL, lease_token = NULL, "
             f"lease_expires_at = NULL, reason = 'redelivered after a restart' WHERE {stale}",

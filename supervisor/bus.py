@@ -190,7 +190,7 @@ class Bus:
             return
         await self.writer.conn.open()
         [(ok, value)] = await self.writer.conn.batch(
-            [lambda conn: self.store.bus.reclaim(conn, self.run_id)])
+            [lambda conn: self.store.bus.reclaim(conn, self.run_id, self.clock.now())])
         if not ok:
             await self.writer.conn.close()
             raise value
@@ -458,7 +458,7 @@ class Bus:
                 return
             dead, dropped = await self._write(lambda c: self.store.bus.release(
                 c, lease, max_attempts=self.settings.bus_max_attempts,
-                reason="the recipient's turn failed"))
+                reason="the recipient's turn failed", now=now))
         except (StoreError, ShuttingDown):
             # Unacknowledged, the lease runs out (or the next start reclaims it): delivered
             # again, never lost.
