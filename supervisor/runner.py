@@ -248,10 +248,7 @@ class AgentRunner:
                     if proc.paused:
                         proc.resume()
                     if self.busy:
-                        # asyncio.timeout, not wait_for (which can lose a cancel on 3.11)
-                        with contextlib.suppress(ClaudeSDKError, OSError, TimeoutError):
-                            async with asyncio.timeout(5):
-                                await proc.interrupt()
+                        await self._interrupt(proc)
                         with contextlib.suppress(TimeoutError):
                             async with asyncio.timeout(self._deps.settings.stop_grace_s):
                                 await self._turn_done.wait()
@@ -293,6 +290,8 @@ class AgentRunner:
         return True
 
     async def _interrupt(self, proc: AgentProcess) -> None:
+        """Interrupt the running turn, bounded (asyncio.timeout, not wait_for, which can lose a
+        cancel on 3.11); a CLI that is gone or does not answer is no error here."""
         with contextlib.suppress(ClaudeSDKError, OSError, TimeoutError):
             async with asyncio.timeout(5):
                 await proc.interrupt()
