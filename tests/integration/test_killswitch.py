@@ -29,8 +29,13 @@ async def spawn_fleet(app, n, prefix="f"):
     runners = [await app.pool.get(f"{prefix}{i}") for i in range(n)]
     await wait_for(lambda: all(r.state == "idle" for r in runners), 90, f"{n} idle agents")
     tag = app.settings.instance_id + "/"
-    sleepers = [p for p in processes_with_tag(tag) if p.name() == "sleep"]
-    assert len(sleepers) == n  # each agent left a background grandchild in its own session
+
+    def sleepers() -> int:
+        return len([p for p in processes_with_tag(tag) if p.name() == "sleep"])
+
+    # A turn can end before its detached shell has exec'd the sleep: give it a moment.
+    await wait_for(lambda: sleepers() >= n, 10, f"{n} background sleepers")
+    assert sleepers() == n  # each agent left a background grandchild in its own session
     return runners
 
 
