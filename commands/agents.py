@@ -55,6 +55,10 @@ class Spawn:
         Opt("--parent", "parent", "make it a child of this agent", "AGENT"),
         Opt("--mode", "mode", "permission mode, e.g. default, acceptEdits, plan", "MODE"),
         Opt("--role", "role", "its role on the bus: messages to role:<role> reach it", "ROLE"),
+        Opt("--repo", "repo", "work in a new worktree of this registered repository, on branch "
+            "agent/<name>", "REPO"),
+        Opt("--base", "base", "with --repo: the branch to start from (default: the "
+            "repository's default branch)", "BRANCH"),
         Opt("--project-settings", "project_settings",
             "let the agent load the directory's own .claude settings, hooks, MCP servers and "
             "CLAUDE.md (off by default: they could run commands the policy never sees)",
@@ -64,12 +68,25 @@ class Spawn:
     examples: ClassVar[tuple[str, ...]] = ("/spawn fixer --model sonnet fix the failing tests",)
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
-        r = await ctx.api.spawn(
-            args["name"], args["prompt"], by=ctx.caller, model=args["model"], cwd=args["cwd"],
-            parent=args["parent"], permission_mode=args["mode"],
-            project_settings=bool(args["project_settings"]), role=args["role"],
-        )
-        blocks = [Text(f"Spawned {r.name} ({r.id}) in {r.cwd}")]
+        if args["repo"]:
+            if args["cwd"]:
+                raise UsageError("--repo and --cwd exclude each other: the worktree is the cwd")
+            r, wt = await ctx.api.repos.spawn(
+                args["name"], args["prompt"], repo=args["repo"], base=args["base"],
+                by=ctx.caller, model=args["model"], parent=args["parent"],
+                permission_mode=args["mode"], project_settings=bool(args["project_settings"]),
+                role=args["role"])
+            where = f"a worktree of {wt.repo} on {wt.branch} (from {wt.base}): {r.cwd}"
+        elif args["base"]:
+            raise UsageError("--base needs --repo")
+        else:
+            r = await ctx.api.spawn(
+                args["name"], args["prompt"], by=ctx.caller, model=args["model"],
+                cwd=args["cwd"], parent=args["parent"], permission_mode=args["mode"],
+                project_settings=bool(args["project_settings"]), role=args["role"],
+            )
+            where = r.cwd
+        blocks = [Text(f"Spawned {r.name} ({r.id}) in {where}")]
         if r.project_settings:
             blocks.append(Text("⚠ It loads the directory's own settings: "
                                + project_config_summary(r.cwd)))

@@ -22,6 +22,7 @@ from commands.base import (
 from commands.bus import BusCmd, InboxCmd, Messages, Send, TeamCmd
 from commands.killswitch import KillAll, KillSwitchCmd
 from commands.operators import Invite, Operators, redact_codes
+from commands.repos import DiffCmd, MergeCmd, RepoCmd
 from supervisor.api import SupervisorError
 from supervisor.redact import MASK
 
@@ -69,6 +70,7 @@ REGISTRY: tuple[Command, ...] = (
     Spawn(), Agents(), Status(), Ask(), Pause(), Resume(), Stop(), Kill(), Logs(), Cost(),
     Pending(), Approve(), Deny(), AnswerCmd(), KillAll(), KillSwitchCmd(), Invite(), Operators(),
     Send(), InboxCmd(), Messages(), BusCmd(), TeamCmd(),
+    RepoCmd(), DiffCmd(), MergeCmd(),
     Help(),
 )
 COMMANDS: dict[str, Command] = {c.name: c for c in REGISTRY}

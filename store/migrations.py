@@ -270,4 +270,42 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX bus_subscriptions_agent ON bus_subscriptions(agent_id);
     """,
+    # 12 (repositories, docs/repositories.md): registered bare repositories; each agent's
+    # worktree (recorded before it is created: state 'creating', so GC never takes one that a
+    # spawn is making); and the archive branches GC left for work it would otherwise remove.
+    """
+    CREATE TABLE repos (
+        name           TEXT PRIMARY KEY,
+        url            TEXT NOT NULL,
+        path           TEXT NOT NULL,
+        default_branch TEXT NOT NULL,
+        created_at     REAL NOT NULL,
+        fetched_at     REAL
+    );
+    CREATE TABLE worktrees (
+        agent_id   TEXT PRIMARY KEY,
+        agent_name TEXT NOT NULL,
+        repo       TEXT NOT NULL,
+        path       TEXT NOT NULL,
+        admin      TEXT NOT NULL DEFAULT '',
+        branch     TEXT NOT NULL,
+        base       TEXT NOT NULL,
+        head       TEXT,
+        private    INTEGER NOT NULL DEFAULT 0,
+        state      TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        removed_at REAL
+    );
+    CREATE INDEX worktrees_repo ON worktrees(repo, state);
+    CREATE TABLE repo_archives (
+        ref        TEXT PRIMARY KEY,
+        repo       TEXT NOT NULL,
+        agent_id   TEXT NOT NULL,
+        agent_name TEXT NOT NULL,
+        commit_sha TEXT NOT NULL,
+        reason     TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX repo_archives_repo ON repo_archives(repo, created_at);
+    """,
 )

@@ -36,6 +36,7 @@ ON_TIMEOUT: tuple[str, ...] = get_args(OnTimeout)
 SlackMode = Literal["socket", "http"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 LogFormat = Literal["auto", "text", "json"]
+MergeMode = Literal["ff", "merge"]
 
 # Variables an agent may see. Everything else in the supervisor's environment (chat tokens,
 # cloud credentials, our own secrets) is withheld.
@@ -413,6 +414,21 @@ class Settings(BaseSettings):
     team_file: Annotated[UserPath | None, Key("SWITCHBOARD_TEAM_FILE", "bus.team_file",
                                               "team_file")] = None
 
+    # [repos]: registered repositories and agents' worktrees (docs/repositories.md). The token
+    # and the key are used by Switchboard's own fetches only, never handed to an agent.
+    repo_token: Annotated[SecretText, Key("SWITCHBOARD_REPO_TOKEN", "repos.token")] = None
+    repo_token_user: Annotated[Text, Key("SWITCHBOARD_REPO_TOKEN_USER",
+                                         "repos.token_user")] = "x-access-token"
+    repo_ssh_key: Annotated[UserPath | None, Key("SWITCHBOARD_REPO_SSH_KEY",
+                                                 "repos.ssh_key")] = None
+    repo_merge: Annotated[MergeMode, Choice, Key("SWITCHBOARD_REPO_MERGE", "repos.merge")] = "ff"
+    repo_gc_interval_s: Annotated[Interval, Key("SWITCHBOARD_REPO_GC_INTERVAL_S",
+                                                "repos.gc_interval_s")] = 600.0
+    repo_intent_ttl_s: Annotated[Interval, Key("SWITCHBOARD_REPO_INTENT_TTL_S",
+                                               "repos.intent_ttl_s")] = 3600.0
+    repo_push_intentions: Annotated[Flag, Key("SWITCHBOARD_REPO_PUSH_INTENTIONS",
+                                              "repos.push_intentions")] = False
+
     # Where memory.current/memory.max live (auto-detected; not configurable, tests inject it).
     cgroup_dir: UserPath | None = None
 
@@ -462,6 +478,10 @@ class Settings(BaseSettings):
     @property
     def agents_dir(self) -> Path:
         return self.home / "agents"
+
+    @property
+    def repos_dir(self) -> Path:
+        return self.home / "repos"
 
     @property
     def log_path(self) -> Path:

@@ -16,7 +16,9 @@ can do about it (`fix`), so the command dispatcher turns any of them into text i
     ├── ShuttingDown                      the supervisor no longer takes work
     ├── StoreFailed(cause)                the state database failed underneath
     ├── StorageTrouble(what, fix)         storage is known broken: new work is refused
-    └── AgentFailed(exit_code, stderr_tail)  the CLI process failed
+    ├── AgentFailed(exit_code, stderr_tail)  the CLI process failed
+    ├── UnknownRepo(name)                 no registered repository by that name
+    └── RepoFailed(what, detail)          a git operation on a repository failed
 """
 
 from __future__ import annotations
@@ -157,3 +159,21 @@ class AgentFailed(SupervisorError):
         super().__init__(text)
         self.exit_code = exit_code
         self.stderr_tail = stderr_tail
+
+
+class UnknownRepo(SupervisorError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no repository named {name!r}",
+                         what=f"There is no repository {name!r}.",
+                         fix="Send /repo list to see them, or /repo add <name> <url> first.")
+        self.name = name
+
+
+class RepoFailed(SupervisorError):
+    """A git operation failed; `detail` is git's own words (never a credential)."""
+
+    def __init__(self, what: str, detail: str = "", fix: str = "") -> None:
+        super().__init__(f"{what}: {detail}" if detail else what,
+                         what=f"{what}." + (f" git said: {detail[-500:]}" if detail else ""),
+                         fix=fix)
+        self.detail = detail

@@ -27,6 +27,8 @@ from supervisor.policy import Policy, PolicyError
 from supervisor.process import install_launcher, resolve_cli, sweep
 from supervisor.protected import ProtectedPaths
 from supervisor.recovery import RERUN_TOOL, answer_hook, report_interrupted
+from supervisor.repos import Repos
+from supervisor.repos.tools import repo_tools
 from supervisor.runner import AgentRunner, RunnerDeps
 from supervisor.sandbox import Isolation, describe, hide_in, probe, unwritable_reason
 from supervisor.storage import StorageGuard
@@ -141,6 +143,7 @@ class AgentPool:
         self._watchdog_task: asyncio.Task[None] | None = None
         self.roles: dict[str, tuple[str, ...]] = {}  # agent id -> its roles (from /team)
         self.isolation: Isolation | None = None
+        self.repos = Repos(self)  # registered repositories and agents' worktrees
 
     async def __aenter__(self) -> AgentPool:
         try:
@@ -178,7 +181,9 @@ class AgentPool:
             peer_dirs=self._peer_dirs,
             clock=self.clock,
             agent_tools=lambda runner: bus_tools(self.bus, runner, FleetHooks(
-                self._roster, self._wait_idle, self._spawn_child)),
+                self._roster, self._wait_idle, self._spawn_child))
+            + repo_tools(self.repos, runner.id),
+            repo_wall=self.repos.wall,
         )
         await self.killswitch.start()
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
@@ -227,6 +232,7 @@ class AgentPool:
         for runner in waiting:
             self._adopt(runner)
         await self.timers.start()  # after expire_orphans: stored reminders and timeouts fire
+        await self.repos.start()  # the agents are known: dead agents' worktrees are collected
         self.recovery = RecoveryReport(tuple(swept), tuple(resumed), interrupted)
         self._watchdog_task = asyncio.create_task(self.watchdog.run(), name="watchdog")
         self.storage.start()
@@ -358,7 +364,9 @@ class AgentPool:
         project_settings: bool = False,
         by: str = "operator",
         role: str | None = None,
+        agent_id: str | None = None,
     ) -> AgentRunner:
+        """`agent_id`: chosen by the caller (a worktree is made for it first: supervisor/repos)."""
         deps = self._require_running()  # the kill switch is checked by supervisor.api
         await self.storage.ensure_writable()
         self.check_isolation()
@@ -384,7 +392,7 @@ class AgentPool:
                                      f"{parent_runner.state}; spawn children of live agents")
             parent_id = parent_runner.id
         await self._admit(parent_id, by)
-        agent_id = new_agent_id()
+        agent_id = agent_id or new_agent_id()
         if cwd:
             workdir = Path(cwd).expanduser().resolve()  # noqa: ASYNC240 - one stat
             if not workdir.is_dir():
@@ -480,6 +488,7 @@ class AgentPool:
         )
         for r in targets:  # their queued messages will never be read: senders are told
             await self.bus.dead_letter(r.id, f"{r.name} was killed")
+        self.repos.gc_soon()  # their worktrees: archived if need be, then removed
         return targets
 
     # -- shutdown --------------------------------------------------------------------------------
@@ -502,6 +511,7 @@ class AgentPool:
             return
         self.state = PoolState.CLOSED
         await self.timers.stop()  # no timeout acts on an agent that is shutting down
+        await self.repos.close()
         self.killswitch.close()
         if self._watchdog_task is not None:
             self._watchdog_task.cancel()

@@ -69,6 +69,8 @@ class RunnerDeps:
     peer_dirs: Callable[[str], tuple[str, ...]] = lambda _agent_id: ()  # others' --cwd
     clock: Clock = SYSTEM_CLOCK
     agent_tools: Callable[[AgentRunner], list[Any]] = lambda _runner: []  # the bus's MCP tools
+    # The agent's worktree as its sandbox sees it (supervisor/repos: mounts and environment).
+    repo_wall: Callable[[str], Any] = lambda _agent_id: None
 
 
 # Claude Code's own tools that would bypass the supervisor: cross-session messaging, session
@@ -411,13 +413,16 @@ class AgentRunner:
         if not iso.ok:
             if not deps.settings.allow_unisolated_agents:
                 raise AgentFailed(None, "", f"agents are not started unisolated: {iso.problem}")
-            return {}
+            wall = deps.repo_wall(self.id)
+            return dict(wall.env) if wall is not None else {}
         dirs = agent_dirs(deps.settings, self.id)
         prepare(deps.settings, iso, dirs, Path(self.cwd), env)
+        wall = deps.repo_wall(self.id)
         argv = bwrap_args(deps.settings, iso, dirs, Path(self.cwd), env, deps.real_cli,
                           ro_extra=(deps.launcher,),
-                          peers=(Path(p) for p in deps.peer_dirs(self.id)))
-        return sandbox_env(iso, dirs, argv, Path(self.cwd))
+                          peers=(Path(p) for p in deps.peer_dirs(self.id)),
+                          binds=wall.binds if wall is not None else ())
+        return sandbox_env(iso, dirs, argv, Path(self.cwd)) | (wall.env if wall else {})
 
     def _options(self) -> ClaudeAgentOptions:
         settings = self._deps.settings

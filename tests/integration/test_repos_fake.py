@@ -1,0 +1,147 @@
+"""Repositories and worktrees with real git repositories and the fake CLI: two agents get
+separate worktrees and branches, a clean merge, a conflicting merge that escalates and changes
+nothing, and GC after a kill that leaves uncommitted work recoverable on an archive branch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from supervisor.repos.git import Tree
+from tests.conftest import run, wait_for
+
+pytestmark = pytest.mark.timeout(60)
+
+GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_COUNT": "1",
+           "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*"}
+
+
+def git(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    full.update(GIT_ENV)
+    full.update(env or {})
+    return subprocess.run(["git", *args], cwd=cwd, env=full, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def make_origin(where: Path, files: dict[str, str] | None = None) -> Path:
+    """A plain repository on branch main with `files` committed."""
+    where.mkdir(parents=True, exist_ok=True)
+    git("init", "-q", "-b", "main", str(where))
+    for name, text in (files or {"README": "hello\n", "shared.txt": "one\ntwo\nthree\n"}).items():
+        (where / name).parent.mkdir(parents=True, exist_ok=True)
+        (where / name).write_text(text)
+    git("add", "-A", cwd=where)
+    git("commit", "-qm", "initial", cwd=where)
+    return where
+
+
+def agent_env(tree: Tree) -> dict[str, str]:
+    """git as the agent's sandbox runs it: its objects go to its private store."""
+    env = {"GIT_DIR": str(tree.admin), "GIT_COMMON_DIR": str(tree.bare),
+           "GIT_WORK_TREE": str(tree.path)}
+    if tree.private is not None:
+        env["GIT_OBJECT_DIRECTORY"] = str(tree.private / "objects")
+        env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = str(tree.bare / "objects")
+    return env
+
+
+def agent_commit(tree: Tree, files: dict[str, str], message: str) -> str:
+    """What `git commit -am` inside the sandbox leaves behind: the objects in the agent's
+    private store and its branch ref there (the sandbox mounts it over refs/heads/agent/)."""
+    for name, text in files.items():
+        (tree.path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree.path / name).write_text(text)
+    env = agent_env(tree)
+    git("add", "-A", cwd=tree.path, env=env)
+    if tree.private is None:
+        git("commit", "-qm", message, cwd=tree.path, env=env)
+        return git("rev-parse", "HEAD", cwd=tree.path, env=env)
+    ref = tree.private / "refs" / "heads" / tree.branch
+    parent = ref.read_text().strip()
+    sha = git("commit-tree", git("write-tree", cwd=tree.path, env=env), "-p", parent, "-m",
+              message, cwd=tree.path, env=env)
+    ref.write_text(sha + "\n")
+    return sha
+
+
+def bare_git(app, repo: str, *args: str) -> str:
+    return git("--git-dir", str(app.settings.repos_dir / f"{repo}.git"), *args)
+
+
+async def spawn(app, name: str, repo: str = "proj", extra: str = "") -> object:
+    reply = await run(app, f"/spawn {name} --repo {repo} {extra} TEXT: ready")
+    assert reply.ok, reply.plain()
+    runner = await app.pool.get(name)
+    await wait_for(lambda: runner.state == "idle" and not runner.busy, 30, f"{name} idle")
+    return runner
+
+
+async def test_two_agents_separate_worktrees_clean_merge_then_conflict(fake_app, tmp_path):
+    origin = make_origin(tmp_path / "origin")
+    reply = await run(fake_app, f"/repo add proj {origin}")
+    assert reply.ok, reply.plain()
+    a, b = await spawn(fake_app, "ant"), await spawn(fake_app, "bee")
+    ta, tb = fake_app.pool.repos.tree_of(a.id), fake_app.pool.repos.tree_of(b.id)
+    assert a.cwd != b.cwd and Path(a.cwd) == ta.path and Path(b.cwd) == tb.path
+    assert (ta.branch, tb.branch) == ("agent/ant", "agent/bee")
+    # Sandboxed agents write their commits to a private store of their own.
+    assert (ta.private is not None) == fake_app.pool.isolation.ok
+    assert (ta.path / "README").read_text() == "hello\n"
+    main0 = bare_git(fake_app, "proj", "rev-parse", "main")
+
+    # A clean merge: ant's commit fast-forwards main.
+    sha_a = agent_commit(ta, {"shared.txt": "ONE\ntwo\nthree\n"}, "ant: first line")
+    diff = await run(fake_app, "/diff ant")
+    assert diff.ok and "shared.txt" in diff.plain(), diff.plain()
+    assert diff.attachments and b"+ONE" in diff.attachments[0].content
+    merged = await run(fake_app, "/merge ant")
+    assert merged.ok and "fast-forward" in merged.plain(), merged.plain()
+    assert bare_git(fake_app, "proj", "rev-parse", "main") == sha_a != main0
+
+    # bee changed the same line from the old base: a conflict, reported, nothing moved.
+    sha_b = agent_commit(tb, {"shared.txt": "uno\ntwo\nthree\n", "new.txt": "x\n"}, "bee")
+    assert (await run(fake_app, "/diff bee")).ok  # takes bee's commit in, as a turn end does
+    refs_before = bare_git(fake_app, "proj", "for-each-ref")
+    conflict = await run(fake_app, "/merge bee")
+    assert not conflict.ok and "shared.txt" in conflict.plain(), conflict.plain()
+    assert "new.txt" not in conflict.plain()
+    assert bare_git(fake_app, "proj", "for-each-ref") == refs_before
+    assert bare_git(fake_app, "proj", "rev-parse", "main") == sha_a
+    assert bare_git(fake_app, "proj", "rev-parse", "agent/bee") == sha_b
+    # The escalation: a notice to every front end, listing the conflicting paths.
+    assert await _notice_with(fake_app, "shared.txt")
+
+
+async def _notice_with(app, text: str) -> bool:
+    rows = await app.store.db.fetchall(
+        "SELECT title, body FROM escalations WHERE title LIKE 'Merge conflict%'")
+    return any(text in r["body"] for r in rows)
+
+
+async def test_kill_with_uncommitted_changes_gc_archives_them(fake_app, tmp_path):
+    origin = make_origin(tmp_path / "origin")
+    assert (await run(fake_app, f"/repo add proj {origin}")).ok
+    a = await spawn(fake_app, "ant")
+    tree = fake_app.pool.repos.tree_of(a.id)
+    sha = agent_commit(tree, {"done.txt": "committed\n"}, "ant: committed work")
+    (tree.path / "wip.txt").write_text("not committed yet\n")
+    (tree.path / "README").write_text("edited\n")
+    assert (await run(fake_app, "/kill ant")).ok
+    await wait_for(lambda: not tree.path.exists(), 20, "GC removed the worktree")
+    archives = await fake_app.api.repos.archives("proj")
+    assert len(archives) == 1 and archives[0].ref.startswith("archive/ant/")
+    ref = archives[0].ref
+    assert bare_git(fake_app, "proj", "show", f"{ref}:wip.txt") == "not committed yet"
+    assert bare_git(fake_app, "proj", "show", f"{ref}:README") == "edited"
+    assert bare_git(fake_app, "proj", "show", f"{ref}:done.txt") == "committed"
+    assert bare_git(fake_app, "proj", "rev-parse", f"{ref}^") == sha
+    listing = await run(fake_app, "/repo archives")
+    assert ref in listing.plain()
+    # The agent branch is gone with its worktree; the work is on the archive branch only.
+    assert "agent/ant" not in bare_git(fake_app, "proj", "branch", "--list")
