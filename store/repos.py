@@ -73,7 +73,7 @@ class RepoRepo:
         row = await self.db.fetchone("SELECT * FROM repos WHERE name = ?", (name,))
         return RepoRow(**dict(row)) if row else None
 
-    async def list(self) -> list[RepoRow]:
+    async def all(self) -> list[RepoRow]:
         return [RepoRow(**dict(r)) for r in
                 await self.db.fetchall("SELECT * FROM repos ORDER BY name")]
 

@@ -13,6 +13,8 @@ from supervisor.views import AgentView
 
 if TYPE_CHECKING:
     from supervisor.api import Actor, SupervisorAPI
+    from supervisor.repos import Repos
+    from supervisor.runner import AgentRunner
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +82,7 @@ class RepoAPI:
         self._api = api
 
     @property
-    def _repos(self):  # type: ignore[no-untyped-def]
+    def _repos(self) -> Repos:
         return self._api._pool.repos
 
     async def add(self, name: str, source: str, *, by: Actor) -> RepoView:
@@ -93,7 +95,7 @@ class RepoAPI:
     async def list(self) -> tuple[RepoView, ...]:
         return tuple(RepoView(r.name, r.url, r.default_branch, r.created_at, r.fetched_at,
                               tuple(_wt(w) for w in wts))
-                     for r, wts in await self._repos.list())
+                     for r, wts in await self._repos.listing())
 
     async def remove(self, name: str, *, by: Actor) -> RepoView:
         row = await self._repos.remove(name.strip())
@@ -125,7 +127,7 @@ class RepoAPI:
             raise AgentExists(name)
         agent_id = new_agent_id()
 
-        async def start():  # type: ignore[no-untyped-def]
+        async def start() -> AgentRunner:
             return await pool.spawn(name, prompt, model=model, parent=parent,
                                     permission_mode=permission_mode,
                                     project_settings=project_settings, by=by.id, role=role,

@@ -61,6 +61,13 @@ def _url_has_credentials(url: str) -> bool:
         "ssh://git@")
 
 
+def _local_source(source: str) -> str:
+    local = Path(source).expanduser()
+    if not local.exists():
+        raise InvalidRequest(f"{source} is neither a URL nor an existing directory")
+    return str(local.resolve())
+
+
 class Repos:
     """The repositories of one supervisor. Built by the pool, started after its agents."""
 
@@ -181,10 +188,7 @@ class Repos:
             raise InvalidRequest("the URL carries credentials; give the URL without them and "
                                  "set repo_token (or repo_ssh_key) in the settings instead")
         if "://" not in source and not re.match(r"^[\w.-]+@[\w.-]+:", source):
-            local = Path(source).expanduser()
-            if not local.exists():  # noqa: ASYNC240 - one stat
-                raise InvalidRequest(f"{source} is neither a URL nor an existing directory")
-            source = str(local.resolve())
+            source = _local_source(source)
         path = self.settings.repos_dir / f"{name}.git"
         async with self.lock(name):
             if path.exists():  # noqa: ASYNC240 - one stat
@@ -196,9 +200,9 @@ class Repos:
                 raise
             return await self.store.repos.add(name, source, str(path), branch)
 
-    async def list(self) -> list[tuple[RepoRow, list[WorktreeRow]]]:
+    async def listing(self) -> list[tuple[RepoRow, list[WorktreeRow]]]:
         return [(r, await self.store.repos.worktrees(r.name))
-                for r in await self.store.repos.list()]
+                for r in await self.store.repos.all()]
 
     async def remove(self, name: str) -> RepoRow:
         row = await self.repo(name)
@@ -461,7 +465,7 @@ class Repos:
         removed: list[str] = []
         archived: list[tuple[str, str]] = []
         kept: list[str] = []
-        for repo in await self.store.repos.list():
+        for repo in await self.store.repos.all():
             async with self.lock(repo.name):
                 for wt in await self.store.repos.worktrees(repo.name):
                     if self.in_use(wt.agent_id):

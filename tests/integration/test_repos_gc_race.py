@@ -86,24 +86,29 @@ async def _scenario(home: Path, plan: dict) -> None:
         await repos.gc("final")
         check_in_use()
         assert not problems, problems
-        for name in live:  # a live agent's last commits are taken in at its turn end, or here
-            await app.api.repos.diff(name)
-        refs = git("--git-dir", str(bare), "for-each-ref", "--format=%(refname)").split()
-        for name, sha in commits.items():
-            holders = git("--git-dir", str(bare), "for-each-ref", "--contains", sha,
-                          "--format=%(refname)")
-            assert holders, f"{name}'s commit {sha} is on no branch (refs: {refs})"
-        archives = {a.agent_name: a.ref for a in await app.api.repos.archives("proj")}
-        for name, text in dirty.items():
-            if name in live:
-                continue
-            assert name in archives, f"{name}'s uncommitted work was not archived"
-            i = name[1:]
-            shown = git("--git-dir", str(bare), "show", f"{archives[name]}:wip{i}.txt")
-            assert shown == text
-        for name in {f"a{i}" for i in range(AGENTS)} - live:  # killed: worktree removed
-            r = await app.pool.get(name)
-            assert repos.tree_of(r.id) is None and not Path(r.cwd).exists()
+        await _check_work(app, bare, commits, dirty, live)
+
+
+async def _check_work(app, bare: Path, commits: dict[str, str], dirty: dict[str, str],
+                      live: set[str]) -> None:
+    repos = app.pool.repos
+    for name in live:  # a live agent's last commits are taken in at its turn end, or here
+        await app.api.repos.diff(name)
+    refs = git("--git-dir", str(bare), "for-each-ref", "--format=%(refname)").split()
+    for name, sha in commits.items():
+        holders = git("--git-dir", str(bare), "for-each-ref", "--contains", sha,
+                      "--format=%(refname)")
+        assert holders, f"{name}'s commit {sha} is on no branch (refs: {refs})"
+    archives = {a.agent_name: a.ref for a in await app.api.repos.archives("proj")}
+    for name, text in dirty.items():
+        if name in live:
+            continue
+        assert name in archives, f"{name}'s uncommitted work was not archived"
+        shown = git("--git-dir", str(bare), "show", f"{archives[name]}:wip{name[1:]}.txt")
+        assert shown == text
+    for name in {f"a{i}" for i in range(AGENTS)} - live:  # killed: worktree removed
+        r = await app.pool.get(name)
+        assert repos.tree_of(r.id) is None and not Path(r.cwd).exists()
 
 
 @settings(max_examples=3, deadline=None, derandomize=True, phases=(Phase.generate,),
