@@ -26,6 +26,7 @@ from store.repos import ACTIVE, CREATING, ArchiveRow, RepoRow, WorktreeRow
 from supervisor.bus import SYSTEM_SENDER
 from supervisor.errors import InvalidRequest, RepoFailed, SupervisorError, UnknownRepo
 from supervisor.events import AgentState, TurnFinished
+from supervisor.redact import SECRETS
 from supervisor.repos import git
 from supervisor.repos.git import Credentials, GitFailed, Tree
 from supervisor.repos.siblings import Notice, Siblings, render
@@ -57,8 +58,13 @@ class GcReport:
 
 
 def _url_has_credentials(url: str) -> bool:
-    return bool(re.match(r"^[a-z][a-z0-9+.-]*://[^/@]+@", url, re.I)) and not url.startswith(
-        "ssh://git@")
+    """A URL with a user:password (or a token as the user) in it. Its secret part is added to
+    the redactor at once: the refused command is still audited, and must not carry it."""
+    m = re.match(r"^[a-z][a-z0-9+.-]*://([^/@]+)@", url, re.I)
+    if m is None or url.startswith("ssh://git@"):
+        return False
+    SECRETS.add(*(p for p in m.group(1).split(":") if len(p) >= 4), m.group(1))
+    return True
 
 
 def _local_source(source: str) -> str:
@@ -91,8 +97,12 @@ class Repos:
     @property
     def creds(self) -> Credentials:
         s = self.settings
-        return Credentials(s.repo_token.value if s.repo_token else None, s.repo_token_user,
-                           s.repo_ssh_key)
+        creds = Credentials(s.repo_token.value if s.repo_token else None, s.repo_token_user,
+                            s.repo_ssh_key)
+        for value in creds.env().values():
+            if value.startswith("Authorization: "):  # the token, encoded: a secret too
+                SECRETS.add(value.split()[-1])
+        return creds
 
     def lock(self, repo: str) -> asyncio.Lock:
         return self._locks.setdefault(repo, asyncio.Lock())
