@@ -228,6 +228,7 @@ class AgentPool:
                     f"[Switchboard] Your earlier request was not answered because the supervisor "
                     f"restarted: {orphan.title}. If you still need it, ask again."
                 )
+        await self.repos.load()  # before the loops: a first turn's sandbox shows its worktree
         # Now the loops: what the dead supervisor had leased and these notes arrive together.
         for runner in waiting:
             self._adopt(runner)

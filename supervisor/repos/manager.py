@@ -90,6 +90,7 @@ class Repos:
         self._tasks: list[asyncio.Task[None]] = []
         self._gc_soon = asyncio.Event()
         self._gc_why = "timer"
+        self._loaded = False
         self.gc_runs = 0
 
     # -- plumbing -------------------------------------------------------------------------------
@@ -138,14 +139,21 @@ class Repos:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    async def start(self) -> GcReport:
-        """Load the worktrees, collect dead agents' ones, and start the GC timer and the
-        watcher of turn ends."""
+    async def load(self) -> None:
+        """The recorded worktrees, before any agent's loop runs: a recovered agent's first
+        turn needs its sandbox's view of the repository (wall) and its intend tool."""
         for wt in await self.store.repos.worktrees():
             if wt.state == ACTIVE:
                 self._trees[wt.agent_id] = (wt.repo, self._tree(wt))
                 if wt.head:
                     self._heads[wt.agent_id] = wt.head
+        self._loaded = True
+
+    async def start(self) -> GcReport:
+        """Collect dead agents' worktrees, and start the GC timer and the watcher of turn
+        ends."""
+        if not self._loaded:
+            await self.load()
         report = await self.gc("start")
         self._tasks = [asyncio.create_task(self._gc_loop(), name="repos:gc"),
                        asyncio.create_task(self._watch_turns(), name="repos:turns")]

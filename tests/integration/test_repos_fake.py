@@ -133,7 +133,12 @@ async def test_kill_with_uncommitted_changes_gc_archives_them(fake_app, tmp_path
     (tree.path / "wip.txt").write_text("not committed yet\n")
     (tree.path / "README").write_text("edited\n")
     assert (await run(fake_app, "/kill ant")).ok
-    await wait_for(lambda: not tree.path.exists(), 20, "GC removed the worktree")
+    async def removed() -> bool:
+        row = await fake_app.store.repos.worktree(a.id)
+        return row.state == "removed"
+
+    await wait_for(removed, 20, "GC removed the worktree")
+    assert not tree.path.exists() and not tree.admin.exists()
     archives = await fake_app.api.repos.archives("proj")
     assert len(archives) == 1 and archives[0].ref.startswith("archive/ant/")
     ref = archives[0].ref
@@ -145,3 +150,72 @@ async def test_kill_with_uncommitted_changes_gc_archives_them(fake_app, tmp_path
     assert ref in listing.plain()
     # The agent branch is gone with its worktree; the work is on the archive branch only.
     assert "agent/ant" not in bare_git(fake_app, "proj", "branch", "--list")
+
+
+async def _repo_with(app, tmp_path) -> None:
+    origin = make_origin(tmp_path / "origin", {"shared.txt": "s\n", "c.txt": "c\n"})
+    assert (await run(app, f"/repo add proj {origin}")).ok
+
+
+INTEND = 'MCP intend {"paths": ["shared.txt"], "note": "rewriting it"}'
+
+
+async def _turns(app, r):
+    return list(reversed(await app.store.turns.recent(r.id, 50)))
+
+
+async def test_an_intention_reaches_the_overlapping_sibling_only(fake_app, tmp_path):
+    await _repo_with(fake_app, tmp_path)
+    ant, bee, cat = [await spawn(fake_app, n) for n in ("ant", "bee", "cat")]
+    repos = fake_app.pool.repos
+    (repos.tree_of(bee.id).path / "shared.txt").write_text("bee's edit\n")  # overlapping
+    (repos.tree_of(cat.id).path / "c.txt").write_text("cat's edit\n")  # not
+    assert (await run(fake_app, f"/ask ant {INTEND}")).ok
+
+    async def bee_heard() -> bool:
+        return any("ant intends to change shared.txt" in t.prompt
+                   for t in await _turns(fake_app, bee))
+
+    await wait_for(bee_heard, 30, "bee told of ant's intention")
+    notice = next(t for t in await _turns(fake_app, bee) if "intends" in t.prompt)
+    assert "rewriting it" in notice.prompt and "overlaps your work on shared.txt" in notice.prompt
+    ta = await _turns(fake_app, ant)
+    assert "Declared: you intend to change shared.txt" in (ta[-1].result_text or "")
+    await wait_for(lambda: not cat.busy and not cat.queued, 10, "cat idle")
+    assert len(await _turns(fake_app, cat)) == 1  # not disturbed
+
+
+async def test_push_intentions_interrupts_the_busy_sibling(fake_settings, tmp_path):
+    from bot.app import Switchboard
+
+    async with Switchboard(fake_settings.with_(repo_push_intentions=True)) as app:
+        await _repo_with(app, tmp_path)
+        ant, bee = await spawn(app, "ant"), await spawn(app, "bee")
+        (app.pool.repos.tree_of(bee.id).path / "shared.txt").write_text("bee's edit\n")
+        assert (await run(app, "/ask bee SLEEP 60")).ok
+        await wait_for(lambda: bee.busy, 10, "bee busy")
+        assert (await run(app, f"/ask ant {INTEND}")).ok
+        await wait_for(lambda: not bee.busy and not bee.queued, 30, "bee interrupted")
+        tb = await _turns(app, bee)
+        sleep = next(t for t in tb if t.prompt == "SLEEP 60")
+        assert sleep.status == "interrupted"
+        assert "ant intends to change shared.txt" in tb[-1].prompt
+
+
+async def test_worktrees_survive_a_restart_and_gc_at_start_keeps_live_ones(fake_settings,
+                                                                          tmp_path):
+    from bot.app import Switchboard
+
+    async with Switchboard(fake_settings) as app:
+        await _repo_with(app, tmp_path)
+        ant = await spawn(app, "ant")
+        sha = agent_commit(app.pool.repos.tree_of(ant.id), {"n.txt": "n\n"}, "ant: n")
+        ant_id = ant.id
+    async with Switchboard(fake_settings) as app:
+        repos = app.pool.repos
+        tree = repos.tree_of(ant_id)
+        assert tree is not None and (tree.path / ".git").is_file()  # GC at start kept it
+        assert repos.wall(ant_id) is not None and repos.gc_runs >= 1
+        diff = await run(app, "/diff ant")
+        assert diff.ok and "n.txt" in diff.plain(), diff.plain()
+        assert bare_git(app, "proj", "rev-parse", "agent/ant") == sha
