@@ -190,7 +190,8 @@ async def test_push_intentions_interrupts_the_busy_sibling(fake_settings, tmp_pa
 
     async with Switchboard(fake_settings.with_(repo_push_intentions=True)) as app:
         await _repo_with(app, tmp_path)
-        ant, bee = await spawn(app, "ant"), await spawn(app, "bee")
+        await spawn(app, "ant")
+        bee = await spawn(app, "bee")
         (app.pool.repos.tree_of(bee.id).path / "shared.txt").write_text("bee's edit\n")
         assert (await run(app, "/ask bee SLEEP 60")).ok
         await wait_for(lambda: bee.busy, 10, "bee busy")
