@@ -277,14 +277,6 @@ def _alternates(private: Path, bare: Path) -> None:
     os.replace(tmp, info / "alternates")
 
 
-def reset_private(tree: Tree, sha: str) -> None:
-    """After Switchboard moved the branch itself: the agent's ref follows."""
-    ref = tree.private_ref
-    if ref is not None:
-        ref.parent.mkdir(parents=True, exist_ok=True)
-        ref.write_text(sha + "\n")
-
-
 def dirty_paths(g: Git, tree: Tree) -> list[str]:
     """Paths with uncommitted changes (untracked files too), relative to the worktree."""
     _, out = g.run("status", "--porcelain=v1", "-z", "--untracked-files=all",
@@ -387,26 +379,6 @@ def snapshot(g: Git, tree: Tree, head: str) -> str:
 
 def keep(g: Git, bare: Path, ref: str, sha: str) -> None:
     g.run("--git-dir", str(bare), "update-ref", f"refs/heads/{ref}", sha)
-
-
-def copy_objects(g: Git, tree: Tree, sha: str) -> None:
-    """Objects reachable from `sha` that live only in the agent's private store, copied into
-    the bare repository (a snapshot made with the store as an alternate needs them)."""
-    if tree.private is None:
-        return
-    _, objects = g.run("--git-dir", str(tree.bare), "rev-list", "--objects", sha, "--not",
-                       "--all", env={"GIT_ALTERNATE_OBJECT_DIRECTORIES":
-                                     str(tree.private / "objects")})
-    if not objects.strip():
-        return
-    for line in objects.splitlines():
-        oid = line.split(" ", 1)[0]
-        src = tree.private / "objects" / oid[:2] / oid[2:]
-        dest = tree.bare / "objects" / oid[:2] / oid[2:]
-        if src.is_file() and not dest.exists():
-            dest.parent.mkdir(exist_ok=True)
-            shutil.copyfile(src, dest)
-    g.run("--git-dir", str(tree.bare), "cat-file", "-e", sha)
 
 
 def remove_worktree(g: Git, tree: Tree) -> None:

@@ -353,6 +353,8 @@ class Repos:
         if entry is not None:
             repo, tree = entry
             async with self.lock(repo):
+                if agent_id not in self._trees:
+                    return []  # GC took it (the agent was killed) while this waited
                 head = await self._git(git.sync, tree)
                 old = self._heads.get(agent_id)
                 if head and old and head != old:

@@ -179,6 +179,7 @@ async def test_an_intention_reaches_the_overlapping_sibling_only(fake_app, tmp_p
     await wait_for(bee_heard, 30, "bee told of ant's intention")
     notice = next(t for t in await _turns(fake_app, bee) if "intends" in t.prompt)
     assert "rewriting it" in notice.prompt and "overlaps your work on shared.txt" in notice.prompt
+    await wait_for(lambda: not ant.busy and not ant.queued, 10, "ant's turn over")
     ta = await _turns(fake_app, ant)
     assert "Declared: you intend to change shared.txt" in (ta[-1].result_text or "")
     await wait_for(lambda: not cat.busy and not cat.queued, 10, "cat idle")
