@@ -108,3 +108,29 @@ async def test_repo_commands_refuse_what_is_wrong(quiet_app):
     assert not r.ok and "no agent" in r.plain().lower()
     r = await run(quiet_app, "/repo archives nothere")
     assert not r.ok and "no repository" in r.plain().lower()
+
+
+async def test_repo_add_list_fetch_fast_forwards_only_and_remove(quiet_app, tmp_path):
+    from tests.integration.test_repos_fake import git, make_origin
+
+    origin = make_origin(tmp_path / "origin")
+    r = await run(quiet_app, f"/repo add proj {origin}")
+    assert r.ok and "default branch main" in r.plain(), r.plain()
+    bare = quiet_app.settings.repos_dir / "proj.git"
+    assert "proj" in (await run(quiet_app, "/repo list")).plain()
+    (origin / "README").write_text("moved on\n")
+    git("commit", "-qam", "upstream", cwd=origin)
+    git("checkout", "-qb", "feature", cwd=origin)
+    r = await run(quiet_app, "/repo fetch proj")
+    assert r.ok and "moved feature, main" in r.plain(), r.plain()
+    assert git("--git-dir", str(bare), "rev-parse", "main") == git("rev-parse", "main",
+                                                                   cwd=origin)
+    # A branch that moved here (a /merge) is never rewound by a fetch.
+    local = git("--git-dir", str(bare), "commit-tree", "main^{tree}", "-p", "main", "-m", "m")
+    git("--git-dir", str(bare), "update-ref", "refs/heads/main", local)
+    r = await run(quiet_app, "/repo fetch proj")
+    assert r.ok and "no local branch moved" in r.plain(), r.plain()
+    assert git("--git-dir", str(bare), "rev-parse", "main") == local
+    assert (await run(quiet_app, "/repo add proj /nonexistent")).ok is False
+    r = await run(quiet_app, "/repo remove proj")
+    assert r.ok and not bare.exists()
