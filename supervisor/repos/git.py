@@ -382,10 +382,10 @@ def keep(g: Git, bare: Path, ref: str, sha: str) -> None:
 
 
 def remove_worktree(g: Git, tree: Tree) -> None:
-    """The worktree, its administrative directory, its branch and the private store: gone."""
+    """The worktree, its administrative directory, its branch and the private store: gone.
+    The paths are ours (recorded at creation), not git's `worktree remove`, which would find
+    the worktree through files its agent could write."""
     b = ("--git-dir", str(tree.bare))
-    with contextlib.suppress(GitFailed):
-        g.run(*b, "worktree", "remove", "--force", "--force", str(tree.path))
     shutil.rmtree(tree.path, ignore_errors=True)
     if tree.admin.parent == tree.bare / "worktrees":
         shutil.rmtree(tree.admin, ignore_errors=True)

@@ -227,8 +227,9 @@ class Repos(Awareness):
             busy = [w.agent_name for w in await self.store.repos.worktrees(name)]
             if busy:
                 raise InvalidRequest(f"agents still have worktrees on {name}: "
-                                     f"{', '.join(busy)}; kill them first (their work is "
-                                     "archived), then remove the repository")
+                                     f"{', '.join(busy)}; kill them first (GC archives their "
+                                     "work and removes the worktrees; /repo gc does it now), "
+                                     "then remove the repository")
             await self.store.repos.remove(name)
             await asyncio.to_thread(shutil.rmtree, row.path, True)
         return row
