@@ -87,6 +87,10 @@ def assert_all_dead(fleet: list[Watched], what: str) -> float:
     return elapsed
 
 
+def running(w: Watched) -> list[str]:
+    return [str(p) for p in w.agent_side() if p.state() not in ("T", "t", "Z", None)]
+
+
 async def test_pause_freezes_every_process_of_twenty_hostile_agents(hostile_app, mock_api):
     fleet = await hostile_fleet(hostile_app, mock_api, "pz")
     for w in fleet:
@@ -94,9 +98,14 @@ async def test_pause_freezes_every_process_of_twenty_hostile_agents(hostile_app,
         assert reply.ok, reply.plain()
     frozen = {}
     for w in fleet:
+        # A process inside a system call (state D, a write under load) takes its SIGSTOP
+        # when the call returns, so a stop is waited for; one that keeps running fails.
+        try:
+            await wait_for(lambda w=w: not running(w), 10, f"{w.runner.name} to stop")
+        except AssertionError:
+            raise AssertionError(
+                f"{w.runner.name}: not stopped after /pause: {running(w)}") from None
         procs = w.agent_side()
-        running = [str(p) for p in procs if p.state() not in ("T", "t", "Z", None)]
-        assert not running, f"{w.runner.name}: not stopped after /pause: {running}"
         frozen[w.runner.name] = ({(p.pid, p.start) for p in procs}, counters(w.runner))
     await asyncio.sleep(1.0)
     for w in fleet:
