@@ -112,9 +112,9 @@ class AgentRunner:
         self.turn_started_at: float | None = None
         self.first_event_at: float | None = None
         self._open_escalations = 0
-        # An interrupt that came before the turn's prompt reached the CLI: sent right after.
+        # An interrupt that came before the CLI began the turn: sent once it has.
         self._interrupt_pending = False
-        self._query_sent = False
+        self._turn_begun = False
         self._paused_by_timeout = False
         self.budget_blocked: str | None = None
         self._budget_day = 0
@@ -283,7 +283,7 @@ class AgentRunner:
         proc = self._proc
         if not self.busy:
             return False
-        if proc is None or not proc.alive() or not self._query_sent:
+        if proc is None or not proc.alive() or not self._turn_begun:
             self._interrupt_pending = True  # the turn is being set up: interrupted once sent
             return True
         await self._interrupt(proc)
@@ -497,10 +497,6 @@ class AgentRunner:
             # Paused while the turn was being set up: it is working once resumed.
             await self._set_state(AgentState.WORKING, "", unless_paused=True)
             await proc.query(prompt)
-            self._query_sent = True
-            if self._interrupt_pending:
-                self._interrupt_pending = False
-                await self._interrupt(proc)
             result = await self._retry_api_errors(proc, turn_id, await self._result(proc, turn_id))
             await self._finish_turn(turn_id, result)
             return True
@@ -530,12 +526,20 @@ class AgentRunner:
         finally:
             self.current_tool = None
             self.turn_started_at = None
-            self._query_sent = self._interrupt_pending = False
+            self._turn_begun = self._interrupt_pending = False
             self._turn_done.set()
 
     async def _result(self, proc: AgentProcess, turn_id: int) -> ResultMessage:
         result: ResultMessage | None = None
         async for msg in proc.responses():
+            if not self._turn_begun:
+                # The CLI has begun the turn (its first message, the turn's system/init): an
+                # interrupt written before this could reach it between turns, where it is a
+                # no-op, so one that came early is sent now.
+                self._turn_begun = True
+                if self._interrupt_pending and not isinstance(msg, ResultMessage):
+                    self._interrupt_pending = False
+                    await self._interrupt(proc)
             await self._record(msg, turn_id)
             if isinstance(msg, ResultMessage):
                 result = msg
@@ -560,6 +564,7 @@ class AgentRunner:
             await self._deps.store.events.append(self.id, turn_id, "retry", note,
                                                  {"status": status, "attempt": attempt})
             self._deps.hub.publish(AgentOutput(self.id, self.name, "system", note))
+            self._turn_begun = False  # an interrupt meanwhile goes to the continuation
             await self._deps.clock.sleep(wait_s)
             await proc.query(API_RETRY_PROMPT.format(status=status))
             result = await self._result(proc, turn_id)
