@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 from store import Store
 from store.errors import StoreError
 from supervisor import teams as teams_module
+from supervisor.api_standing import StandingAPI
 from supervisor.bus import OPERATOR_SENDER
 from supervisor.config import Settings
 from supervisor.errors import (
@@ -42,6 +43,7 @@ from supervisor.guardrails import RateLimiter
 from supervisor.killswitch import KillReport, KillSwitch
 from supervisor.redact import SECRETS
 from supervisor.sanitize import clean
+from supervisor.standing import charter_text
 from supervisor.views import (
     AgentDetail,
     AgentLog,
@@ -140,6 +142,7 @@ class SupervisorAPI:
         self._rates = RateLimiter()
         self._bus_depth: Callable[[], int] = lambda: 0
         self._schedule_runs: Callable[[], Mapping[str, int]] = dict
+        self.standing = StandingAPI(pool)  # supervisor/api_standing.py
 
     @classmethod
     def over(cls, pool: AgentPool) -> SupervisorAPI:
@@ -184,6 +187,7 @@ class SupervisorAPI:
             launcher_pid=proc.launcher_pid if proc else None,
             last_error=r.last_error,
             last_answer=last[0].result_text if last else None,
+            charter=r.charter,
         )
 
     @_store_errors
@@ -224,14 +228,18 @@ class SupervisorAPI:
     async def spawn(self, name: str, prompt: str, *, by: Actor, model: str | None = None,
                     cwd: str | None = None, parent: str | None = None,
                     permission_mode: str | None = None,
-                    project_settings: bool = False, role: str | None = None) -> AgentView:
+                    project_settings: bool = False, role: str | None = None,
+                    charter: str | None = None) -> AgentView:
         """Start an agent on its first prompt. The pool admits it (limits, rates, memory,
-        isolation) and validates name, prompt, mode and directory."""
+        isolation) and validates name, prompt, mode and directory. With a `charter` (its
+        text, or @path of a file) it is a standing agent (docs/standing-agents.md)."""
         self._not_halted()
         name, prompt = clean(name), clean(prompt)
+        text = None if charter is None else charter_text(clean(charter))
         r = await self._pool.spawn(name, prompt, model=model, cwd=cwd, parent=parent,
                                    permission_mode=permission_mode,
-                                   project_settings=project_settings, by=by.id, role=role)
+                                   project_settings=project_settings, by=by.id, role=role,
+                                   charter=text)
         return _view(r)
 
     @_store_errors
