@@ -4,8 +4,10 @@ agent asks the operator is one its charter already decides. Pure functions, no I
 A question is matched to charter lines by plain word overlap (lower-cased words of three or more
 letters, common words dropped, a crude plural/-ing/-ed stem): a line sharing at least
 `MIN_OVERLAP` such words with the question is relevant. A relevant line under a heading or label
-that says the operator must be asked ("Needs approval:", "Ask first", "Escalate when ...") means
-the question goes to the operator; otherwise the relevant lines are sent back to the agent.
+that says the operator must be asked ("Needs approval:", "Ask first", "Escalate when ...") and
+shares as many words as the best line means the question goes to the operator; otherwise the
+relevant lines are sent back to the agent. A question naming an irreversible step (push,
+merge, deploy, delete, publish, pay ...) always goes to the operator.
 """
 
 from __future__ import annotations
@@ -36,14 +38,23 @@ _MUST_ASK = ("approv", "ask", "escalat", "permission", "confirm", "sign-off", "o
 
 
 def stem(word: str) -> str:
+    """Crude: merge, merges, merged, merging are all 'merg'."""
     for suffix in ("ing", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
             return word[: -len(suffix)]
-    return word
+    return word[:-1] if word.endswith("e") and len(word) > 4 else word
 
 
 def words(text: str) -> frozenset[str]:
     return frozenset(stem(w) for w in _WORD.findall(text.lower()) if w not in _STOP)
+
+
+# A question about an irreversible step always reaches the operator: no charter pre-approves
+# one (the policy asks about the step itself anyway, see [standing] in the policy).
+IRREVERSIBLE_WORDS = frozenset(stem(w) for w in """
+push merge deploy delete remove drop destroy publish release rollout pay purchase buy charge
+refund invoice wipe erase
+""".split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,14 +109,23 @@ def relevant(question: str, charter: str, *, min_overlap: int = MIN_OVERLAP
 
 
 def judge(question: str, charter: str) -> Verdict:
+    """Send back when the lines sharing the most words with the question decide it; to the
+    operator when one of those says to ask, when no line covers it, or when the question is
+    about an irreversible step."""
+    irreversible = sorted(words(question) & IRREVERSIBLE_WORDS)
+    if irreversible:
+        return Verdict(False, (), f"it is about an irreversible step ({irreversible[0]})")
     lines = relevant(question, charter)
     if not lines:
         return Verdict(False, (), "no line of the charter covers it")
-    asks = [ln for ln in lines if ln.must_ask]
+    asked = words(question)
+    top = len(asked & lines[0].words)
+    asks = [ln for ln in lines if ln.must_ask and len(asked & ln.words) == top]
     if asks:
         return Verdict(False, tuple(ln.text for ln in asks),
                        f"the charter says to ask: {asks[0].text}")
-    return Verdict(True, tuple(ln.text for ln in lines), "the charter decides it")
+    return Verdict(True, tuple(ln.text for ln in lines if not ln.must_ask),
+                   "the charter decides it")
 
 
 def send_back_text(lines: tuple[str, ...]) -> str:
