@@ -135,10 +135,10 @@ def send_back_text(lines: tuple[str, ...]) -> str:
             "does not decide it, ask again and it will reach the operator.")
 
 
-def question_key(question: str) -> str:
-    """The same question however it is spaced or capitalised."""
+def question_key(question: str, scope: str = "") -> str:
+    """The same question however it is spaced or capitalised, within `scope` (a turn)."""
     norm = " ".join(question.lower().split())
-    return hashlib.sha256(norm.encode()).hexdigest()[:32]
+    return hashlib.sha256(f"{scope}\0{norm}".encode()).hexdigest()[:32]
 
 
 def system_prompt(charter: str) -> str:

@@ -37,7 +37,7 @@ from supervisor.describe import describe
 from supervisor.escalations import Answer, Decision, Escalations, Kind
 from supervisor.policy import Action, Policy
 from supervisor.policy import Decision as PolicyDecision
-from supervisor.standing import send_back
+from supervisor.standing import send_back, turn_scope
 
 logger = logging.getLogger(__name__)
 
@@ -201,7 +201,8 @@ class ToolGate:
     async def _send_back(self, question: str) -> str | None:
         """A standing agent's question its charter decides: the text that sends it back."""
         return await send_back(self.deps.store, self.deps.escalations.clock.now(),
-                               self.agent.id, getattr(self.agent, "charter", None), question)
+                               self.agent.id, getattr(self.agent, "charter", None), question,
+                               turn_scope(self.agent))
 
     async def _ask_user_question(self, tool_input: dict[str, Any]) -> PermissionResult:
         answers: dict[str, str] = {}

@@ -116,3 +116,22 @@ async def test_a_question_is_sent_back_once_then_reaches_the_operator(migrated_d
         assert [e.kind for e in events] == ["charter_send_back"]
     finally:
         await store.db.close()
+
+
+async def test_once_means_once_per_turn(migrated_db, tmp_path):
+    """A later turn (another wake) meeting the same question is sent back again; within one
+    turn the second ask reaches the operator."""
+    db = tmp_path / "db.sqlite"
+    db.write_bytes(migrated_db.read_bytes())
+    store = await open_store(db)
+    try:
+        await store.agents.create(id="a1", name="nightly", parent_id=None, model=None,
+                                  cwd="/tmp", prompt="p", permission_mode="default",
+                                  state="idle")
+        q = "Should I skip the flaky test or fix it?"
+        assert await send_back(store, 1.0, "a1", CHARTER, q, "turn 1") is not None
+        assert await send_back(store, 2.0, "a1", CHARTER, q, "turn 1") is None
+        assert await send_back(store, 3.0, "a1", CHARTER, q, "turn 2") is not None
+        assert await send_back(store, 4.0, "a1", CHARTER, q, "turn 2") is None
+    finally:
+        await store.db.close()
