@@ -1,0 +1,47 @@
+"""Standing agents with the fake CLI (cheap): the charter survives a supervisor restart, a bad
+--charter is refused with what to do instead, the session TTL leaves a standing agent alone
+while an ordinary agent is stopped, and a killed agent cannot be woken."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.app import Switchboard
+from supervisor.errors import AgentNotRunning
+from tests.conftest import run, wait_for
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def test_a_charter_survives_a_restart_and_bad_ones_are_refused(fake_settings, tmp_path):
+    async with Switchboard(fake_settings) as app:
+        missing = await run(app, f"/spawn nope --charter @{tmp_path / 'none.md'} hello")
+        assert not missing.ok and "cannot read" in missing.plain()
+        empty = await run(app, '/spawn nope --charter "  " hello')
+        assert not empty.ok and "the charter is empty" in empty.plain()
+        assert await app.store.agents.find("nope") is None  # nothing was started
+        reply = await run(app, '/spawn keeper --charter "Goal: keep it tidy." hello')
+        assert reply.ok, reply.plain()
+        agent = await app.pool.get("keeper")
+        await wait_for(lambda: agent.state == "idle", 30, "the first turn")
+    async with Switchboard(fake_settings) as app:
+        agent = await app.pool.get("keeper")
+        assert agent.standing and agent.charter == "Goal: keep it tidy."
+        assert "Goal: keep it tidy." in (await run(app, "/status keeper")).plain()
+        assert (await run(app, "/kill keeper")).ok
+        with pytest.raises(AgentNotRunning):
+            await app.api.standing.wake("keeper", "wake up")
+
+
+async def test_the_ttl_stops_an_ordinary_agent_but_not_a_standing_one(fake_settings):
+    settings = fake_settings.with_(session_ttl_s=0.5, ttl_warn_s=0.0, watchdog_interval_s=0.1,
+                                   standing_idle_stop_s=0.0)  # 0: a standing CLI stays up
+    async with Switchboard(settings) as app:
+        assert (await run(app, '/spawn standing --charter "Goal: stay." hello')).ok
+        assert (await run(app, "/spawn ordinary hello")).ok
+        standing, ordinary = await app.pool.get("standing"), await app.pool.get("ordinary")
+        await wait_for(lambda: ordinary.state == "stopped", 30, "the TTL to stop the ordinary")
+        assert standing.state == "idle" and standing.process is not None
+        titles = [r.title for r in await app.store.escalations.undelivered("t")]
+        assert "ordinary stopped: session TTL reached" in titles
+        assert not any(t.startswith("standing") and "TTL" in t for t in titles), titles
