@@ -45,3 +45,18 @@ async def test_the_ttl_stops_an_ordinary_agent_but_not_a_standing_one(fake_setti
         titles = [r.title for r in await app.store.escalations.undelivered("t")]
         assert "ordinary stopped: session TTL reached" in titles
         assert not any(t.startswith("standing") and "TTL" in t for t in titles), titles
+
+
+async def test_a_bus_question_the_charter_decides_goes_back_not_to_the_operator(fake_app):
+    charter = "Authority: fix flaky tests yourself; never skip a test."
+    ask = ('MCP send_message {"to": "operator", "type": "question", '
+           '"body": "Should I skip the flaky test or fix it?"}')
+    assert (await run(fake_app, f'/spawn asker --charter "{charter}" {ask}')).ok
+    agent = await fake_app.pool.get("asker")
+
+    async def answered() -> bool:
+        return any(m.type == "result" and "decide this within your charter" in m.body
+                   for m in await fake_app.store.bus.recent(agent.id, 20))
+
+    await wait_for(answered, 30, "the send-back to reach the agent on the bus")
+    assert [r for r in await fake_app.pool.escalations.pending() if r.kind == "question"] == []
