@@ -13,6 +13,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from store import Store
@@ -41,6 +42,7 @@ from supervisor.escalations import Answer, Decision, EscalationEvent, Escalation
 from supervisor.events import AgentOutput, AgentState, Event, EventHub, StateChanged, TurnFinished
 from supervisor.guardrails import RateLimiter
 from supervisor.killswitch import KillReport, KillSwitch
+from supervisor.policy import Action as PolicyAction
 from supervisor.redact import SECRETS
 from supervisor.sanitize import clean
 from supervisor.standing import charter_text
@@ -235,12 +237,18 @@ class SupervisorAPI:
         text, or @path of a file) it is a standing agent (docs/standing-agents.md)."""
         self._not_halted()
         name, prompt = clean(name), clean(prompt)
-        text = None if charter is None else charter_text(clean(charter))
+        text = None if charter is None else charter_text(
+            clean(charter), refused=self._charter_refused, redact=SECRETS)
         r = await self._pool.spawn(name, prompt, model=model, cwd=cwd, parent=parent,
                                    permission_mode=permission_mode,
                                    project_settings=project_settings, by=by.id, role=role,
                                    charter=text)
         return _view(r)
+
+    def _charter_refused(self, path: Path) -> str | None:
+        """A charter file the policy would not let an agent read (credentials, our files)."""
+        d = self._pool.policy.decide("", "Read", {"file_path": str(path)}, str(path.parent))
+        return f"{path}: {d.reason}" if d.action == PolicyAction.DENY else None
 
     @_store_errors
     async def ask(self, ref: str, text: str) -> Sent:

@@ -11,6 +11,7 @@ policy's [standing] table (supervisor/policy.py).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,11 +29,18 @@ logger = logging.getLogger(__name__)
 WAKE_KIND = "task"
 
 
-def charter_text(value: str) -> str:
-    """The charter given to /spawn --charter: the text itself, or @path for a file's text."""
+def charter_text(value: str, *, refused: Callable[[Path], str | None] = lambda _p: None,
+                 redact: Callable[[str], str] = lambda text: text) -> str:
+    """The charter given to /spawn --charter: the text itself, or @path for a file's text.
+    `refused(path)` says why a file may not be read for an agent (the policy's Read rules:
+    credentials, Switchboard's own files); `redact` masks secrets, and a charter it changes
+    is refused, since the charter goes into the agent's system prompt."""
     value = value.strip()
     if value.startswith("@"):
         path = Path(value[1:].strip()).expanduser()
+        if (why := refused(path)) is not None:
+            raise InvalidRequest(f"--charter {value}: {why}. A charter goes to the agent; give "
+                                 "a file that holds only the charter.")
         try:
             value = path.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
@@ -41,6 +49,9 @@ def charter_text(value: str) -> str:
     if not value:
         raise InvalidRequest("the charter is empty: say the agent's goal, its authority, what "
                              "needs approval, what not to do and when to escalate")
+    if redact(value) != value:
+        raise InvalidRequest("the charter holds what looks like a secret (a token, key or "
+                             "password), and a charter goes to the agent. Take it out.")
     if len(value) > MAX_CHARTER_CHARS:
         raise InvalidRequest(f"the charter is {len(value):,} characters; the limit is "
                              f"{MAX_CHARTER_CHARS:,}. Keep it to the decisions that matter.")

@@ -60,3 +60,15 @@ async def test_a_bus_question_the_charter_decides_goes_back_not_to_the_operator(
 
     await wait_for(answered, 30, "the send-back to reach the agent on the bus")
     assert [r for r in await fake_app.pool.escalations.pending() if r.kind == "question"] == []
+
+
+async def test_a_charter_that_would_hand_the_agent_a_secret_is_refused(fake_app, tmp_path):
+    settings_file = fake_app.settings.home / "switchboard.toml"  # Switchboard's own file
+    settings_file.write_text("# settings\n")
+    own = await run(fake_app, f"/spawn leaky --charter @{settings_file} hello")
+    assert not own.ok and "holds only the charter" in own.plain(), own.plain()
+    key = tmp_path / "charter.md"
+    key.write_text("Goal: deploy.\nUse the key sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789")
+    secret = await run(fake_app, f"/spawn leaky --charter @{key} hello")
+    assert not secret.ok and "looks like a secret" in secret.plain(), secret.plain()
+    assert await fake_app.store.agents.find("leaky") is None
