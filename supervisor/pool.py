@@ -36,6 +36,8 @@ from supervisor.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
 
+# Permission modes in which the CLI may run a call without asking can_use_tool first.
+UNASKED_MODES = ("bypassPermissions", "auto")
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")
 ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 
@@ -374,10 +376,7 @@ class AgentPool:
         _check_names(name, role)
         if await self.store.agents.live_name_taken(name):
             raise AgentExists(name)
-        mode = permission_mode or self.policy.permission_mode(name, self.settings.permission_mode)
-        if mode not in PERMISSION_MODES:
-            raise InvalidRequest(f"unknown permission mode {mode!r}; use one of "
-                                 + ", ".join(PERMISSION_MODES))
+        mode = self._mode(name, permission_mode, standing=charter is not None)
         if len(prompt) > self.settings.max_prompt_chars:
             raise InvalidRequest(
                 f"the prompt is {len(prompt):,} characters; the limit is "
@@ -423,6 +422,18 @@ class AgentPool:
         await runner.submit(prompt)
         logger.info("agent spawned agent=%s name=%s parent=%s", agent_id, name, parent_id)
         return runner
+
+    def _mode(self, name: str, asked: str | None, *, standing: bool) -> str:
+        mode = asked or self.policy.permission_mode(name, self.settings.permission_mode)
+        if mode not in PERMISSION_MODES:
+            raise InvalidRequest(f"unknown permission mode {mode!r}; use one of "
+                                 + ", ".join(PERMISSION_MODES))
+        if standing and mode in UNASKED_MODES:
+            raise InvalidRequest(
+                f"a standing agent cannot run in permission mode {mode}: the CLI could run an "
+                "irreversible step without asking. Use default, acceptEdits, plan or dontAsk "
+                "(check the policy's [agents] permission_mode too)")
+        return mode
 
     async def _give_role(self, agent_id: str, role: str | None) -> None:
         """Before its first turn, so messages to the role reach it from the start."""

@@ -72,3 +72,10 @@ async def test_a_charter_that_would_hand_the_agent_a_secret_is_refused(fake_app,
     secret = await run(fake_app, f"/spawn leaky --charter @{key} hello")
     assert not secret.ok and "looks like a secret" in secret.plain(), secret.plain()
     assert await fake_app.store.agents.find("leaky") is None
+
+
+async def test_a_standing_agent_cannot_skip_the_question(fake_app):
+    for mode in ("bypassPermissions", "auto"):
+        reply = await run(fake_app, f'/spawn wild --mode {mode} --charter "Goal: x." hello')
+        assert not reply.ok and "cannot run in permission mode" in reply.plain(), reply.plain()
+    assert (await run(fake_app, '/spawn calm --mode acceptEdits --charter "Goal: x." hello')).ok
