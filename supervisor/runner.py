@@ -155,6 +155,14 @@ class AgentRunner:
     async def submit(self, text: str) -> int:
         """Queue a message (stored before this returns); it becomes the next turn. Returns
         how many are ahead of it."""
+        self.admit(text)
+        ahead = len(self._inbox) + (1 if self.busy else 0)
+        await self._inbox.put(text)
+        return ahead
+
+    def admit(self, text: str) -> None:
+        """Raises what would refuse `text` as a next turn: killed, the kill switch, over
+        budget, in a crash loop, too long or empty (a wake is checked like an /ask)."""
         if self.state == AgentState.KILLED:
             raise AgentNotRunning(self.name, self.state, "message")
         self._deps.killswitch.check()
@@ -179,9 +187,6 @@ class AgentRunner:
             )
         if not text.strip():
             raise InvalidRequest("the message is empty")
-        ahead = len(self._inbox) + (1 if self.busy else 0)
-        await self._inbox.put(text)
-        return ahead
 
     async def run(self) -> None:
         """The agent's loop: one turn at a time, for as long as it is not killed."""

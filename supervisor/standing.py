@@ -103,10 +103,13 @@ class StandingAgents:
         to run it; a busy one gets it when its turn ends; a paused one when resumed. With
         `dedup_key` (e.g. the schedule's slot key) a second wake with the same key is stored
         once: Sent.duplicate. A wake is never consent: it reaches the agent as a message, and
-        nothing but an operator's answer settles an escalation."""
+        nothing but an operator's answer settles an escalation. Refused (raised, nothing
+        stored) as an /ask would be: killed, the kill switch on, over its daily budget, in a
+        crash loop, the text empty or too long."""
         runner = await self._pool.get(ref)
         if runner.state == AgentState.KILLED:
             raise AgentNotRunning(runner.name, runner.state, "wake")
+        runner.admit(text)  # over budget, crash loop, kill switch: refused like an /ask
         return await self._pool.bus.send(Sender(SYSTEM, by), runner.name, WAKE_KIND, text,
                                          dedup_key=dedup_key, agent_id=runner.id)
 

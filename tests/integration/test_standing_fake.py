@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bot.app import Switchboard
-from supervisor.errors import AgentNotRunning
+from supervisor.errors import AgentNotRunning, LimitExceeded
 from tests.conftest import run, wait_for
 
 pytestmark = pytest.mark.timeout(60)
@@ -40,7 +40,14 @@ async def test_the_ttl_stops_an_ordinary_agent_but_not_a_standing_one(fake_setti
         assert (await run(app, '/spawn standing --charter "Goal: stay." hello')).ok
         assert (await run(app, "/spawn ordinary hello")).ok
         standing, ordinary = await app.pool.get("standing"), await app.pool.get("ordinary")
-        await wait_for(lambda: ordinary.state == "stopped", 30, "the TTL to stop the ordinary")
+        await wait_for(lambda: standing.state == "idle", 30, "the standing agent's first turn")
+
+        def past_ttl() -> bool:  # and a few watchdog ticks past it for the standing agent
+            started = standing.session_started_at
+            return (ordinary.state == "stopped" and started is not None
+                    and app.pool.clock.now() - started > 1.0)
+
+        await wait_for(past_ttl, 30, "the TTL to stop the ordinary agent")
         assert standing.state == "idle" and standing.process is not None
         titles = [r.title for r in await app.store.escalations.undelivered("t")]
         assert "ordinary stopped: session TTL reached" in titles
@@ -79,3 +86,14 @@ async def test_a_standing_agent_cannot_skip_the_question(fake_app):
         reply = await run(fake_app, f'/spawn wild --mode {mode} --charter "Goal: x." hello')
         assert not reply.ok and "cannot run in permission mode" in reply.plain(), reply.plain()
     assert (await run(fake_app, '/spawn calm --mode acceptEdits --charter "Goal: x." hello')).ok
+
+
+async def test_a_wake_is_refused_like_an_ask_when_the_agent_may_not_run(fake_settings):
+    """Regression: a wake went onto the bus directly, past the budget an /ask is held to."""
+    async with Switchboard(fake_settings.with_(agent_budget_usd=0.0001)) as app:
+        assert (await run(app, '/spawn spent --charter "Goal: x." hello')).ok
+        agent = await app.pool.get("spent")  # a fake turn costs $0.001: over budget at once
+        await wait_for(lambda: agent.state == "stopped", 30, "the budget to stop it")
+        with pytest.raises(LimitExceeded, match="daily budget crossed"):
+            await app.api.standing.wake("spent", "wake up", dedup_key="slot-9")
+        assert not [m for m in await app.store.bus.recent(agent.id, 20) if m.body == "wake up"]
