@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKError, ResultMessage
+from claude_agent_sdk.types import SystemPromptPreset
 
 from store import Store
 from store.agents import AgentRow
 from store.errors import StoreError
 from supervisor import launcher as launcher_module
+from supervisor.charter import system_prompt as charter_prompt
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import AgentFailed, AgentNotRunning, InvalidRequest
@@ -82,8 +84,10 @@ NATIVE_TOOLS_DISALLOWED = (
 
 
 class AgentRunner:
-    def __init__(self, row: AgentRow, deps: RunnerDeps, inbox: Inbox | None = None) -> None:
+    def __init__(self, row: AgentRow, deps: RunnerDeps, inbox: Inbox | None = None,
+                 charter: str | None = None) -> None:
         self.id = row.id
+        self.charter = charter  # a standing agent's (docs/standing-agents.md), else None
         self.name = row.name
         self.parent_id = row.parent_id
         self.model = row.model
@@ -143,9 +147,22 @@ class AgentRunner:
     def busy(self) -> bool:
         return not self._turn_done.is_set()
 
+    @property
+    def standing(self) -> bool:
+        """Spawned with a charter: no session TTL, parked when idle, irreversible steps ask."""
+        return self.charter is not None
+
     async def submit(self, text: str) -> int:
         """Queue a message (stored before this returns); it becomes the next turn. Returns
         how many are ahead of it."""
+        self.admit(text)
+        ahead = len(self._inbox) + (1 if self.busy else 0)
+        await self._inbox.put(text)
+        return ahead
+
+    def admit(self, text: str) -> None:
+        """Raises what would refuse `text` as a next turn: killed, the kill switch, over
+        budget, in a crash loop, too long or empty (a wake is checked like an /ask)."""
         if self.state == AgentState.KILLED:
             raise AgentNotRunning(self.name, self.state, "message")
         self._deps.killswitch.check()
@@ -170,9 +187,6 @@ class AgentRunner:
             )
         if not text.strip():
             raise InvalidRequest("the message is empty")
-        ahead = len(self._inbox) + (1 if self.busy else 0)
-        await self._inbox.put(text)
-        return ahead
 
     async def run(self) -> None:
         """The agent's loop: one turn at a time, for as long as it is not killed."""
@@ -258,6 +272,23 @@ class AgentRunner:
                 await self._set_state_held(AgentState.STOPPED, "stopped by operator")
             finally:
                 self._stopping = False
+
+    async def park(self, idle_s: float) -> bool:
+        """A standing agent idle for `idle_s`: its CLI is closed, the agent stays idle with its
+        session, and the next message starts the CLI again with resume=<session id>."""
+        async with self._lifecycle:
+            proc = self._proc
+            if (proc is None or self.busy or self._stopping or self.queued
+                    or self.state != AgentState.IDLE or self._open_escalations):
+                return False
+            self._proc = None  # from here a new turn starts a CLI of its own
+            await proc.close(kill=True, timeout_s=self._deps.settings.stop_grace_s)
+            with contextlib.suppress(StoreError):
+                await self._deps.store.agents.update(self.id, launcher_pid=None, cli_pid=None)
+            if self.state == AgentState.IDLE:
+                await self._set_state(AgentState.IDLE, f"parked after {idle_s:.0f}s idle; a "
+                                      "message or schedule resumes its session")
+            return True
 
     async def kill(self, reason: str = "killed by operator") -> list[int]:
         """SIGTERM, bounded wait, SIGKILL, sweep. Returns the pids that had to be SIGKILLed."""
@@ -441,7 +472,7 @@ class AgentRunner:
             hooks=self.gate.hooks(),  # type: ignore[arg-type]
             mcp_servers=self.gate.mcp_servers(),
             permission_mode=self.permission_mode,  # type: ignore[arg-type]
-            system_prompt={"type": "preset", "preset": "claude_code"},
+            system_prompt=self._system_prompt(),
             resume=self.session_id,
             max_buffer_size=settings.max_line_bytes,
             # Only what Switchboard gives the agent: no user, project or local settings (their
@@ -451,6 +482,12 @@ class AgentRunner:
             strict_mcp_config=not self.project_settings,
             disallowed_tools=list(NATIVE_TOOLS_DISALLOWED),
         )
+
+    def _system_prompt(self) -> SystemPromptPreset:
+        prompt: SystemPromptPreset = {"type": "preset", "preset": "claude_code"}
+        if self.charter is not None:
+            prompt["append"] = charter_prompt(self.charter)
+        return prompt
 
     async def _start_process(self) -> AgentProcess:
         await self._set_state(
