@@ -270,7 +270,24 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX bus_subscriptions_agent ON bus_subscriptions(agent_id);
     """,
-    # 12 (repositories, docs/repositories.md): registered bare repositories; each agent's
+    # 12: standing agents: each one's charter, and the questions already sent back to it
+    # (at most once per question). Self-contained: nothing else refers to these tables.
+    """
+    CREATE TABLE agent_charters (
+        agent_id   TEXT PRIMARY KEY REFERENCES agents(id),
+        charter    TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE charter_sendbacks (
+        agent_id     TEXT NOT NULL,
+        question_key TEXT NOT NULL,
+        question     TEXT NOT NULL,
+        lines        TEXT NOT NULL,
+        at           REAL NOT NULL,
+        PRIMARY KEY (agent_id, question_key)
+    );
+    """,
+    # 13 (repositories, docs/repositories.md): registered bare repositories; each agent's
     # worktree (recorded before it is created: state 'creating', so GC never takes one that a
     # spawn is making); and the archive branches GC left for work it would otherwise remove.
     """

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING
 
 from supervisor.errors import AgentExists, InvalidRequest
 from supervisor.pool import _check_names, new_agent_id
+from supervisor.redact import SECRETS
 from supervisor.sanitize import clean
+from supervisor.standing import charter_text
 from supervisor.views import AgentView
 
 if TYPE_CHECKING:
@@ -113,7 +115,8 @@ class RepoAPI:
     async def spawn(self, name: str, prompt: str, *, repo: str, base: str | None = None,
                     by: Actor, model: str | None = None, parent: str | None = None,
                     permission_mode: str | None = None, project_settings: bool = False,
-                    role: str | None = None) -> tuple[AgentView, WorktreeView]:
+                    role: str | None = None,
+                    charter: str | None = None) -> tuple[AgentView, WorktreeView]:
         """An agent in a new worktree of `repo` on branch agent/<name> from `base` (the
         repository's default branch); the worktree is removed if the spawn is refused."""
         self._api._not_halted()
@@ -125,13 +128,15 @@ class RepoAPI:
         _check_names(name, role)
         if await pool.store.agents.live_name_taken(name):
             raise AgentExists(name)
+        text = None if charter is None else charter_text(
+            clean(charter), refused=self._api._charter_refused, redact=SECRETS)
         agent_id = new_agent_id()
 
         async def start() -> AgentRunner:
             return await pool.spawn(name, prompt, model=model, parent=parent,
                                     permission_mode=permission_mode,
                                     project_settings=project_settings, by=by.id, role=role,
-                                    agent_id=agent_id)
+                                    charter=text, agent_id=agent_id)
 
         runner = await self._repos.spawn(name, repo.strip(), base, agent_id, start)
         wt = await pool.store.repos.worktree(agent_id)
