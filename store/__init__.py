@@ -14,6 +14,7 @@ from store.escalations import EscalationRepo
 from store.events import EventRepo
 from store.kv import KvRepo
 from store.operators import OperatorRepo
+from store.schedules import ScheduleRepo
 from store.turns import TurnRepo
 
 
@@ -28,12 +29,13 @@ class Store:
     kv: KvRepo
     operators: OperatorRepo
     bus: BusRepo
+    schedules: ScheduleRepo
 
     @classmethod
     def on(cls, db: Database, *, redact: Callable[[str], str] | None = None) -> Store:
         return cls(db, AgentRepo(db), EventRepo(db), TurnRepo(db), AuditRepo(db, redact),
                    EscalationRepo(db), KvRepo(db),
-                   OperatorRepo(db), BusRepo(db))
+                   OperatorRepo(db), BusRepo(db), ScheduleRepo(db))
 
 
 async def open_store(path: Path, *, read_only: bool = False,
