@@ -57,7 +57,9 @@ class InvalidRequest(SupervisorError):
 
 class BadSchedule(InvalidRequest):
     """A schedule's time (cron expression, plain words, time zone) is wrong: what, and how
-    to say it instead."""
+    to say it instead (shown as what and fix, not with the command's usage line)."""
+
+    usage: ClassVar[bool] = False
 
     def __init__(self, message: str, fix: str = "") -> None:
         super().__init__(message)

@@ -7,9 +7,11 @@ import logging
 import os
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from store import Store
 from store.agents import LIVE_STATES
@@ -141,6 +143,8 @@ class AgentPool:
         self._watchdog_task: asyncio.Task[None] | None = None
         self.roles: dict[str, tuple[str, ...]] = {}  # agent id -> its roles (from /team)
         self.isolation: Isolation | None = None
+        # More in-process MCP tools per agent (the scheduler's schedule_wakeup), besides the bus's.
+        self.tool_makers: dict[str, Callable[[AgentRunner], list[Any]]] = {}
 
     async def __aenter__(self) -> AgentPool:
         try:
@@ -177,8 +181,10 @@ class AgentPool:
             isolation=iso,
             peer_dirs=self._peer_dirs,
             clock=self.clock,
-            agent_tools=lambda runner: bus_tools(self.bus, runner, FleetHooks(
-                self._roster, self._wait_idle, self._spawn_child)),
+            agent_tools=lambda runner: [
+                *bus_tools(self.bus, runner, FleetHooks(self._roster, self._wait_idle,
+                                                        self._spawn_child)),
+                *(t for make in self.tool_makers.values() for t in make(runner))],
         )
         await self.killswitch.start()
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
