@@ -105,7 +105,7 @@ class ScheduleRepo:
             "SELECT * FROM schedules WHERE id = ? AND deleted_at IS NULL", (schedule_id,))
         return _schedule(row) if row else None
 
-    async def list(self, *, owner_agent: str | None = None) -> list[ScheduleRow]:
+    async def all(self, *, owner_agent: str | None = None) -> list[ScheduleRow]:
         if owner_agent is not None:
             rows = await self.db.fetchall(
                 "SELECT * FROM schedules WHERE deleted_at IS NULL AND owner_agent = ?"

@@ -196,7 +196,7 @@ class ScheduleAPI:
 
     async def list(self) -> tuple[ScheduleView, ...]:
         try:
-            return tuple([await self._view(s) for s in await self._store.schedules.list()])
+            return tuple([await self._view(s) for s in await self._store.schedules.all()])
         except StoreError as exc:
             raise StoreFailed(exc) from exc
 
@@ -352,7 +352,7 @@ class ScheduleAPI:
         """An agent's schedule_wakeup: a message to itself, capped (how many, how often, how
         long), audited, and listed and removable like any schedule."""
         s = self.settings
-        mine = await self._store.schedules.list(owner_agent=runner.id)
+        mine = await self._store.schedules.all(owner_agent=runner.id)
         if len(mine) >= s.schedule_agent_max:
             raise InvalidRequest(f"you have {len(mine)} wakeups; the limit is "
                                  f"{s.schedule_agent_max}. Ask the operator to remove one")

@@ -160,7 +160,7 @@ def warnings(spec: Spec) -> tuple[str, ...]:
 
 def _instants(naive: datetime, tz: ZoneInfo) -> list[datetime]:
     """Every real instant whose local time is `naive` (none, one or two), as aware datetimes."""
-    out = []
+    out: list[datetime] = []
     for fold in (0, 1):
         aware = naive.replace(tzinfo=tz, fold=fold)
         back = aware.astimezone(UTC).astimezone(tz)

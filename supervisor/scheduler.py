@@ -130,7 +130,7 @@ class Scheduler:
     async def tick(self) -> None:
         """One pass over every schedule at the clock's time."""
         now = self.clock.now()
-        for schedule in await self.store.schedules.list():
+        for schedule in await self.store.schedules.all():
             try:
                 await self._finish_runs(schedule, now)
                 await self._due(schedule, now)
