@@ -12,7 +12,7 @@ import logging
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from store.errors import StoreError
 from store.schedules import RunRow, ScheduleRow
@@ -43,7 +43,6 @@ from supervisor.scheduler import (
 if TYPE_CHECKING:
     from supervisor.api import Actor
     from supervisor.pool import AgentPool
-    from supervisor.runner import AgentRunner
 
 logger = logging.getLogger(__name__)
 
@@ -252,6 +251,14 @@ class ScheduleAPI:
             raise InvalidRequest(f"--notify must be one of {', '.join(NOTIFY)}, got {notify!r}")
         kind, stored, shown = (NOTICE, "", "the operator") if target is None \
             else await self._target(target)
+        return self._keep(spec, tz, (kind, stored, shown), prompt, by=by, model=model,
+                          catch_up=catch_up, notify=notify, timeout_s=timeout_s,
+                          budget_usd=budget_usd)
+
+    def _keep(self, spec: Spec, tz: str, target: tuple[str, str, str], prompt: str, *,
+              by: Actor, model: str | None, catch_up: bool, notify: str,
+              timeout_s: float | None, budget_usd: float | None) -> Draft:
+        kind, stored, shown = target
         draft = Draft(
             id=f"d{next(self._counter)}", sentence=describe(spec, tz),
             next_text=self._next_text(spec, tz), warnings=cron_warnings(spec), spec=spec.text(),
@@ -348,7 +355,7 @@ class ScheduleAPI:
 
     # -- agents' own wakeups ------------------------------------------------------------------
 
-    async def wakeup(self, runner: AgentRunner, when: str, prompt: str) -> ScheduleView:
+    async def wakeup(self, runner: Identity, when: str, prompt: str) -> ScheduleView:
         """An agent's schedule_wakeup: a message to itself, capped (how many, how often, how
         long), audited, and listed and removable like any schedule."""
         s = self.settings
@@ -365,7 +372,12 @@ class ScheduleAPI:
                 raise InvalidRequest(
                     f"that repeats every {gap / 60:g} min; wakeups repeat at most every "
                     f"{s.schedule_agent_min_interval_s / 60:g} min")
-        draft = await self.draft(when, runner.id, prompt, by=actor, notify="never")
+        prompt = clean(prompt).strip()
+        if not prompt:
+            raise InvalidRequest("say what to wake up to (the prompt is empty)")
+        draft = self._keep(spec, s.timezone, (MESSAGE, runner.id, runner.name), prompt,
+                           by=actor, model=None, catch_up=False, notify="never",
+                           timeout_s=None, budget_usd=None)
         self._drafts.pop(draft.id, None)
         row = await self._create(draft, created_by=actor.id, owner_agent=runner.id,
                                  expires_at=self.clock.now() + s.schedule_agent_expiry_s)
@@ -374,6 +386,15 @@ class ScheduleAPI:
             await self._audit(actor, "schedule_wakeup", f"{when} {prompt}"[:500], True,
                               f"schedule {row.id}: {view.sentence}")
         return view
+
+
+class Identity(Protocol):
+    """The agent a wakeup is for (an AgentRunner)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)

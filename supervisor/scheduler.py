@@ -142,7 +142,7 @@ class Scheduler:
     async def _due(self, s: ScheduleRow, now: float) -> None:
         if s.expires_at is not None and now >= s.expires_at:
             await self.store.schedules.delete(s.id, now)
-            await self.notify(s.owner_agent, f"Schedule {s.id} expired",
+            await self.notify(None, f"Schedule {s.id} expired",
                               f"{s.prompt[:200]!r}, made by {s.created_by}, has expired.")
             return
         last = await self.store.schedules.last_slot(s.id)
