@@ -304,6 +304,7 @@ class PoolTargets:
         if schedule.target_kind == SPAWN:
             runner = await pool.spawn(f"{schedule.target}-{run_id}", prompt,
                                       model=schedule.model, by=f"schedule:{schedule.id}")
+            runner.quiet_turns = schedule.notify != "always"
             return Started(agent_id=runner.id)
         runner = await pool.get(schedule.target)
         if runner.state == AgentState.KILLED:
@@ -340,8 +341,18 @@ class PoolTargets:
                 return Outcome(INTERRUPTED, 0.0, "its agent was killed")
             return None
         status = {"ok": RAN, "interrupted": INTERRUPTED}.get(turn.status, FAILED)
+        if schedule.target_kind == SPAWN:
+            await self._close(run.agent_id)
         return Outcome(status, float(turn.cost_usd or 0.0),
                        turn.result_text or turn.error or turn.status)
+
+    async def _close(self, agent_id: str) -> None:
+        """A run's own agent has done its turn: stopped (resumable, not killed), so runs do
+        not pile up live agents against max_agents."""
+        runner = self.pool._runners.get(agent_id)
+        if runner is not None and runner.state.live and not runner.busy:
+            with contextlib.suppress(SupervisorError, StoreError):
+                await runner.stop()
 
     async def cancel(self, schedule: ScheduleRow, run: RunRow) -> None:
         if run.agent_id is None:

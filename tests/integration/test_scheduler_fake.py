@@ -1,0 +1,68 @@
+"""The scheduler over the real pool with the fake claude CLI: a test run that spawns a fresh
+agent (recorded with cost and outcome, the agent stopped afterwards, no "finished" notice for a
+run that went well), and an agent's schedule_wakeup called through its in-process MCP server
+that wakes it when due."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bot.app import Switchboard
+from tests.conftest import make_settings, run, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+async def app(short_home: Path) -> AsyncIterator[Switchboard]:
+    async with Switchboard(make_settings(short_home, fake=True, schedule_tick_s=0.2)) as sb:
+        yield sb
+
+
+async def _ended(app: Switchboard, sid: str) -> bool:
+    assert app.store is not None
+    rows = await app.store.schedules.history(sid, 5)
+    return bool(rows) and rows[0].status not in ("running",)
+
+
+async def test_a_spawn_run_is_recorded_and_its_agent_stopped_quietly(app: Switchboard) -> None:
+    assert (await run(app, "/cron add every day at 3am new:probe hello there")).ok
+    made = await run(app, "/cron confirm run")
+    assert made.ok and "A test run has started." in made.plain(), made.plain()
+    sid = made.plain().split()[2].rstrip(":")
+    await wait_for(lambda: _ended(app, sid), 60, "the test run to end")
+    assert app.store is not None and app.pool is not None
+    [row] = await app.store.schedules.history(sid, 5)
+    assert (row.status, row.manual, row.cost_usd) == ("ran", 1, pytest.approx(0.001))
+    assert row.outcome.startswith("ECHO: hello there")
+    agent = await app.pool.get(row.agent_id or "")
+    assert agent.name == f"probe-{row.id}"
+    await wait_for(lambda: agent.state == "stopped", 30, "the run's agent stopped")
+    titles = [e.title for e in await app.store.escalations.undelivered("nobody")]
+    assert f"probe-{row.id} finished" not in titles  # the schedule's policy: quiet when fine
+
+
+async def test_schedule_wakeup_through_the_mcp_server_wakes_the_agent(app: Switchboard) -> None:
+    call = json.dumps({"when": "in 2 sec", "prompt": "woken up"})
+    assert (await run(app, f"/spawn sleeper MCP schedule_wakeup {call}")).ok
+    assert app.pool is not None and app.store is not None
+    sleeper = await app.pool.get("sleeper")
+
+    async def scheduled() -> list:
+        return [v for v in await app.api.schedules.list()  # type: ignore[union-attr]
+                if v.owner_agent == "sleeper"]
+
+    await wait_for(scheduled, 30, "the wakeup made")
+    [view] = await scheduled()
+    await wait_for(lambda: _ended(app, view.id), 60, "the wakeup to run")
+    [row] = await app.store.schedules.history(view.id, 5)
+    assert (row.status, row.agent_id) == ("ran", sleeper.id)
+    prompts = [t.prompt for t in await app.store.turns.recent(sleeper.id, 5)]
+    assert any("woken up" in p and 'from="switchboard"' in p for p in prompts)
+    first = [t for t in await app.store.turns.recent(sleeper.id, 5)
+             if t.prompt.startswith("MCP schedule_wakeup")]
+    assert first and "MCP RESULT: Scheduled " in (first[0].result_text or "")
