@@ -231,7 +231,8 @@ class ScheduleAPI:
         """Whether `word` names a target (how /cron add finds where its time words end)."""
         if word == NEW or word.startswith(NEW + ":"):
             return True
-        return any(r.name == word or r.id == word for r in self._pool.runners())
+        return any(r.name == word or r.id == word for r in self._pool.runners(include_dead=True)
+                   if r.state != AgentState.KILLED)
 
     def parse_when(self, words: str, tz: str | None = None) -> Spec:
         return parse_when(words, tz or self.settings.timezone, self.clock.now())

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from claude_agent_sdk import SdkMcpTool, tool
-
 from supervisor.errors import SupervisorError
 
 if TYPE_CHECKING:
+    from claude_agent_sdk import SdkMcpTool
+
     from supervisor.api_schedules import ScheduleAPI
     from supervisor.runner import AgentRunner
 
@@ -19,6 +19,9 @@ SCHEDULE_TOOL_NAMES = ("schedule_wakeup",)
 
 
 def schedule_tools(schedules: ScheduleAPI, runner: AgentRunner) -> list[SdkMcpTool[Any]]:
+    # Imported here: supervisor.api (and with it `switchboard kill`) loads without the SDK.
+    from claude_agent_sdk import tool
+
     async def schedule_wakeup(args: dict[str, Any]) -> dict[str, Any]:
         try:
             view = await schedules.wakeup(runner, str(args.get("when") or ""),

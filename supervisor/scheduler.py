@@ -125,6 +125,8 @@ class Scheduler:
                 await self.tick()
             except StoreError:
                 logger.warning("scheduler tick failed", exc_info=True)
+            except Exception:  # noqa: BLE001 - the loop outlives any one tick's bug
+                logger.exception("scheduler tick crashed")
             await self.clock.sleep(self.tick_s)
 
     async def tick(self) -> None:
