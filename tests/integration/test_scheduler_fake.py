@@ -66,3 +66,25 @@ async def test_schedule_wakeup_through_the_mcp_server_wakes_the_agent(app: Switc
     first = [t for t in await app.store.turns.recent(sleeper.id, 5)
              if t.prompt.startswith("MCP schedule_wakeup")]
     assert first and "MCP RESULT: Scheduled " in (first[0].result_text or "")
+
+
+async def test_kill_switch_skips_a_slot_and_release_catches_it_up_once(app: Switchboard) -> None:
+    assert (await run(app, "/killall confirm")).ok
+    assert (await run(app, "/cron add in 1 sec new:late hello --catch-up")).ok
+    made = await run(app, "/cron confirm")
+    sid = made.plain().split()[2].rstrip(":")
+    assert app.store is not None
+
+    async def statuses() -> list[tuple[str, str, int]]:
+        rows = await app.store.schedules.history(sid, 5)  # type: ignore[union-attr]
+        return [(r.status, r.reason, r.catch_up) for r in rows]
+
+    await wait_for(lambda: _has(statuses, ("skipped", "halted", 0)), 30, "the slot skipped")
+    assert (await run(app, "/killswitch off confirm")).ok
+    await wait_for(lambda: _has(statuses, ("ran", "after the kill switch", 1)), 60,
+                   "the one catch-up run")
+    assert len(await statuses()) == 1  # the skipped slot became its catch-up: no second row
+
+
+async def _has(statuses, wanted) -> bool:
+    return wanted in await statuses()
