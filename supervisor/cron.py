@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from supervisor.errors import BadSchedule as InvalidRequest
 
@@ -136,6 +136,11 @@ def check_expr(expr: str) -> str:
             _check_part(part, index)
     if not croniter.is_valid(expr):
         raise InvalidRequest(f"{expr!r} is not a cron expression croniter accepts")
+    try:
+        croniter(expr, datetime(2000, 1, 1)).get_next(datetime)
+    except CroniterBadDateError:
+        raise InvalidRequest(f"{expr!r} never happens: no date matches it (like 30 February)",
+                             "Check the day-of-month and month fields.") from None
     return expr
 
 
@@ -178,7 +183,10 @@ def _cron_fires(expr: str, tz: ZoneInfo, after: float, n: int) -> list[Fire]:
     it = croniter(expr, start)
     out: list[Fire] = []
     for _ in range(_MAX_WALK):
-        naive = it.get_next(datetime)
+        try:
+            naive = it.get_next(datetime)
+        except CroniterBadDateError:  # no date matches any more: no more firings
+            return out
         if fixed:
             real = _instants(naive, tz)
             aware = real[0] if real else naive.replace(tzinfo=tz, fold=0)  # gap: clock unmoved
@@ -219,13 +227,15 @@ def fires_between(spec: Spec, tz: str, after: float, until: float, limit: int) -
     """Firings in (after, until], at most the last `limit` of them."""
     out: list[Fire] = []
     cursor = after
+    size = 2  # most ticks find nothing due: look at the next two only, more if all are due
     while True:
-        batch = [f for f in next_fires(spec, tz, cursor, 200) if f.at <= until]
+        batch = [f for f in next_fires(spec, tz, cursor, size) if f.at <= until]
         out.extend(batch)
-        if len(batch) < 200:
+        if len(batch) < size:
             return out[-limit:]
         out = out[-limit:]
         cursor = batch[-1].at
+        size = min(200, size * 4)
 
 
 # -- plain words ------------------------------------------------------------------------------

@@ -145,6 +145,7 @@ def test_plain_words_become_expressions(words: str, expr: str, sentence: str) ->
     ("*/0 * * * *", "step '0': a step is a whole number of at least 1"),
     ("0 17-9 * * *", "the hour range 17-9 runs backwards"),
     ("0 9 1,,2 * *", "has an empty item"),
+    ("0 9 30 2 *", "never happens: no date matches it"),
 ])
 def test_invalid_expressions_say_what_is_wrong(expr: str, message: str) -> None:
     with pytest.raises(InvalidRequest) as err:
