@@ -100,9 +100,11 @@ class ScheduleRepo:
         await self.db.execute(f"INSERT INTO schedules ({names}) VALUES ({marks})",
                               tuple(getattr(row, c) for c in _SCHEDULE_COLUMNS))
 
-    async def get(self, schedule_id: str) -> ScheduleRow | None:
+    async def get(self, schedule_id: str, *, deleted: bool = False) -> ScheduleRow | None:
+        """A schedule by id; with `deleted`, one that was deleted too."""
         row = await self.db.fetchone(
-            "SELECT * FROM schedules WHERE id = ? AND deleted_at IS NULL", (schedule_id,))
+            "SELECT * FROM schedules WHERE id = ? AND (deleted_at IS NULL OR ?)",
+            (schedule_id, int(deleted)))
         return _schedule(row) if row else None
 
     async def all(self, *, owner_agent: str | None = None) -> list[ScheduleRow]:

@@ -132,12 +132,20 @@ class Scheduler:
     async def tick(self) -> None:
         """One pass over every schedule at the clock's time."""
         now = self.clock.now()
-        for schedule in await self.store.schedules.all():
+        schedules = await self.store.schedules.all()
+        for schedule in schedules:
             try:
                 await self._finish_runs(schedule, now)
                 await self._due(schedule, now)
             except SupervisorError:
                 logger.warning("schedule tick failed schedule=%s", schedule.id, exc_info=True)
+        # Runs of schedules deleted (or expired) while they ran still end, and are recorded.
+        known = {s.id for s in schedules}
+        for sid in {r.schedule_id for r in await self.store.schedules.running()} - known:
+            gone = await self.store.schedules.get(sid, deleted=True)
+            if gone is not None:
+                with contextlib.suppress(SupervisorError):
+                    await self._finish_runs(gone, now)
 
     # -- due slots --------------------------------------------------------------------------------
 

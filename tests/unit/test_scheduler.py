@@ -245,3 +245,17 @@ async def test_kill_switch_skips_slots_and_release_catches_up_once(world: World)
     assert await world.history("catch") == [("skipped", "halted", 0)] * 2 + [
         ("running", "after the kill switch", 1)]
     assert await world.history("skips") == [("skipped", "halted", 0)] * 3
+
+
+async def test_a_run_of_a_deleted_schedule_still_ends_and_is_recorded(world: World) -> None:
+    await world.schedule("gone", "0 9 * * *")
+    targets = FakeTargets()
+    sched = world.scheduler(targets)
+    world.clock.advance(3600)
+    await sched.tick()
+    [(_, run_id, _)] = targets.starts
+    await world.store.schedules.delete("gone", world.clock.now())
+    targets.results[run_id] = Outcome("ran", 0.03, "done anyway")
+    await sched.tick()
+    run = await world.store.schedules.run(run_id)
+    assert run is not None and (run.status, run.cost_usd) == ("ran", 0.03)
