@@ -7,12 +7,14 @@ It owns the Scheduler and its loop (started by the composition root as a service
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from store.errors import StoreError
 from store.schedules import RunRow, ScheduleRow
@@ -118,6 +120,23 @@ class Draft:
         return self.sentence + nxt
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _store_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """A store failure underneath becomes StoreFailed, as everywhere in the API."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await fn(*args, **kwargs)
+        except StoreError as exc:
+            raise StoreFailed(exc) from exc
+
+    return wrapper
+
+
 def _new_id() -> str:
     return "".join(secrets.choice(ID_ALPHABET) for _ in range(5))
 
@@ -154,6 +173,7 @@ class ScheduleAPI:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
+    @_store_errors
     async def tick(self) -> None:
         """One pass now (what the loop does every schedule_tick_s)."""
         await self.scheduler.tick()
@@ -193,21 +213,22 @@ class ScheduleAPI:
             raise InvalidRequest(f"there is no schedule {schedule_id!r} (/cron list shows them)")
         return row
 
+    @_store_errors
     async def list(self) -> tuple[ScheduleView, ...]:
-        try:
-            return tuple([await self._view(s) for s in await self._store.schedules.all()])
-        except StoreError as exc:
-            raise StoreFailed(exc) from exc
+        return tuple([await self._view(s) for s in await self._store.schedules.all()])
 
+    @_store_errors
     async def get(self, schedule_id: str) -> ScheduleView:
         return await self._view(await self._row(schedule_id))
 
+    @_store_errors
     async def upcoming(self, schedule_id: str, n: int = 5) -> tuple[str, ...]:
         """The next `n` local times, "Mon 7 Dec 09:00 Europe/Berlin"."""
         s = await self._row(schedule_id)
         return tuple(f"{local_text(f.local)} {s.tz}"
                      for f in next_fires(Spec.parse_stored(s.spec), s.tz, self.clock.now(), n))
 
+    @_store_errors
     async def history(self, schedule_id: str, n: int = 20) -> tuple[RunView, ...]:
         """The newest `n` slots and runs, newest first."""
         s = await self._row(schedule_id)
@@ -237,6 +258,7 @@ class ScheduleAPI:
     def parse_when(self, words: str, tz: str | None = None) -> Spec:
         return parse_when(words, tz or self.settings.timezone, self.clock.now())
 
+    @_store_errors
     async def draft(self, when: str, target: str | None, prompt: str, *, by: Actor,
                     tz: str | None = None, model: str | None = None, catch_up: bool = False,
                     notify: str = "failure", timeout_s: float | None = None,
@@ -276,6 +298,7 @@ class ScheduleAPI:
             self._drafts.pop(next(iter(self._drafts)))
         return draft
 
+    @_store_errors
     async def confirm(self, draft_id: str | None, *, by: Actor,
                       run_now: bool = False) -> ScheduleView:
         """Make the schedule a draft describes (the caller's latest draft if no id)."""
@@ -312,6 +335,7 @@ class ScheduleAPI:
                     row.tz, row.target_kind, row.target, created_by)
         return row
 
+    @_store_errors
     async def remind(self, when: str, text: str, *, by: Actor,
                      tz: str | None = None) -> ScheduleView:
         """A one-shot notice to the operator at `when` (made at once: no draft)."""
@@ -325,12 +349,14 @@ class ScheduleAPI:
 
     # -- acting on schedules ------------------------------------------------------------------
 
+    @_store_errors
     async def pause(self, schedule_id: str, *, by: Actor) -> ScheduleView:
         s = await self._row(schedule_id)
         if not await self._store.schedules.set_enabled(s.id, False, f"paused by {by.name}"):
             raise InvalidRequest(f"schedule {s.id} is already paused")
         return await self.get(s.id)
 
+    @_store_errors
     async def resume(self, schedule_id: str, *, by: Actor) -> ScheduleView:
         """On again; the slots it missed while paused stay skipped (no backfill)."""
         s = await self._row(schedule_id)
@@ -338,12 +364,14 @@ class ScheduleAPI:
             raise InvalidRequest(f"schedule {s.id} is not paused")
         return await self.get(s.id)
 
+    @_store_errors
     async def delete(self, schedule_id: str, *, by: Actor) -> ScheduleView:
         s = await self._row(schedule_id)
         view = await self._view(s)
         await self._store.schedules.delete(s.id, self.clock.now())
         return view
 
+    @_store_errors
     async def run_now(self, schedule_id: str, *, by: Actor) -> RunView:
         """A test run now, outside the schedule's slots (recorded as manual)."""
         if self._pool.killswitch.halted:
@@ -356,6 +384,7 @@ class ScheduleAPI:
 
     # -- agents' own wakeups ------------------------------------------------------------------
 
+    @_store_errors
     async def wakeup(self, runner: Identity, when: str, prompt: str) -> ScheduleView:
         """An agent's schedule_wakeup: a message to itself, capped (how many, how often, how
         long), audited, and listed and removable like any schedule."""
