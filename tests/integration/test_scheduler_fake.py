@@ -62,7 +62,7 @@ async def test_schedule_wakeup_through_the_mcp_server_wakes_the_agent(app: Switc
     [row] = await app.store.schedules.history(view.id, 5)
     assert (row.status, row.agent_id) == ("ran", sleeper.id)
     prompts = [t.prompt for t in await app.store.turns.recent(sleeper.id, 5)]
-    assert any("woken up" in p and 'from="switchboard"' in p for p in prompts)
+    assert any("woken up" in p and 'from="scheduler"' in p for p in prompts)
     first = [t for t in await app.store.turns.recent(sleeper.id, 5)
              if t.prompt.startswith("MCP schedule_wakeup")]
     assert first and "MCP RESULT: Scheduled " in (first[0].result_text or "")

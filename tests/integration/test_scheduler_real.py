@@ -46,10 +46,10 @@ async def test_plain_words_schedule_wakes_a_live_agent_and_is_in_history(
     await wait_for(ran, 90, "the scheduled run to end")
     [row] = await app.store.schedules.history(sid, 5)
     assert row.agent_id == keeper.id and row.cost_usd > 0 and row.manual == 0
-    # It reached the agent as a bus message from Switchboard, as a turn of its own.
+    # It reached the agent as a bus message from the scheduler, as a turn of its own.
     [turn] = [t for t in await app.store.turns.recent(keeper.id, 10)
               if "nightly check done" in t.prompt]
-    assert 'from="switchboard" type="task"' in turn.prompt
+    assert 'from="scheduler" type="task"' in turn.prompt
     history = (await run(app, f"/cron history {sid}")).plain()
     assert re.search(rf"· ran · \$0\.\d{{4}} · agent keeper \({keeper.id}\) · nightly check "
                      r"done", history), history
