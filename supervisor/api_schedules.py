@@ -113,6 +113,7 @@ class Draft:
     timeout_s: float
     budget_usd: float | None
     by: str
+    drafted_at: float  # the schedule counts its slots from here: one due before the confirm runs
 
     def summary(self) -> str:
         """"Every weekday at 09:00 Europe/Berlin, next Mon 7 Dec 09:00"."""
@@ -288,7 +289,7 @@ class ScheduleAPI:
             tz=tz, target_kind=kind, target=stored, target_name=shown, prompt=prompt,
             model=model, missed=CATCH_UP_ONCE if catch_up else SKIP, notify=notify,
             timeout_s=timeout_s or self.settings.schedule_timeout_s, budget_usd=budget_usd,
-            by=by.id)
+            by=by.id, drafted_at=self.clock.now())
         if draft.next_text is None:
             raise BadSchedule(f"{draft.sentence} is in the past: it would never run",
                               "Give a time in the future.")
@@ -326,7 +327,8 @@ class ScheduleAPI:
             target=d.target, model=d.model, prompt=d.prompt, enabled=1, paused_why="",
             missed=d.missed, overlap=SKIP, timeout_s=d.timeout_s, budget_usd=d.budget_usd,
             notify=d.notify, created_by=created_by, owner_agent=owner_agent,
-            expires_at=expires_at, created_at=self.clock.now(), deleted_at=None)
+            expires_at=expires_at, created_at=min(d.drafted_at, self.clock.now()),
+            deleted_at=None)
         try:
             await self._store.schedules.create(row)
         except StoreError as exc:

@@ -91,3 +91,14 @@ async def test_expired_wakeups_are_removed_and_a_reminder_fires_as_a_notice(
     assert [v.target_kind for v in await api.schedules.list()] == ["notice"]
     titles = [e.title for e in await api._store.escalations.undelivered("test")]
     assert any(t.startswith("Schedule ") and t.endswith(" expired") for t in titles)
+
+
+async def test_a_slot_that_passes_between_draft_and_confirm_still_runs(
+        api: SupervisorAPI) -> None:
+    draft = await api.schedules.draft("in 1 sec", None, "tea is ready", by=ADMIN)
+    clock: FakeClock = api._pool.clock  # type: ignore[assignment]
+    clock.advance(5)  # the operator taps Create a few seconds later
+    view = await api.schedules.confirm(draft.id, by=ADMIN)
+    await api.schedules.tick()
+    [run] = await api.schedules.history(view.id)
+    assert (run.status, run.reason) == ("ran", "")
