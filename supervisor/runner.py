@@ -42,6 +42,7 @@ from supervisor.records import (
     turn_status,
 )
 from supervisor.sandbox import Isolation, agent_dirs, bwrap_args, prepare, sandbox_env
+from supervisor.scheduler import quiet_turn
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +125,7 @@ class AgentRunner:
         # A scheduled run's agent: a turn that went well is no news (the schedule's notify
         # policy says what reaches the operator); a failed one still is.
         self.quiet_turns = False
+        self._quiet_turn = False  # this turn: quiet_turns, or only such scheduled messages
         self.gate = ToolGate(self, GateDeps(deps.store, deps.policy, deps.escalations,
                                             lambda: deps.killswitch.halted,
                                             lambda: deps.agent_tools(self)))
@@ -486,6 +488,7 @@ class AgentRunner:
     async def _turn(self, prompt: str) -> bool:
         """One turn; whether its input was consumed (False: the CLI failed, deliver again)."""
         self._turn_done.clear()
+        self._quiet_turn = self.quiet_turns or quiet_turn(prompt)
         turn_id: int | None = None
         try:
             proc = self._proc
@@ -643,7 +646,7 @@ class AgentRunner:
             self.session_id = msg.session_id
         # The notice is written with the turn's end, in one transaction: a crash right after
         # cannot lose it, and the outbox delivers it after a restart.
-        notice = None if self.quiet_turns and ok else await self._deps.escalations.draft_notice(
+        notice = None if self._quiet_turn and ok else await self._deps.escalations.draft_notice(
             self.id, f"{self.name} {'finished' if ok else 'ended with an error'}",
             text[:200_000])
         await self._deps.store.turns.finish(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -54,6 +55,16 @@ QUIET_NOTE = (f"\n\n[Switchboard] This is a scheduled run. If all is well, end w
               f"line; to tell the operator something (findings, or because this task asks you "
               f"to report), put it on a line that starts with {NOTIFY_MARK}")
 Notify = Callable[[str | None, str, str], Awaitable[Any]]
+_HEADER_FROM = re.compile(r'<message [^>]*from="([^"]*)"')
+
+
+def quiet_turn(prompt: str) -> bool:
+    """Whether a turn is only scheduled runs whose schedules want no news when all is well:
+    every message in it is the scheduler's (bus headers; a body cannot forge one, the bus
+    escapes them) and carries the note that says how to report findings."""
+    senders = _HEADER_FROM.findall(prompt)
+    return bool(senders) and all(x == SCHEDULER_SENDER.name for x in senders) and \
+        prompt.count(QUIET_NOTE) == len(senders)
 
 
 @dataclass(frozen=True, slots=True)

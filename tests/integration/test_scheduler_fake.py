@@ -88,3 +88,23 @@ async def test_kill_switch_skips_a_slot_and_release_catches_it_up_once(app: Swit
 
 async def _has(statuses, wanted) -> bool:
     return wanted in await statuses()
+
+
+async def test_a_woken_agent_sends_no_finished_notice_for_a_run_that_went_well(
+        app: Switchboard) -> None:
+    assert (await run(app, "/spawn keeper hello")).ok
+    assert app.pool is not None and app.store is not None
+    keeper = await app.pool.get("keeper")
+    await wait_for(lambda: keeper.state == "idle" and not keeper.busy, 30, "keeper idle")
+
+    async def finished_notices() -> int:
+        rows = await app.store.escalations.undelivered("nobody")  # type: ignore[union-attr]
+        return sum(1 for e in rows if e.title == "keeper finished")
+
+    assert await finished_notices() == 1  # its own first turn: news as always
+    assert (await run(app, "/cron add in 1 sec keeper all fine?")).ok
+    sid = (await run(app, "/cron confirm")).plain().split()[2].rstrip(":")
+    await wait_for(lambda: _ended(app, sid), 60, "the scheduled run to end")
+    [row] = await app.store.schedules.history(sid, 5)
+    assert (row.status, row.outcome) == ("ran", "BUS: 1 message(s)")  # the fake CLI's answer
+    assert await finished_notices() == 1  # the scheduled turn went well: no notice
