@@ -338,15 +338,19 @@ class PoolTargets:
                                    agent_id=runner.id, dedup_key=f"schedule-run:{run_id}")
         return Started(agent_id=runner.id, message_id=sent.message_id)
 
-    async def _turn_after(self, agent_id: str, since: float) -> Any:
-        turns = await self.pool.store.turns.recent(agent_id, 20)
-        after = [t for t in turns if t.started_at >= since - 1.0]
-        return min(after, key=lambda t: t.id) if after else None
+    async def _turn_of(self, run: RunRow) -> Any:
+        """The turn that ran it: a spawned agent's first turn, or the turn whose prompt holds
+        the message (the bus's header names its id)."""
+        assert run.agent_id is not None
+        turns = await self.pool.store.turns.recent(run.agent_id, 50)
+        if run.message_id is not None:
+            mine = f' id="{run.message_id}" '
+            turns = [t for t in turns if mine in t.prompt]
+        return min(turns, key=lambda t: t.id) if turns else None
 
     async def outcome(self, schedule: ScheduleRow, run: RunRow) -> Outcome | None:
         if run.agent_id is None:
             return None
-        since = run.started_at
         if run.message_id is not None:
             rows = [d for d in await self.pool.store.bus.deliveries(run.message_id)
                     if d.recipient_id == run.agent_id]
@@ -357,8 +361,7 @@ class PoolTargets:
                 return Outcome(FAILED, 0.0, f"the message was not read: {d.reason or d.state}")
             if d.delivered_at is None:
                 return None
-            since = d.delivered_at
-        turn = await self._turn_after(run.agent_id, since)
+        turn = await self._turn_of(run)
         if turn is None or turn.status == "running":
             runner = self.pool._runners.get(run.agent_id)
             if runner is not None and runner.state == AgentState.KILLED:
