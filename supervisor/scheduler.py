@@ -387,5 +387,9 @@ class PoolTargets:
         runner = await self.pool.get(run.agent_id)
         if schedule.target_kind == SPAWN:
             await runner.stop()
-        else:
+            return
+        # Only the turn that holds this run's message is interrupted, never other work the
+        # agent is busy with while the message still waits in its queue.
+        turn = await self._turn_of(run) if run.message_id is not None else None
+        if turn is not None and turn.status == "running":
             await runner.interrupt_turn()

@@ -108,3 +108,17 @@ async def test_a_woken_agent_sends_no_finished_notice_for_a_run_that_went_well(
     [row] = await app.store.schedules.history(sid, 5)
     assert (row.status, row.outcome) == ("ran", "BUS: 1 message(s)")  # the fake CLI's answer
     assert await finished_notices() == 1  # the scheduled turn went well: no notice
+
+
+async def test_a_timeout_never_interrupts_other_work_of_a_busy_agent(app: Switchboard) -> None:
+    assert (await run(app, "/spawn busy SLEEP 30")).ok
+    assert app.pool is not None and app.store is not None
+    busy = await app.pool.get("busy")
+    await wait_for(lambda: busy.busy, 30, "busy at work")
+    assert (await run(app, "/cron add in 1 sec busy hi --timeout 0.02")).ok  # 1.2 s
+    sid = (await run(app, "/cron confirm")).plain().split()[2].rstrip(":")
+    await wait_for(lambda: _ended(app, sid), 30, "the run to time out")
+    [row] = await app.store.schedules.history(sid, 5)
+    assert (row.status, row.outcome) == ("timed_out", "no result within 0.02 min")
+    [work] = await app.store.turns.recent(busy.id, 5)
+    assert work.prompt == "SLEEP 30" and work.status == "running" and busy.busy
