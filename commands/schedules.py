@@ -11,6 +11,7 @@ from commands.render import money
 from supervisor.api import BadSchedule, InvalidRequest, RunView, ScheduleView
 
 ACTIONS = ("add", "confirm", "list", "next", "history", "pause", "resume", "delete", "run")
+READ_ONLY = ("list", "next", "history")
 _OPTION = re.compile(r"(?:^|\s)--(tz|model|notify|timeout|budget)(?:=|\s+)(\S+)")
 _SWITCH = re.compile(r"(?:^|\s)--catch-up\b")
 MAX_WHEN_WORDS = 8
@@ -96,7 +97,7 @@ class CronCmd:
     name: ClassVar[str] = "cron"
     summary: ClassVar[str] = ("schedules: add one from plain words or cron (then confirm), list, "
                               "next, history, pause, resume, delete, run now")
-    role: ClassVar[Role] = Role.OPERATOR
+    role: ClassVar[Role] = Role.VIEWER  # list, next and history; the rest need operator
     params: ClassVar[tuple[Param, ...]] = (
         Arg("action", "add, confirm, list, next, history, pause, resume, delete or run",
             required=False),
@@ -115,6 +116,10 @@ class CronCmd:
         rest = (args["args"] or "").strip()
         if action not in ACTIONS:
             raise UsageError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}")
+        if action not in READ_ONLY and ctx.caller.role < Role.OPERATOR:
+            return Reply.error(f"/cron {action} needs the operator role; you are "
+                               f"{ctx.caller.role.name.lower()}.",
+                               "/cron list, next and history work for you.")
         if action == "add":
             return await self._add(ctx, rest)
         if action == "confirm":

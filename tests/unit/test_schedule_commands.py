@@ -4,7 +4,10 @@ history, pause/resume/delete, reminders, and every action in the audit table."""
 
 from __future__ import annotations
 
+from commands.base import Caller, Role
 from tests.conftest import QuietSwitchboard, run
+
+VIEWER = Caller("test:viewer", "watcher", Role.VIEWER, "test")
 
 
 async def test_plain_words_are_confirmed_as_one_sentence_then_created(
@@ -60,3 +63,9 @@ async def test_remind_is_a_one_shot_notice(quiet_app: QuietSwitchboard) -> None:
                                                                   "Once,")
     reply = await run(quiet_app, "/remind every day at 9 stretch")
     assert not reply.ok and "a reminder is one time" in reply.plain()
+
+
+async def test_a_viewer_may_look_but_not_change(quiet_app: QuietSwitchboard) -> None:
+    assert (await quiet_app.run_command(VIEWER, "/cron list")).ok
+    reply = await quiet_app.run_command(VIEWER, "/cron add every day at 9 new check")
+    assert not reply.ok and "/cron add needs the operator role; you are viewer" in reply.plain()
