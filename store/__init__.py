@@ -9,6 +9,7 @@ from pathlib import Path
 from store.agents import AgentRepo
 from store.audit import AuditRepo
 from store.bus import BusRepo
+from store.charters import CharterRepo
 from store.db import Database
 from store.escalations import EscalationRepo
 from store.events import EventRepo
@@ -29,13 +30,14 @@ class Store:
     kv: KvRepo
     operators: OperatorRepo
     bus: BusRepo
+    charters: CharterRepo
     schedules: ScheduleRepo
 
     @classmethod
     def on(cls, db: Database, *, redact: Callable[[str], str] | None = None) -> Store:
         return cls(db, AgentRepo(db), EventRepo(db), TurnRepo(db), AuditRepo(db, redact),
                    EscalationRepo(db), KvRepo(db),
-                   OperatorRepo(db), BusRepo(db), ScheduleRepo(db))
+                   OperatorRepo(db), BusRepo(db), CharterRepo(db), ScheduleRepo(db))
 
 
 async def open_store(path: Path, *, read_only: bool = False,

@@ -270,7 +270,24 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX bus_subscriptions_agent ON bus_subscriptions(agent_id);
     """,
-    # 12 (the scheduler): schedules, and one row per slot of each: ran, skipped (and why),
+    # 12: standing agents: each one's charter, and the questions already sent back to it
+    # (at most once per question). Self-contained: nothing else refers to these tables.
+    """
+    CREATE TABLE agent_charters (
+        agent_id   TEXT PRIMARY KEY REFERENCES agents(id),
+        charter    TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE charter_sendbacks (
+        agent_id     TEXT NOT NULL,
+        question_key TEXT NOT NULL,
+        question     TEXT NOT NULL,
+        lines        TEXT NOT NULL,
+        at           REAL NOT NULL,
+        PRIMARY KEY (agent_id, question_key)
+    );
+    """,
+    # 13 (the scheduler): schedules, and one row per slot of each: ran, skipped (and why),
     # failed, timed out, interrupted. The unique (schedule_id, slot_key) is the claim: whoever
     # inserts the row runs the slot, so no restart or second scheduler runs it twice. Last and
     # next run and consecutive failures are derived from these rows, never stored.

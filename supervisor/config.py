@@ -384,6 +384,11 @@ class Settings(BaseSettings):
     watchdog_interval_s: Annotated[Interval, Key("SWITCHBOARD_WATCHDOG_INTERVAL_S",
                                                  "limits.watchdog_interval_s",
                                                  "watchdog_interval_s")] = 5.0
+    # Standing agents (docs/standing-agents.md): no session TTL; an idle one's CLI is stopped
+    # after this long and its session resumed by the next message or schedule firing.
+    standing_idle_stop_s: Annotated[Seconds, Key("SWITCHBOARD_STANDING_IDLE_STOP_S",
+                                                 "limits.standing_idle_stop_s",
+                                                 "standing_idle_stop_s")] = 900.0
     # [bus]: messages between agents (docs/bus.md)
     bus_message_ttl_s: Annotated[Interval, Key("SWITCHBOARD_BUS_MESSAGE_TTL_S",
                                                "bus.message_ttl_s", "bus_message_ttl_s")] = 86400.0

@@ -31,12 +31,15 @@ from supervisor.protected import ProtectedPaths
 from supervisor.recovery import RERUN_TOOL, answer_hook, report_interrupted
 from supervisor.runner import AgentRunner, RunnerDeps
 from supervisor.sandbox import Isolation, describe, hide_in, probe, unwritable_reason
+from supervisor.standing import StandingAgents
 from supervisor.storage import StorageGuard
 from supervisor.timers import EscalationTimers
 from supervisor.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
 
+# Permission modes in which the CLI may run a call without asking can_use_tool first.
+UNASKED_MODES = ("bypassPermissions", "auto")
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")
 ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 
@@ -140,6 +143,7 @@ class AgentPool:
                            agent_id, title, body),
                        halted=lambda: self.killswitch.halted,
                        ask_operator=self._ask_operator)
+        self.standing = StandingAgents(self)  # the wake path (the scheduler's), send-backs
         self._watchdog_task: asyncio.Task[None] | None = None
         self.roles: dict[str, tuple[str, ...]] = {}  # agent id -> its roles (from /team)
         self.isolation: Isolation | None = None
@@ -202,8 +206,10 @@ class AgentPool:
         await self.bus.start()  # leases of the dead supervisor go back to the queue
         self.roles = await self.store.bus.roles()
         waiting: list[AgentRunner] = []  # their loops start once the notes below are queued
+        charters = await self.store.charters.all()
         for row in rows:
-            runner = AgentRunner(row, self._deps, self.bus.inbox(row.id, row.name))
+            runner = AgentRunner(row, self._deps, self.bus.inbox(row.id, row.name),
+                                 charter=charters.get(row.id))
             if row.state == AgentState.KILLED:
                 self._runners[row.id] = runner  # kept for /status and /logs; it has no loop
                 continue
@@ -294,7 +300,11 @@ class AgentPool:
                                r.id, why)
 
     async def _ask_operator(self, agent_id: str, title: str, question: str) -> str:
-        """A bus question to the operator: an escalation like ask_operator's; its answer."""
+        """A bus question to the operator: an escalation like ask_operator's; its answer.
+        A standing agent's question its charter decides is sent back to it instead, once."""
+        back = await self.standing.send_back_for(agent_id, question)
+        if back is not None:
+            return back
         row = await self.escalations.open(agent_id=agent_id, kind=Kind.QUESTION, title=title,
                                           body=question, free_text=True)
         answer = await self.escalations.wait(row)
@@ -364,6 +374,7 @@ class AgentPool:
         project_settings: bool = False,
         by: str = "operator",
         role: str | None = None,
+        charter: str | None = None,
     ) -> AgentRunner:
         deps = self._require_running()  # the kill switch is checked by supervisor.api
         await self.storage.ensure_writable()
@@ -371,10 +382,7 @@ class AgentPool:
         _check_names(name, role)
         if await self.store.agents.live_name_taken(name):
             raise AgentExists(name)
-        mode = permission_mode or self.policy.permission_mode(name, self.settings.permission_mode)
-        if mode not in PERMISSION_MODES:
-            raise InvalidRequest(f"unknown permission mode {mode!r}; use one of "
-                                 + ", ".join(PERMISSION_MODES))
+        mode = self._mode(name, permission_mode, standing=charter is not None)
         if len(prompt) > self.settings.max_prompt_chars:
             raise InvalidRequest(
                 f"the prompt is {len(prompt):,} characters; the limit is "
@@ -409,15 +417,29 @@ class AgentPool:
             )
         except Conflict:
             raise AgentExists(name) from None  # a concurrent spawn took the name first
+        if charter is not None:  # before its first turn: the charter is in its system prompt
+            await self.store.charters.set(agent_id, charter, now=self.clock.now())
         workdir.mkdir(parents=True, exist_ok=True)
         if cwd:
             await self._hide_from_peers(workdir)
-        runner = AgentRunner(row, deps, self.bus.inbox(row.id, row.name))
+        runner = AgentRunner(row, deps, self.bus.inbox(row.id, row.name), charter=charter)
         await self._give_role(agent_id, role)
         self._adopt(runner)
         await runner.submit(prompt)
         logger.info("agent spawned agent=%s name=%s parent=%s", agent_id, name, parent_id)
         return runner
+
+    def _mode(self, name: str, asked: str | None, *, standing: bool) -> str:
+        mode = asked or self.policy.permission_mode(name, self.settings.permission_mode)
+        if mode not in PERMISSION_MODES:
+            raise InvalidRequest(f"unknown permission mode {mode!r}; use one of "
+                                 + ", ".join(PERMISSION_MODES))
+        if standing and mode in UNASKED_MODES:
+            raise InvalidRequest(
+                f"a standing agent cannot run in permission mode {mode}: the CLI could run an "
+                "irreversible step without asking. Use default, acceptEdits, plan or dontAsk "
+                "(check the policy's [agents] permission_mode too)")
+        return mode
 
     async def _give_role(self, agent_id: str, role: str | None) -> None:
         """Before its first turn, so messages to the role reach it from the start."""

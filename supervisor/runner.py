@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKError, ResultMessage
+from claude_agent_sdk.types import SystemPromptPreset
 
 from store import Store
 from store.agents import AgentRow
 from store.errors import StoreError
 from supervisor import launcher as launcher_module
+from supervisor.charter import system_prompt as charter_prompt
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import AgentFailed, AgentNotRunning, InvalidRequest
@@ -83,8 +85,10 @@ NATIVE_TOOLS_DISALLOWED = (
 
 
 class AgentRunner:
-    def __init__(self, row: AgentRow, deps: RunnerDeps, inbox: Inbox | None = None) -> None:
+    def __init__(self, row: AgentRow, deps: RunnerDeps, inbox: Inbox | None = None,
+                 charter: str | None = None) -> None:
         self.id = row.id
+        self.charter = charter  # a standing agent's (docs/standing-agents.md), else None
         self.name = row.name
         self.parent_id = row.parent_id
         self.model = row.model
@@ -113,9 +117,9 @@ class AgentRunner:
         self.turn_started_at: float | None = None
         self.first_event_at: float | None = None
         self._open_escalations = 0
-        # An interrupt that came before the turn's prompt reached the CLI: sent right after.
+        # An interrupt that came before the CLI began the turn: sent once it has.
         self._interrupt_pending = False
-        self._query_sent = False
+        self._turn_begun = False
         self._paused_by_timeout = False
         self.budget_blocked: str | None = None
         self._budget_day = 0
@@ -148,9 +152,22 @@ class AgentRunner:
     def busy(self) -> bool:
         return not self._turn_done.is_set()
 
+    @property
+    def standing(self) -> bool:
+        """Spawned with a charter: no session TTL, parked when idle, irreversible steps ask."""
+        return self.charter is not None
+
     async def submit(self, text: str) -> int:
         """Queue a message (stored before this returns); it becomes the next turn. Returns
         how many are ahead of it."""
+        self.admit(text)
+        ahead = len(self._inbox) + (1 if self.busy else 0)
+        await self._inbox.put(text)
+        return ahead
+
+    def admit(self, text: str) -> None:
+        """Raises what would refuse `text` as a next turn: killed, the kill switch, over
+        budget, in a crash loop, too long or empty (a wake is checked like an /ask)."""
         if self.state == AgentState.KILLED:
             raise AgentNotRunning(self.name, self.state, "message")
         self._deps.killswitch.check()
@@ -175,9 +192,6 @@ class AgentRunner:
             )
         if not text.strip():
             raise InvalidRequest("the message is empty")
-        ahead = len(self._inbox) + (1 if self.busy else 0)
-        await self._inbox.put(text)
-        return ahead
 
     async def run(self) -> None:
         """The agent's loop: one turn at a time, for as long as it is not killed."""
@@ -264,6 +278,23 @@ class AgentRunner:
             finally:
                 self._stopping = False
 
+    async def park(self, idle_s: float) -> bool:
+        """A standing agent idle for `idle_s`: its CLI is closed, the agent stays idle with its
+        session, and the next message starts the CLI again with resume=<session id>."""
+        async with self._lifecycle:
+            proc = self._proc
+            if (proc is None or self.busy or self._stopping or self.queued
+                    or self.state != AgentState.IDLE or self._open_escalations):
+                return False
+            self._proc = None  # from here a new turn starts a CLI of its own
+            await proc.close(kill=True, timeout_s=self._deps.settings.stop_grace_s)
+            with contextlib.suppress(StoreError):
+                await self._deps.store.agents.update(self.id, launcher_pid=None, cli_pid=None)
+            if self.state == AgentState.IDLE:
+                await self._set_state(AgentState.IDLE, f"parked after {idle_s:.0f}s idle; a "
+                                      "message or schedule resumes its session")
+            return True
+
     async def kill(self, reason: str = "killed by operator") -> list[int]:
         """SIGTERM, bounded wait, SIGKILL, sweep. Returns the pids that had to be SIGKILLed."""
         async with self._lifecycle:
@@ -288,7 +319,7 @@ class AgentRunner:
         proc = self._proc
         if not self.busy:
             return False
-        if proc is None or not proc.alive() or not self._query_sent:
+        if proc is None or not proc.alive() or not self._turn_begun:
             self._interrupt_pending = True  # the turn is being set up: interrupted once sent
             return True
         await self._interrupt(proc)
@@ -446,7 +477,7 @@ class AgentRunner:
             hooks=self.gate.hooks(),  # type: ignore[arg-type]
             mcp_servers=self.gate.mcp_servers(),
             permission_mode=self.permission_mode,  # type: ignore[arg-type]
-            system_prompt={"type": "preset", "preset": "claude_code"},
+            system_prompt=self._system_prompt(),
             resume=self.session_id,
             max_buffer_size=settings.max_line_bytes,
             # Only what Switchboard gives the agent: no user, project or local settings (their
@@ -456,6 +487,12 @@ class AgentRunner:
             strict_mcp_config=not self.project_settings,
             disallowed_tools=list(NATIVE_TOOLS_DISALLOWED),
         )
+
+    def _system_prompt(self) -> SystemPromptPreset:
+        prompt: SystemPromptPreset = {"type": "preset", "preset": "claude_code"}
+        if self.charter is not None:
+            prompt["append"] = charter_prompt(self.charter)
+        return prompt
 
     async def _start_process(self) -> AgentProcess:
         await self._set_state(
@@ -503,10 +540,6 @@ class AgentRunner:
             # Paused while the turn was being set up: it is working once resumed.
             await self._set_state(AgentState.WORKING, "", unless_paused=True)
             await proc.query(prompt)
-            self._query_sent = True
-            if self._interrupt_pending:
-                self._interrupt_pending = False
-                await self._interrupt(proc)
             result = await self._retry_api_errors(proc, turn_id, await self._result(proc, turn_id))
             await self._finish_turn(turn_id, result)
             return True
@@ -536,12 +569,20 @@ class AgentRunner:
         finally:
             self.current_tool = None
             self.turn_started_at = None
-            self._query_sent = self._interrupt_pending = False
+            self._turn_begun = self._interrupt_pending = False
             self._turn_done.set()
 
     async def _result(self, proc: AgentProcess, turn_id: int) -> ResultMessage:
         result: ResultMessage | None = None
         async for msg in proc.responses():
+            if not self._turn_begun:
+                # The CLI has begun the turn (its first message, the turn's system/init): an
+                # interrupt written before this could reach it between turns, where it is a
+                # no-op, so one that came early is sent now.
+                self._turn_begun = True
+                if self._interrupt_pending and not isinstance(msg, ResultMessage):
+                    self._interrupt_pending = False
+                    await self._interrupt(proc)
             await self._record(msg, turn_id)
             if isinstance(msg, ResultMessage):
                 result = msg
@@ -566,6 +607,7 @@ class AgentRunner:
             await self._deps.store.events.append(self.id, turn_id, "retry", note,
                                                  {"status": status, "attempt": attempt})
             self._deps.hub.publish(AgentOutput(self.id, self.name, "system", note))
+            self._turn_begun = False  # an interrupt meanwhile goes to the continuation
             await self._deps.clock.sleep(wait_s)
             await proc.query(API_RETRY_PROMPT.format(status=status))
             result = await self._result(proc, turn_id)

@@ -31,7 +31,7 @@ from store.schedules import (
     RunRow,
     ScheduleRow,
 )
-from supervisor.bus import Sender
+from supervisor.bus import SYSTEM, Sender
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.cron import Fire, Spec, fires_between, local_text, next_fires, zone
 from supervisor.errors import SupervisorError
@@ -43,9 +43,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SPAWN, MESSAGE, NOTICE = "spawn", "message", "notice"
-# Who a scheduled message is from. Its deliveries are never redelivered after a crash or a
-# failed turn (store/bus.py): the run is recorded interrupted or failed, not replayed.
-SCHEDULER_SENDER = Sender("scheduler", "scheduler")
+# Who a scheduled message is from: Switchboard itself, named the scheduler (what the standing
+# agents' wake path sends as). Its deliveries are never redelivered after a crash or a failed
+# turn (store/bus.py): the run is recorded interrupted or failed, not replayed.
+SCHEDULER_SENDER = Sender(SYSTEM, "scheduler")
 SKIP, CATCH_UP_ONCE = "skip", "catch_up_once"
 LOOKBACK_S = 7 * 86400  # a catch-up is for a slot at most this old; older ones are skipped
 MAX_SKIPS = 200  # slots of one long outage recorded at most (the newest)
@@ -330,12 +331,11 @@ class PoolTargets:
                                       model=schedule.model, by=f"schedule:{schedule.id}")
             runner.quiet_turns = schedule.notify != "always"
             return Started(agent_id=runner.id)
+        # The one wake path (supervisor/standing.py): refused like an /ask (killed, over
+        # budget, crash loop), and stored once per run whoever sends it.
         runner = await pool.get(schedule.target)
-        if runner.state == AgentState.KILLED:
-            raise SupervisorError(f"agent {runner.name} was killed",
-                                  what=f"{runner.name} was killed, so it cannot be woken.")
-        sent = await pool.bus.send(SCHEDULER_SENDER, runner.name, "task", prompt,
-                                   agent_id=runner.id, dedup_key=f"schedule-run:{run_id}")
+        sent = await pool.standing.wake(runner.id, prompt, by=SCHEDULER_SENDER.name,
+                                        dedup_key=f"schedule-run:{run_id}")
         return Started(agent_id=runner.id, message_id=sent.message_id)
 
     async def _turn_of(self, run: RunRow) -> Any:
