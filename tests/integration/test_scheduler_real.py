@@ -1,6 +1,6 @@
 """The scheduler end to end with the real claude CLI and the mock Anthropic API: a schedule made
-from plain words with /cron add wakes a live agent through the bus when its slot comes, and the
-run is in /cron history with its cost and outcome."""
+from plain words with /cron add wakes a standing agent through the bus when its slot comes, and
+the run is in /cron history with its cost and outcome."""
 
 from __future__ import annotations
 
@@ -25,10 +25,13 @@ async def app(short_home: Path, mock_api: MockAnthropic) -> AsyncIterator[Switch
         yield sb
 
 
-async def test_plain_words_schedule_wakes_a_live_agent_and_is_in_history(
+async def test_plain_words_schedule_wakes_a_standing_agent_and_is_in_history(
         app: Switchboard) -> None:
-    assert (await run(app, "/spawn keeper TEXT: standing by")).ok
+    charter = "Goal: keep the nightly build green. Authority: read and report."
+    reply = await run(app, f'/spawn keeper --charter "{charter}" TEXT: standing by')
+    assert reply.ok, reply.plain()
     keeper = await app.pool.get("keeper")  # type: ignore[union-attr]
+    assert keeper.charter is not None  # a standing agent
     await wait_for(lambda: keeper.state == "idle" and not keeper.busy, 90, "keeper idle")
     draft = await run(app, "/cron add in 2 sec keeper TEXT: nightly check done --notify always")
     assert draft.ok, draft.plain()
