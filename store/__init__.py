@@ -16,6 +16,7 @@ from store.events import EventRepo
 from store.kv import KvRepo
 from store.operators import OperatorRepo
 from store.repos import RepoRepo
+from store.schedules import ScheduleRepo
 from store.turns import TurnRepo
 
 
@@ -32,12 +33,14 @@ class Store:
     bus: BusRepo
     charters: CharterRepo
     repos: RepoRepo
+    schedules: ScheduleRepo
 
     @classmethod
     def on(cls, db: Database, *, redact: Callable[[str], str] | None = None) -> Store:
         return cls(db, AgentRepo(db), EventRepo(db), TurnRepo(db), AuditRepo(db, redact),
                    EscalationRepo(db), KvRepo(db),
-                   OperatorRepo(db), BusRepo(db), CharterRepo(db), RepoRepo(db))
+                   OperatorRepo(db), BusRepo(db), CharterRepo(db), RepoRepo(db),
+                   ScheduleRepo(db))
 
 
 async def open_store(path: Path, *, read_only: bool = False,

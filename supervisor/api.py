@@ -20,6 +20,7 @@ from store import Store
 from store.errors import StoreError
 from supervisor import teams as teams_module
 from supervisor.api_repos import RepoAPI
+from supervisor.api_schedules import Draft, RunView, ScheduleAPI, ScheduleView
 from supervisor.api_standing import StandingAPI
 from supervisor.bus import OPERATOR_SENDER
 from supervisor.config import Settings
@@ -28,6 +29,7 @@ from supervisor.errors import (
     AgentFailed,
     AgentNotRunning,
     AlreadyAnswered,
+    BadSchedule,
     ConfigError,
     Halted,
     InvalidRequest,
@@ -46,6 +48,7 @@ from supervisor.killswitch import KillReport, KillSwitch
 from supervisor.policy import Action as PolicyAction
 from supervisor.redact import SECRETS
 from supervisor.sanitize import clean
+from supervisor.schedule_tools import schedule_tools
 from supervisor.standing import charter_text
 from supervisor.views import (
     AgentDetail,
@@ -147,6 +150,10 @@ class SupervisorAPI:
         self._schedule_runs: Callable[[], Mapping[str, int]] = dict
         self.repos = RepoAPI(self)  # repositories and worktrees (supervisor/api_repos.py)
         self.standing = StandingAPI(pool)  # supervisor/api_standing.py
+        # The scheduler (supervisor/api_schedules.py): /cron, /remind, schedule_wakeup.
+        self.schedules = ScheduleAPI(pool, audit=self._audit_row)
+        self.report_schedule_runs(self.schedules.scheduler.runs_by_outcome)
+        pool.tool_makers["schedules"] = lambda runner: schedule_tools(self.schedules, runner)
 
     @classmethod
     def over(cls, pool: AgentPool) -> SupervisorAPI:
@@ -669,6 +676,10 @@ class SupervisorAPI:
             return False
         return True
 
+    async def _audit_row(self, by: Actor, action: str, args: str, ok: bool,
+                         result: str) -> bool:
+        return await self.audit(by, action, args, ok=ok, result=result)
+
     @_store_errors
     async def recent_actions(self, n: int = 10) -> tuple[AuditView, ...]:
         """The newest audit rows, newest first (what a front end's home screen lists)."""
@@ -683,12 +694,12 @@ __all__ = [
     "SpendLine", "SpendReport", "Approved", "HaltView", "InviteView", "EscalationView",
     "OperatorView", "AuditView", "KillReport", "StatsView", "CostCell", "StoreCheck",
     "TURN_OUTCOMES", "SCHEDULE_OUTCOMES", "BusSent", "BusView", "MessageView", "DeliveryView",
-    "TeamView", "TeamStarted",
+    "TeamView", "TeamStarted", "ScheduleAPI", "ScheduleView", "RunView", "Draft",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",
     # errors
     "SupervisorError", "ConfigError", "InvalidRequest", "UnknownAgent", "AgentExists",
     "AgentNotRunning", "UnknownEscalation", "AlreadyAnswered", "UnknownOperator", "Halted",
-    "LimitExceeded", "ShuttingDown", "StoreFailed", "AgentFailed",
+    "LimitExceeded", "ShuttingDown", "StoreFailed", "AgentFailed", "BadSchedule",
 ]

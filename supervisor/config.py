@@ -418,6 +418,24 @@ class Settings(BaseSettings):
                                                  "bus_rate_alarm_per_min")] = 600
     team_file: Annotated[UserPath | None, Key("SWITCHBOARD_TEAM_FILE", "bus.team_file",
                                               "team_file")] = None
+    # [scheduler]: schedules and reminders (docs/scheduler.md)
+    timezone: Annotated[Text, Key("SWITCHBOARD_TIMEZONE", "scheduler.timezone",
+                                  "timezone")] = "UTC"
+    schedule_tick_s: Annotated[Interval, Key("SWITCHBOARD_SCHEDULE_TICK_S",
+                                             "scheduler.tick_s", "schedule_tick_s")] = 15.0
+    schedule_grace_s: Annotated[Seconds, Key("SWITCHBOARD_SCHEDULE_GRACE_S",
+                                             "scheduler.grace_s", "schedule_grace_s")] = 300.0
+    schedule_timeout_s: Annotated[Interval, Key("SWITCHBOARD_SCHEDULE_TIMEOUT_S",
+                                                "scheduler.timeout_s",
+                                                "schedule_timeout_s")] = 3600.0
+    schedule_agent_max: Annotated[Whole, Key("SWITCHBOARD_SCHEDULE_AGENT_MAX",
+                                             "scheduler.agent_max", "schedule_agent_max")] = 5
+    schedule_agent_min_interval_s: Annotated[Seconds, Key(
+        "SWITCHBOARD_SCHEDULE_AGENT_MIN_INTERVAL_S", "scheduler.agent_min_interval_s",
+        "schedule_agent_min_interval_s")] = 600.0
+    schedule_agent_expiry_s: Annotated[Interval, Key("SWITCHBOARD_SCHEDULE_AGENT_EXPIRY_S",
+                                                     "scheduler.agent_expiry_s",
+                                                     "schedule_agent_expiry_s")] = 604800.0
 
     # [repos]: registered repositories and agents' worktrees (docs/repositories.md). The token
     # and the key are used by Switchboard's own fetches only, never handed to an agent.

@@ -5,6 +5,7 @@ can do about it (`fix`), so the command dispatcher turns any of them into text i
     ├── ConfigError                       bad configuration (file, environment)
     ├── InvalidRequest                    a request refused for its form or values (usage)
     │                                     (commands.base.UsageError, bad arguments, is one)
+    │   └── BadSchedule(message, fix)     a schedule's expression, words or zone is wrong
     ├── UnknownAgent(ref)                 no agent by that name or id
     ├── AgentExists(name)                 a live agent already has that name
     ├── AgentNotRunning(name, state, action)  the action needs an agent in another state
@@ -54,6 +55,17 @@ class InvalidRequest(SupervisorError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
+
+
+class BadSchedule(InvalidRequest):
+    """A schedule's time (cron expression, plain words, time zone) is wrong: what, and how
+    to say it instead (shown as what and fix, not with the command's usage line)."""
+
+    usage: ClassVar[bool] = False
+
+    def __init__(self, message: str, fix: str = "") -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 class UnknownAgent(SupervisorError):

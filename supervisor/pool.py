@@ -7,9 +7,11 @@ import logging
 import os
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from store import Store
 from store.agents import LIVE_STATES
@@ -148,6 +150,8 @@ class AgentPool:
         self.roles: dict[str, tuple[str, ...]] = {}  # agent id -> its roles (from /team)
         self.isolation: Isolation | None = None
         self.repos = Repos(self)  # registered repositories and agents' worktrees
+        # More in-process MCP tools per agent (the scheduler's schedule_wakeup), besides the bus's.
+        self.tool_makers: dict[str, Callable[[AgentRunner], list[Any]]] = {}
 
     async def __aenter__(self) -> AgentPool:
         try:
@@ -184,9 +188,11 @@ class AgentPool:
             isolation=iso,
             peer_dirs=self._peer_dirs,
             clock=self.clock,
-            agent_tools=lambda runner: bus_tools(self.bus, runner, FleetHooks(
-                self._roster, self._wait_idle, self._spawn_child))
-            + repo_tools(self.repos, runner.id),
+            agent_tools=lambda runner: [
+                *bus_tools(self.bus, runner, FleetHooks(self._roster, self._wait_idle,
+                                                        self._spawn_child)),
+                *repo_tools(self.repos, runner.id),
+                *(t for make in self.tool_makers.values() for t in make(runner))],
             repo_wall=self.repos.wall,
         )
         await self.killswitch.start()

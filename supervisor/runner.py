@@ -44,6 +44,7 @@ from supervisor.records import (
     turn_status,
 )
 from supervisor.sandbox import Isolation, agent_dirs, bwrap_args, prepare, sandbox_env
+from supervisor.scheduler import quiet_turn
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +128,10 @@ class AgentRunner:
         self.session_started_at: float | None = None  # when the current CLI process started
         self.last_activity_at = deps.clock.now()
         self.ttl_warned = False
+        # A scheduled run's agent: a turn that went well is no news (the schedule's notify
+        # policy says what reaches the operator); a failed one still is.
+        self.quiet_turns = False
+        self._quiet_turn = False  # this turn: quiet_turns, or only such scheduled messages
         self.gate = ToolGate(self, GateDeps(deps.store, deps.policy, deps.escalations,
                                             lambda: deps.killswitch.halted,
                                             lambda: deps.agent_tools(self)))
@@ -525,6 +530,7 @@ class AgentRunner:
     async def _turn(self, prompt: str) -> bool:
         """One turn; whether its input was consumed (False: the CLI failed, deliver again)."""
         self._turn_done.clear()
+        self._quiet_turn = self.quiet_turns or quiet_turn(prompt)
         turn_id: int | None = None
         try:
             proc = self._proc
@@ -687,7 +693,7 @@ class AgentRunner:
             self.session_id = msg.session_id
         # The notice is written with the turn's end, in one transaction: a crash right after
         # cannot lose it, and the outbox delivers it after a restart.
-        notice = await self._deps.escalations.draft_notice(
+        notice = None if self._quiet_turn and ok else await self._deps.escalations.draft_notice(
             self.id, f"{self.name} {'finished' if ok else 'ended with an error'}",
             text[:200_000])
         await self._deps.store.turns.finish(
@@ -706,7 +712,8 @@ class AgentRunner:
             self.id, cost_baseline=self._baseline, session_id=self.session_id
         )
         self._deps.hub.publish(TurnFinished(self.id, self.name, turn_id, ok, text, cost))
-        await self._deps.escalations.published(notice.id)
+        if notice is not None:
+            await self._deps.escalations.published(notice.id)
         if self.state in (AgentState.WORKING, AgentState.STALLED):
             await self._set_state(AgentState.IDLE, "turn finished" if ok else f"turn ended: {text}")
         reason = await self._deps.over_budget(self)
