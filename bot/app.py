@@ -19,6 +19,7 @@ from commands.base import Caller, Context, Reply
 from commands.dispatcher import Dispatcher
 from store import Store, open_store
 from supervisor.api import SupervisorAPI
+from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import ConfigError
 from supervisor.events import EventHub
@@ -43,8 +44,9 @@ def _ignore(_text: str) -> None:
 class Switchboard:
     """The running system: an async context manager that starts and stops everything in order."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, clock: Clock = SYSTEM_CLOCK) -> None:
         self.settings = settings
+        self.clock = clock  # the pool's, and so every timed part's (a FakeClock in a bench)
         self.hub = EventHub()
         self.dispatcher = Dispatcher()
         self.store: Store | None = None
@@ -104,7 +106,7 @@ class Switchboard:
 
     async def _start_pool(self, _group: TaskGroup) -> None:
         assert self.store is not None
-        self.pool = AgentPool(self.settings, self.store, self.hub)
+        self.pool = AgentPool(self.settings, self.store, self.hub, self.clock)
         report = await self.pool.start()
         # Kill switch layer 3: whatever Switchboard issued is revoked with it.
         self.pool.killswitch.revokers.append(self.store.operators.revoke_invites)
