@@ -10,6 +10,7 @@ import secrets
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from store import Store
 from store.agents import LIVE_STATES
@@ -31,6 +32,8 @@ from supervisor.runner import AgentRunner, RunnerDeps
 from supervisor.sandbox import Isolation, describe, hide_in, probe, unwritable_reason
 from supervisor.storage import StorageGuard
 from supervisor.timers import EscalationTimers
+from supervisor.transcripts import FRESH_TOOL, restart_note
+from supervisor.transcripts import answer_hook as fresh_answer_hook
 from supervisor.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
@@ -126,6 +129,8 @@ class AgentPool:
             on_timeout=settings.approval_on_timeout,
         ), clock)
         self.escalations.on_answer(RERUN_TOOL, answer_hook(self))
+        self.escalations.on_answer(FRESH_TOOL, fresh_answer_hook(self))
+        self.session_store: Any = None  # transcripts in the bucket (store/gcs_sessions.py)
         self.timers = EscalationTimers(self.escalations, clock)
         self.storage = StorageGuard(store, self.escalations, clock)
         self.killswitch = KillSwitch(settings, store, self, clock)
@@ -158,6 +163,12 @@ class AgentPool:
             return self.recovery or RecoveryReport((), (), 0)
         real_cli = resolve_cli(self.settings)
         self.isolation = iso = await asyncio.to_thread(probe, self.settings, real_cli)
+        if self.settings.gcs_bucket:
+            from store.gcs_sessions import GcsSessionStore
+
+            self.session_store = await asyncio.to_thread(
+                GcsSessionStore.connect, self.settings.gcs_bucket,
+                self.settings.gcs_sessions_prefix, self.settings.gcs_client_kwargs())
         if iso.ok:
             logger.info("isolation: %s", iso.detail)
         else:
@@ -179,6 +190,7 @@ class AgentPool:
             clock=self.clock,
             agent_tools=lambda runner: bus_tools(self.bus, runner, FleetHooks(
                 self._roster, self._wait_idle, self._spawn_child)),
+            session_store=self.session_store,
         )
         await self.killswitch.start()
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
@@ -196,13 +208,16 @@ class AgentPool:
         await self.bus.start()  # leases of the dead supervisor go back to the queue
         self.roles = await self.store.bus.roles()
         waiting: list[AgentRunner] = []  # their loops start once the notes below are queued
+        restarted_at = self.clock.now()
         for row in rows:
             runner = AgentRunner(row, self._deps, self.bus.inbox(row.id, row.name))
             if row.state == AgentState.KILLED:
                 self._runners[row.id] = runner  # kept for /status and /logs; it has no loop
                 continue
             if runner.state.live:
-                await runner.recover()
+                last = await self.store.turns.recent(row.id, 1)
+                await runner.recover(restart_note(
+                    restarted_at, bool(last) and last[0].status == "interrupted"))
                 resumed.append(row.name)
             await self.store.agents.update(row.id, launcher_pid=None, cli_pid=None)
             self._runners[row.id] = runner
@@ -529,6 +544,8 @@ class AgentPool:
             logger.exception("could not record the shutdown in the store")
         finally:
             await self.storage.close()  # after a delete or replace: the copy, up to date
+            if self.session_store is not None:
+                self.session_store.close()
             if self._deps is not None:
                 await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
 
