@@ -358,9 +358,9 @@ class AgentRunner:
                 AgentState.IDLE, "supervisor restarted; the session resumes on the next message"
             )
 
-    async def start_fresh(self, summary: str, *, by: str) -> None:
-        """The operator's answer to a failed resume: a new session, whose first message is
-        `summary` (then the message that was held, or a request to continue)."""
+    async def start_fresh(self, summary: str, *, by: str, prompt: str = "") -> None:
+        """The operator's answer to a failed resume: a new session whose first turn tells the
+        agent `summary`, with `prompt` (the message that met the failure) as its message."""
         async with self._lifecycle:
             if self.state != AgentState.RESUME_FAILED:
                 raise AgentNotRunning(self.name, self.state, "start a fresh session of")
@@ -371,18 +371,20 @@ class AgentRunner:
             self.last_error = None
             self._note = summary
             await self._set_state(AgentState.IDLE, f"fresh session, asked by {by}")
-            if not len(self._inbox):
-                await self._inbox.put("[Switchboard] Continue your task from where it was.")
+            # The failed turn's message went back to the queue held (an operator's was dropped,
+            # as with any failed turn): a new message releases what is held and is the turn.
+            await self._inbox.put(prompt if prompt and not len(self._inbox) else
+                                  "[Switchboard] Continue your task from where it was.")
             self._resumable.set()
 
-    async def _resume_failed(self, reason: str) -> None:
+    async def _resume_failed(self, reason: str, prompt: str) -> None:
         """Deterministic: the state says so, the operator is asked once, nothing retries."""
         self._resumable.clear()
         self.last_error = f"resume failed: {reason}"
         logger.warning("resume failed agent=%s name=%s: %s", self.id, self.name, reason)
         await self._deps.store.agents.update(self.id, last_error=self.last_error)
         await self._set_state(AgentState.RESUME_FAILED, reason)
-        await report_resume_failed(self._deps.escalations, self.id, self.name, reason)
+        await report_resume_failed(self._deps.escalations, self.id, self.name, reason, prompt)
 
     def halting(self) -> None:
         """The kill switch is about to SIGKILL everything: a dying CLI is not a failure."""
@@ -511,7 +513,7 @@ class AgentRunner:
         env.update(self._sandbox(env))
         return env
 
-    async def _start_process(self) -> AgentProcess | None:
+    async def _start_process(self, prompt: str = "") -> AgentProcess | None:
         """A new CLI, resuming the session if there is one; None if it cannot be resumed."""
         await self._set_state(
             AgentState.STARTING, f"resuming session {self.session_id}" if self.session_id else ""
@@ -521,7 +523,7 @@ class AgentRunner:
             why = await bring_back(self._deps.session_store, env, self.cwd, self.session_id,
                                    self._deps.isolation)
             if why is not None:
-                await self._resume_failed(why)
+                await self._resume_failed(why, prompt)
                 return None
         proc = AgentProcess(tag=self.tag, options=self._options(env))
         try:
@@ -557,7 +559,7 @@ class AgentRunner:
             if proc is None or not proc.alive():
                 if proc is not None:
                     await proc.kill(0)
-                proc = await self._start_process()
+                proc = await self._start_process(prompt)
                 if proc is None:
                     return False  # held: the loop waits for the operator's choice
             turn_id = await self._deps.store.turns.start(self.id, prompt)

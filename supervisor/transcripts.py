@@ -162,14 +162,15 @@ async def fresh_summary(store: Store, agent_id: str, reason: str) -> str:
 
 
 async def report_resume_failed(escalations: Escalations, agent_id: str, name: str,
-                               reason: str) -> EscalationRow:
+                               reason: str, prompt: str = "") -> EscalationRow:
     """One question to the operator, kept across restarts, with no timeout."""
     return await escalations.open(
         agent_id=agent_id, kind=Kind.QUESTION, title=f"{name}: its session could not be resumed",
         body=f"{reason}. Nothing retries it by itself and it takes no messages until you "
              f"choose. Start it fresh with a summary of its work (from Switchboard's records; "
              f"the conversation itself is lost), or leave it (/kill {name} ends it)?",
-        tool_name=FRESH_TOOL, tool_input={"agent_id": agent_id, "reason": reason},
+        tool_name=FRESH_TOOL, tool_input={"agent_id": agent_id, "reason": reason,
+                                          "prompt": prompt},
         options=(FRESH, LEAVE), timeouts=NEVER, survives_restart=True)
 
 
@@ -181,9 +182,9 @@ def answer_hook(pool: AgentPool) -> Any:
             return
         try:
             runner = await pool.get(row.agent_id)
-            summary = await fresh_summary(pool.store, runner.id,
-                                          str((row.tool_input or {}).get("reason", "")))
-            await runner.start_fresh(summary, by=answer.by)
+            asked = row.tool_input or {}
+            summary = await fresh_summary(pool.store, runner.id, str(asked.get("reason", "")))
+            await runner.start_fresh(summary, by=answer.by, prompt=str(asked.get("prompt", "")))
         except SupervisorError as exc:
             await pool.escalations.notify(row.agent_id, f"Not started fresh: {row.title}",
                                           str(exc), ref_id=row.id)
