@@ -53,6 +53,7 @@ from supervisor.transcripts import MirrorOnly, bring_back, report_resume_failed
 logger = logging.getLogger(__name__)
 
 IDLE_POLL_S = 1.0
+NO_SESSION = "No conversation found with session ID"  # the CLI's words for a lost session
 # A turn the API failed with a passing error is continued after each of these waits.
 API_RETRY_WAITS_S = (0.5, 4.0, 15.0)
 API_RETRY_PROMPT = ("[Switchboard] The API failed with a passing error (HTTP {status}) before "
@@ -530,6 +531,12 @@ class AgentRunner:
             await proc.start()
         except (ClaudeSDKError, OSError, TimeoutError) as exc:
             await proc.kill(0)
+            if self.session_id and NO_SESSION in f"{exc} {proc.stderr_text()}":
+                # The CLI has no such session (no transcript on this disk and no bucket, or
+                # one it cannot read): the same every time, so not a crash to retry.
+                await self._resume_failed(f"the claude CLI found no conversation with session "
+                                          f"id {self.session_id}", prompt)
+                return None
             raise AgentFailed(None, proc.stderr_text(), f"the claude CLI did not start: {exc}") \
                 from exc
         self._proc = proc

@@ -16,7 +16,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from bot.app import Switchboard
 from supervisor.config import Settings
+from supervisor.events import AgentState
+from tests.conftest import run, wait_for
 from tests.subproc import Supervisor, write_config
 
 pytestmark = [pytest.mark.real_cli, pytest.mark.timeout(240)]
@@ -168,3 +171,29 @@ def test_a_deleted_transcript_gives_resume_failed_and_one_question_not_a_fresh_s
     texts = [b["text"] for b in fresh[0]["messages"][-1]["content"] if b.get("type") == "text"]
     assert texts[-1] == "TEXT: second"
     assert any("could not be resumed" in t and "TEXT: first-done" in t for t in texts)
+
+
+async def test_without_a_bucket_a_lost_transcript_is_resume_failed_not_a_crash_loop(
+        permissive_settings, short_home, mock_api):
+    async with Switchboard(permissive_settings) as app:
+        await run(app, "/spawn w TEXT: one")
+        runner = await app.pool.get("w")
+        await wait_for(lambda: runner.state == AgentState.IDLE and runner.session_id, 60,
+                       "the first turn")
+        sid = runner.session_id
+    lost = list(short_home.rglob(f"{sid}.jsonl"))
+    assert lost
+    for f in lost:
+        f.unlink()
+    before = len(mock_api.requests)
+    async with Switchboard(permissive_settings) as app:
+        await run(app, "/ask w TEXT: two")
+        runner = await app.pool.get("w")
+        await wait_for(lambda: runner.state == AgentState.RESUME_FAILED, 60, "resume_failed")
+        assert [e.title for e in await app.pool.escalations.pending(runner.id)] == [
+            "w: its session could not be resumed"]
+        reply = await run(app, "/ask w TEXT: three")
+        assert "could not be resumed" in reply.plain()
+        assert (runner.last_error or "").startswith("resume failed: the claude CLI found no "
+                                                    "conversation")
+    assert len(mock_api.requests) == before  # never a fresh session in its place
