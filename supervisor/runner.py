@@ -713,9 +713,9 @@ class AgentRunner:
         await self._deps.store.events.append(self.id, turn_id, rec.kind, rec.summary, rec.data)
 
     async def _mirror_error(self, msg: SystemMessage) -> None:
-        """The SDK could not copy part of the transcript to the bucket (after its retries). The
-        local copy is whole; a new container would resume without that part. Logged each time,
-        told to the operator once per process."""
+        """The SDK could not copy part of the transcript to the bucket (after its retries; the
+        store keeps it and sends it again with the next batch). Logged each time, told to the
+        operator once per process."""
         error = str(getattr(msg, "error", "") or msg.data.get("error") or "?")
         logger.warning("transcript mirror failed agent=%s name=%s: %s", self.id, self.name,
                        error)
@@ -724,9 +724,10 @@ class AgentRunner:
         self._mirror_warned = True
         await self._deps.escalations.notify(
             self.id, f"{self.name}: its transcript is not fully in the bucket",
-            f"Copying part of its session to the bucket failed: {error[:500]}. The copy on this "
-            "disk is whole; if this container is replaced before the next copy succeeds, the "
-            "resumed session misses that part. Check the bucket's permissions and reachability.")
+            f"Copying its session to the bucket failed: {error[:500]}. The copy on this disk is "
+            "whole, and what the bucket refused is kept in memory and sent again with the next "
+            "copy; if the supervisor stops before the bucket takes it, a new container resumes "
+            "without that part. Check the bucket's permissions and reachability.")
 
     async def _finish_turn(self, turn_id: int, msg: ResultMessage) -> None:
         status = turn_status(msg)

@@ -70,3 +70,31 @@ async def test_key_parts_with_slashes_do_not_nest(bucket):
         assert [s["session_id"] for s in await store.list_sessions("a")] == ["b/s"]
     finally:
         store.close()
+
+
+async def test_refused_batches_wait_in_order_and_go_up_when_the_bucket_is_back(
+        gcs_emulator, monkeypatch):
+    from google.api_core.exceptions import NotFound
+    from google.cloud import storage
+
+    import store.gcs_sessions as mod
+
+    monkeypatch.setattr(mod, "RETRY_S", 0.0)
+    client = storage.Client(**Settings(home="/nonexistent",
+                                       storage_emulator_host=gcs_emulator).gcs_client_kwargs())
+    store = GcsSessionStore(client.bucket("made-later"), "t")
+    key = {"project_key": "p", "session_id": "s"}
+    try:
+        with pytest.raises(NotFound):  # the first failure of an outage: the SDK reports it
+            await store.append(key, [{"type": "user", "uuid": "1"}])
+        await store.append(key, [{"type": "user", "uuid": "2"}])  # queued behind it, silently
+        assert store.waiting == 2
+        client.create_bucket("made-later")
+        await store.append(key, [{"type": "user", "uuid": "1"}])  # the SDK's retry of batch 1
+        await store.append(key, [{"type": "user", "uuid": "3"}])
+        assert store.waiting == 0
+        loaded = await store.load(key)
+        assert [e["uuid"] for e in loaded or []] == ["1", "2", "3"]
+        assert len(list(client.list_blobs("made-later"))) == 3  # no hole, no second copy
+    finally:
+        store.close()

@@ -197,3 +197,26 @@ async def test_without_a_bucket_a_lost_transcript_is_resume_failed_not_a_crash_l
         assert (runner.last_error or "").startswith("resume failed: the claude CLI found no "
                                                     "conversation")
     assert len(mock_api.requests) == before  # never a fresh session in its place
+
+
+async def test_batches_the_bucket_refuses_are_kept_logged_and_told_once(
+        permissive_settings, gcs_emulator, caplog):
+    settings = permissive_settings.with_(gcs_bucket="no-such-bucket",
+                                         storage_emulator_host=gcs_emulator, kill_poll_s=3600.0)
+    title = "w: its transcript is not fully in the bucket"
+
+    async def told(app: Switchboard) -> list[str]:
+        rows = await app.store.escalations.undelivered("test", limit=1000)
+        return [r.title for r in rows if r.title == title]
+
+    async with Switchboard(settings) as app:
+        await run(app, "/spawn w TEXT: one")
+        await wait_for(lambda: told(app), 60, "the mirror-error notice")
+        await run(app, "/ask w TEXT: two")
+        runner = await app.pool.get("w")
+        await wait_for(lambda: runner.state == AgentState.IDLE and not runner.busy, 60,
+                       "the second turn")
+        assert any("transcript mirror failed" in r.getMessage() for r in caplog.records)
+        # One notice: the outage's later batches wait behind the first, kept, not reported.
+        assert len(await told(app)) == 1
+        assert app.pool.session_store.waiting > 1
