@@ -131,6 +131,7 @@ class AgentPool:
         self.escalations.on_answer(RERUN_TOOL, answer_hook(self))
         self.escalations.on_answer(FRESH_TOOL, fresh_answer_hook(self))
         self.session_store: Any = None  # transcripts in the bucket (store/gcs_sessions.py)
+        self._store_problem: str | None = None
         self.timers = EscalationTimers(self.escalations, clock)
         self.storage = StorageGuard(store, self.escalations, clock)
         self.killswitch = KillSwitch(settings, store, self, clock)
@@ -164,11 +165,7 @@ class AgentPool:
         real_cli = resolve_cli(self.settings)
         self.isolation = iso = await asyncio.to_thread(probe, self.settings, real_cli)
         if self.settings.gcs_bucket:
-            from store.gcs_sessions import GcsSessionStore
-
-            self.session_store = await asyncio.to_thread(
-                GcsSessionStore.connect, self.settings.gcs_bucket,
-                self.settings.gcs_sessions_prefix, self.settings.gcs_client_kwargs())
+            await self._connect_session_store()
         if iso.ok:
             logger.info("isolation: %s", iso.detail)
         else:
@@ -229,6 +226,12 @@ class AgentPool:
                 None, "⚠ Agents run WITHOUT isolation" if allowed
                 else "⚠ Agents are refused: this host cannot isolate them",
                 describe(iso, allowed))
+        if self._store_problem is not None:
+            await self.escalations.notify(
+                None, "⚠ Session transcripts are not copied to the bucket",
+                f"No GCS client for {self.settings.gcs_bucket}: {self._store_problem}. Agents "
+                "run, but a new container could not resume their sessions. Fix the credentials "
+                "(GOOGLE_APPLICATION_CREDENTIALS or the service account) and restart.")
         # Questions whose asker died with the previous supervisor: close them, tell the
         # operator, and give the agent a note so it knows its request went unanswered.
         for orphan in await self.escalations.expire_orphans("the supervisor restarted"):
@@ -246,6 +249,19 @@ class AgentPool:
         self._watchdog_task = asyncio.create_task(self.watchdog.run(), name="watchdog")
         self.storage.start()
         return self.recovery
+
+    async def _connect_session_store(self) -> None:
+        """Transcripts to the bucket. A client that cannot be made (no credentials, no
+        library) is reported, and agents run without the mirror rather than not at all."""
+        from store.gcs_sessions import GcsSessionStore
+
+        try:
+            self.session_store = await asyncio.to_thread(
+                GcsSessionStore.connect, self.settings.gcs_bucket or "",
+                self.settings.gcs_sessions_prefix, self.settings.gcs_client_kwargs())
+        except Exception as exc:  # noqa: BLE001 - any client error: reported, not fatal
+            logger.error("session transcripts: no GCS client: %s", exc)
+            self._store_problem = str(exc)
 
     def _adopt(self, runner: AgentRunner) -> None:
         self._runners[runner.id] = runner

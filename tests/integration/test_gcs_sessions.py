@@ -98,3 +98,20 @@ async def test_refused_batches_wait_in_order_and_go_up_when_the_bucket_is_back(
         assert len(list(client.list_blobs("made-later"))) == 3  # no hole, no second copy
     finally:
         store.close()
+
+
+async def test_no_gcs_client_is_reported_and_agents_still_run(fake_settings, tmp_path,
+                                                              monkeypatch):
+    from bot.app import Switchboard
+    from tests.conftest import run, wait_for
+
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing-key.json"))
+    settings = fake_settings.with_(gcs_bucket="sb-x", kill_poll_s=3600.0)
+    async with Switchboard(settings) as app:
+        assert app.pool.session_store is None
+        notices = [r.title for r in await app.store.escalations.undelivered("t", limit=100)]
+        assert "⚠ Session transcripts are not copied to the bucket" in notices
+        await run(app, "/spawn w TEXT: hi")
+        runner = await app.pool.get("w")
+        await wait_for(lambda: runner.session_id is not None and not runner.busy, 30, "a turn")
