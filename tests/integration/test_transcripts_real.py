@@ -6,6 +6,7 @@ interrupted."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -19,7 +20,7 @@ import pytest
 from bot.app import Switchboard
 from supervisor.config import Settings
 from supervisor.events import AgentState
-from tests.conftest import run, wait_for
+from tests.conftest import processes_with_tag, run, wait_for
 from tests.subproc import Supervisor, write_config
 
 pytestmark = [pytest.mark.real_cli, pytest.mark.timeout(240)]
@@ -89,8 +90,12 @@ def test_sigkill_in_a_bash_call_then_a_new_container_resumes_the_session(
         sup.proc.wait(10)
     finally:
         sup.close()
-    for p in _sleepers():  # the next start would sweep it too; it must not outlive the test
-        p.kill()
+    # The container is gone, and its processes with it (the old CLI must not post the killed
+    # command's result to the mock while the new supervisor starts).
+    for p in processes_with_tag(f"{Settings(home=home).instance_id}/") + _sleepers():
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    _poll(lambda: not _sleepers(), 10, "the old agent's processes to end")
     _new_container(home)
     write_config(home, mock_api, permissive=True, gcs_bucket="sb-transcripts")
     before = len(mock_api.requests)
