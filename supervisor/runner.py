@@ -48,7 +48,7 @@ from supervisor.records import (
     turn_status,
 )
 from supervisor.sandbox import Isolation, agent_dirs, bwrap_args, prepare, sandbox_env
-from supervisor.transcripts import MirrorOnly, bring_back, report_resume_failed
+from supervisor.transcripts import FRESH_TOOL, MirrorOnly, bring_back, report_resume_failed
 
 logger = logging.getLogger(__name__)
 
@@ -164,7 +164,13 @@ class AgentRunner:
         if self.state == AgentState.KILLED:
             raise AgentNotRunning(self.name, self.state, "message")
         if self.state == AgentState.RESUME_FAILED:
-            raise ResumeFailed(self.name, (self.last_error or "").removeprefix("resume failed: "))
+            reason = (self.last_error or "").removeprefix("resume failed: ")
+            if not any(e.tool_name == FRESH_TOOL
+                       for e in await self._deps.escalations.pending(self.id)):
+                # "Leave it" was the answer before: asked again, since a message came.
+                await report_resume_failed(self._deps.escalations, self.id, self.name, reason,
+                                           text)
+            raise ResumeFailed(self.name, reason)
         self._deps.killswitch.check()
         if self.budget_blocked and self._budget_day != int(day_start(clock=self._deps.clock)):
             self.budget_blocked = None  # budgets are per day: a new day, a new budget

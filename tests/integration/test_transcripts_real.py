@@ -195,10 +195,18 @@ async def test_without_a_bucket_a_lost_transcript_is_resume_failed_not_a_crash_l
         await run(app, "/ask w TEXT: two")
         runner = await app.pool.get("w")
         await wait_for(lambda: runner.state == AgentState.RESUME_FAILED, 60, "resume_failed")
-        assert [e.title for e in await app.pool.escalations.pending(runner.id)] == [
-            "w: its session could not be resumed"]
+        [question] = await app.pool.escalations.pending(runner.id)
+        assert question.title == "w: its session could not be resumed"
         reply = await run(app, "/ask w TEXT: three")
         assert "could not be resumed" in reply.plain()
+        assert [e.id for e in await app.pool.escalations.pending(runner.id)] == [question.id]
+        # "Leave it", then another message: refused again, and the choice offered again.
+        assert (await run(app, f"/answer {question.id} 2")).ok
+        assert await app.pool.escalations.pending(runner.id) == []
+        assert "could not be resumed" in (await run(app, "/ask w TEXT: four")).plain()
+        assert [e.title for e in await app.pool.escalations.pending(runner.id)] == [
+            "w: its session could not be resumed"]
+        assert runner.state == AgentState.RESUME_FAILED
         assert (runner.last_error or "").startswith("resume failed: the claude CLI found no "
                                                     "conversation")
     assert len(mock_api.requests) == before  # never a fresh session in its place
