@@ -80,6 +80,8 @@ class Switchboard:
             # The pool owns the agents and starts its own parts: kill switch, watchdog, timers.
             FnService("pool", self._start_pool, self._close_pool),
             FnService("api", self._start_api, _nothing),
+            # After the API: its first tick may start runs, which go through the pool.
+            FnService("scheduler", self._start_scheduler, self._stop_scheduler),
         ]
 
     async def _start_lock(self, _group: TaskGroup) -> None:
@@ -117,6 +119,14 @@ class Switchboard:
         assert self.pool is not None
         self.api = SupervisorAPI.over(self.pool)
         self.fleet = ApiFleet(self.api)
+
+    async def _start_scheduler(self, _group: TaskGroup) -> None:
+        assert self.api is not None
+        await self.api.schedules.start()
+
+    async def _stop_scheduler(self) -> None:
+        if self.api is not None:
+            await self.api.schedules.stop()
 
     async def add_task_service(self, name: str,
                                run: Callable[[], Coroutine[Any, Any, object]]) -> None:

@@ -55,21 +55,49 @@ class Spawn:
         Opt("--parent", "parent", "make it a child of this agent", "AGENT"),
         Opt("--mode", "mode", "permission mode, e.g. default, acceptEdits, plan", "MODE"),
         Opt("--role", "role", "its role on the bus: messages to role:<role> reach it", "ROLE"),
+        Opt("--charter", "charter",
+            "make it a standing agent with this charter (quoted text, or @file): goal, "
+            "authority, what needs approval, what not to do, when to escalate", "TEXT|@FILE"),
+        Opt("--repo", "repo", "work in a new worktree of this registered repository, on branch "
+            "agent/<name>", "REPO"),
+        Opt("--base", "base", "with --repo: the branch to start from (default: the "
+            "repository's default branch)", "BRANCH"),
         Opt("--project-settings", "project_settings",
             "let the agent load the directory's own .claude settings, hooks, MCP servers and "
             "CLAUDE.md (off by default: they could run commands the policy never sees)",
             switch=True),
         Rest("prompt", "what the agent should do"),
     )
-    examples: ClassVar[tuple[str, ...]] = ("/spawn fixer --model sonnet fix the failing tests",)
+    examples: ClassVar[tuple[str, ...]] = (
+        "/spawn fixer --model sonnet fix the failing tests",
+        '/spawn triage --charter @charters/triage.md check the new issues',
+    )
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
-        r = await ctx.api.spawn(
-            args["name"], args["prompt"], by=ctx.caller, model=args["model"], cwd=args["cwd"],
-            parent=args["parent"], permission_mode=args["mode"],
-            project_settings=bool(args["project_settings"]), role=args["role"],
-        )
-        blocks = [Text(f"Spawned {r.name} ({r.id}) in {r.cwd}")]
+        if args["repo"]:
+            if args["cwd"]:
+                raise UsageError("--repo and --cwd exclude each other: the worktree is the cwd")
+            r, wt = await ctx.api.repos.spawn(
+                args["name"], args["prompt"], repo=args["repo"], base=args["base"],
+                by=ctx.caller, model=args["model"], parent=args["parent"],
+                permission_mode=args["mode"], project_settings=bool(args["project_settings"]),
+                role=args["role"], charter=args["charter"])
+            where = f"a worktree of {wt.repo} on {wt.branch} (from {wt.base}): {r.cwd}"
+        elif args["base"]:
+            raise UsageError("--base needs --repo")
+        else:
+            r = await ctx.api.spawn(
+                args["name"], args["prompt"], by=ctx.caller, model=args["model"],
+                cwd=args["cwd"], parent=args["parent"], permission_mode=args["mode"],
+                project_settings=bool(args["project_settings"]), role=args["role"],
+                charter=args["charter"],
+            )
+            where = r.cwd
+        blocks = [Text(f"Spawned {r.name} ({r.id}) in {where}")]
+        if args["charter"] is not None:
+            blocks.append(Text("It is a standing agent: its charter is part of its system "
+                               "prompt, it has no session TTL, and every irreversible step "
+                               "(push, merge, deploy, delete, paid APIs) waits for you."))
         if r.project_settings:
             blocks.append(Text("⚠ It loads the directory's own settings: "
                                + project_config_summary(r.cwd)))
@@ -131,8 +159,9 @@ class Status:
             lines.append(f"last error: {r.last_error}")
         if r.last_answer:
             lines.append(f"last answer: {r.last_answer[:500]}")
+        charter = (Text("standing agent, charter:\n" + r.charter[:3000]),) if r.charter else ()
         return Reply(
-            blocks=(Text(agent_line(r), "title"), Text("\n".join(lines))),
+            blocks=(Text(agent_line(r), "title"), Text("\n".join(lines)), *charter),
             buttons=(agent_buttons(r),) if r.live else (),
         )
 

@@ -36,6 +36,7 @@ ON_TIMEOUT: tuple[str, ...] = get_args(OnTimeout)
 SlackMode = Literal["socket", "http"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 LogFormat = Literal["auto", "text", "json"]
+MergeMode = Literal["ff", "merge"]
 
 # Variables an agent may see. Everything else in the supervisor's environment (chat tokens,
 # cloud credentials, our own secrets) is withheld.
@@ -388,6 +389,11 @@ class Settings(BaseSettings):
     watchdog_interval_s: Annotated[Interval, Key("SWITCHBOARD_WATCHDOG_INTERVAL_S",
                                                  "limits.watchdog_interval_s",
                                                  "watchdog_interval_s")] = 5.0
+    # Standing agents (docs/standing-agents.md): no session TTL; an idle one's CLI is stopped
+    # after this long and its session resumed by the next message or schedule firing.
+    standing_idle_stop_s: Annotated[Seconds, Key("SWITCHBOARD_STANDING_IDLE_STOP_S",
+                                                 "limits.standing_idle_stop_s",
+                                                 "standing_idle_stop_s")] = 900.0
     # [bus]: messages between agents (docs/bus.md)
     bus_message_ttl_s: Annotated[Interval, Key("SWITCHBOARD_BUS_MESSAGE_TTL_S",
                                                "bus.message_ttl_s", "bus_message_ttl_s")] = 86400.0
@@ -416,6 +422,39 @@ class Settings(BaseSettings):
                                                  "bus_rate_alarm_per_min")] = 600
     team_file: Annotated[UserPath | None, Key("SWITCHBOARD_TEAM_FILE", "bus.team_file",
                                               "team_file")] = None
+    # [scheduler]: schedules and reminders (docs/scheduler.md)
+    timezone: Annotated[Text, Key("SWITCHBOARD_TIMEZONE", "scheduler.timezone",
+                                  "timezone")] = "UTC"
+    schedule_tick_s: Annotated[Interval, Key("SWITCHBOARD_SCHEDULE_TICK_S",
+                                             "scheduler.tick_s", "schedule_tick_s")] = 15.0
+    schedule_grace_s: Annotated[Seconds, Key("SWITCHBOARD_SCHEDULE_GRACE_S",
+                                             "scheduler.grace_s", "schedule_grace_s")] = 300.0
+    schedule_timeout_s: Annotated[Interval, Key("SWITCHBOARD_SCHEDULE_TIMEOUT_S",
+                                                "scheduler.timeout_s",
+                                                "schedule_timeout_s")] = 3600.0
+    schedule_agent_max: Annotated[Whole, Key("SWITCHBOARD_SCHEDULE_AGENT_MAX",
+                                             "scheduler.agent_max", "schedule_agent_max")] = 5
+    schedule_agent_min_interval_s: Annotated[Seconds, Key(
+        "SWITCHBOARD_SCHEDULE_AGENT_MIN_INTERVAL_S", "scheduler.agent_min_interval_s",
+        "schedule_agent_min_interval_s")] = 600.0
+    schedule_agent_expiry_s: Annotated[Interval, Key("SWITCHBOARD_SCHEDULE_AGENT_EXPIRY_S",
+                                                     "scheduler.agent_expiry_s",
+                                                     "schedule_agent_expiry_s")] = 604800.0
+
+    # [repos]: registered repositories and agents' worktrees (docs/repositories.md). The token
+    # and the key are used by Switchboard's own fetches only, never handed to an agent.
+    repo_token: Annotated[SecretText, Key("SWITCHBOARD_REPO_TOKEN", "repos.token")] = None
+    repo_token_user: Annotated[Text, Key("SWITCHBOARD_REPO_TOKEN_USER",
+                                         "repos.token_user")] = "x-access-token"
+    repo_ssh_key: Annotated[UserPath | None, Key("SWITCHBOARD_REPO_SSH_KEY",
+                                                 "repos.ssh_key")] = None
+    repo_merge: Annotated[MergeMode, Choice, Key("SWITCHBOARD_REPO_MERGE", "repos.merge")] = "ff"
+    repo_gc_interval_s: Annotated[Interval, Key("SWITCHBOARD_REPO_GC_INTERVAL_S",
+                                                "repos.gc_interval_s")] = 600.0
+    repo_intent_ttl_s: Annotated[Interval, Key("SWITCHBOARD_REPO_INTENT_TTL_S",
+                                               "repos.intent_ttl_s")] = 3600.0
+    repo_push_intentions: Annotated[Flag, Key("SWITCHBOARD_REPO_PUSH_INTENTIONS",
+                                              "repos.push_intentions")] = False
 
     # Where memory.current/memory.max live (auto-detected; not configurable, tests inject it).
     cgroup_dir: UserPath | None = None
@@ -466,6 +505,10 @@ class Settings(BaseSettings):
     @property
     def agents_dir(self) -> Path:
         return self.home / "agents"
+
+    @property
+    def repos_dir(self) -> Path:
+        return self.home / "repos"
 
     @property
     def log_path(self) -> Path:

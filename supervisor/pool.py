@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -28,8 +29,11 @@ from supervisor.policy import Policy, PolicyError
 from supervisor.process import install_launcher, resolve_cli, sweep
 from supervisor.protected import ProtectedPaths
 from supervisor.recovery import RERUN_TOOL, answer_hook, report_interrupted
+from supervisor.repos import Repos
+from supervisor.repos.tools import repo_tools
 from supervisor.runner import AgentRunner, RunnerDeps
 from supervisor.sandbox import Isolation, describe, hide_in, probe, unwritable_reason
+from supervisor.standing import StandingAgents
 from supervisor.storage import StorageGuard
 from supervisor.timers import EscalationTimers
 from supervisor.transcripts import FRESH_TOOL, restart_note
@@ -38,6 +42,8 @@ from supervisor.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
 
+# Permission modes in which the CLI may run a call without asking can_use_tool first.
+UNASKED_MODES = ("bypassPermissions", "auto")
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")
 ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 
@@ -144,9 +150,13 @@ class AgentPool:
                            agent_id, title, body),
                        halted=lambda: self.killswitch.halted,
                        ask_operator=self._ask_operator)
+        self.standing = StandingAgents(self)  # the wake path (the scheduler's), send-backs
         self._watchdog_task: asyncio.Task[None] | None = None
         self.roles: dict[str, tuple[str, ...]] = {}  # agent id -> its roles (from /team)
         self.isolation: Isolation | None = None
+        self.repos = Repos(self)  # registered repositories and agents' worktrees
+        # More in-process MCP tools per agent (the scheduler's schedule_wakeup), besides the bus's.
+        self.tool_makers: dict[str, Callable[[AgentRunner], list[Any]]] = {}
 
     async def __aenter__(self) -> AgentPool:
         try:
@@ -185,8 +195,12 @@ class AgentPool:
             isolation=iso,
             peer_dirs=self._peer_dirs,
             clock=self.clock,
-            agent_tools=lambda runner: bus_tools(self.bus, runner, FleetHooks(
-                self._roster, self._wait_idle, self._spawn_child)),
+            agent_tools=lambda runner: [
+                *bus_tools(self.bus, runner, FleetHooks(self._roster, self._wait_idle,
+                                                        self._spawn_child)),
+                *repo_tools(self.repos, runner.id),
+                *(t for make in self.tool_makers.values() for t in make(runner))],
+            repo_wall=self.repos.wall,
             session_store=self.session_store,
         )
         await self.killswitch.start()
@@ -206,8 +220,10 @@ class AgentPool:
         self.roles = await self.store.bus.roles()
         waiting: list[AgentRunner] = []  # their loops start once the notes below are queued
         restarted_at = self.clock.now()
+        charters = await self.store.charters.all()
         for row in rows:
-            runner = AgentRunner(row, self._deps, self.bus.inbox(row.id, row.name))
+            runner = AgentRunner(row, self._deps, self.bus.inbox(row.id, row.name),
+                                 charter=charters.get(row.id))
             if row.state == AgentState.KILLED:
                 self._runners[row.id] = runner  # kept for /status and /logs; it has no loop
                 continue
@@ -241,10 +257,12 @@ class AgentPool:
                     f"[Switchboard] Your earlier request was not answered because the supervisor "
                     f"restarted: {orphan.title}. If you still need it, ask again."
                 )
+        await self.repos.load()  # before the loops: a first turn's sandbox shows its worktree
         # Now the loops: what the dead supervisor had leased and these notes arrive together.
         for runner in waiting:
             self._adopt(runner)
         await self.timers.start()  # after expire_orphans: stored reminders and timeouts fire
+        await self.repos.start()  # the agents are known: dead agents' worktrees are collected
         self.recovery = RecoveryReport(tuple(swept), tuple(resumed), interrupted)
         self._watchdog_task = asyncio.create_task(self.watchdog.run(), name="watchdog")
         self.storage.start()
@@ -319,7 +337,11 @@ class AgentPool:
                                r.id, why)
 
     async def _ask_operator(self, agent_id: str, title: str, question: str) -> str:
-        """A bus question to the operator: an escalation like ask_operator's; its answer."""
+        """A bus question to the operator: an escalation like ask_operator's; its answer.
+        A standing agent's question its charter decides is sent back to it instead, once."""
+        back = await self.standing.send_back_for(agent_id, question)
+        if back is not None:
+            return back
         row = await self.escalations.open(agent_id=agent_id, kind=Kind.QUESTION, title=title,
                                           body=question, free_text=True)
         answer = await self.escalations.wait(row)
@@ -389,17 +411,17 @@ class AgentPool:
         project_settings: bool = False,
         by: str = "operator",
         role: str | None = None,
+        charter: str | None = None,
+        agent_id: str | None = None,
     ) -> AgentRunner:
+        """`agent_id`: chosen by the caller (a worktree is made for it first: supervisor/repos)."""
         deps = self._require_running()  # the kill switch is checked by supervisor.api
         await self.storage.ensure_writable()
         self.check_isolation()
         _check_names(name, role)
         if await self.store.agents.live_name_taken(name):
             raise AgentExists(name)
-        mode = permission_mode or self.policy.permission_mode(name, self.settings.permission_mode)
-        if mode not in PERMISSION_MODES:
-            raise InvalidRequest(f"unknown permission mode {mode!r}; use one of "
-                                 + ", ".join(PERMISSION_MODES))
+        mode = self._mode(name, permission_mode, standing=charter is not None)
         if len(prompt) > self.settings.max_prompt_chars:
             raise InvalidRequest(
                 f"the prompt is {len(prompt):,} characters; the limit is "
@@ -415,7 +437,7 @@ class AgentPool:
                                      f"{parent_runner.state}; spawn children of live agents")
             parent_id = parent_runner.id
         await self._admit(parent_id, by)
-        agent_id = new_agent_id()
+        agent_id = agent_id or new_agent_id()
         if cwd:
             workdir = Path(cwd).expanduser().resolve()  # noqa: ASYNC240 - one stat
             if not workdir.is_dir():
@@ -434,15 +456,29 @@ class AgentPool:
             )
         except Conflict:
             raise AgentExists(name) from None  # a concurrent spawn took the name first
+        if charter is not None:  # before its first turn: the charter is in its system prompt
+            await self.store.charters.set(agent_id, charter, now=self.clock.now())
         workdir.mkdir(parents=True, exist_ok=True)
         if cwd:
             await self._hide_from_peers(workdir)
-        runner = AgentRunner(row, deps, self.bus.inbox(row.id, row.name))
+        runner = AgentRunner(row, deps, self.bus.inbox(row.id, row.name), charter=charter)
         await self._give_role(agent_id, role)
         self._adopt(runner)
         await runner.submit(prompt)
         logger.info("agent spawned agent=%s name=%s parent=%s", agent_id, name, parent_id)
         return runner
+
+    def _mode(self, name: str, asked: str | None, *, standing: bool) -> str:
+        mode = asked or self.policy.permission_mode(name, self.settings.permission_mode)
+        if mode not in PERMISSION_MODES:
+            raise InvalidRequest(f"unknown permission mode {mode!r}; use one of "
+                                 + ", ".join(PERMISSION_MODES))
+        if standing and mode in UNASKED_MODES:
+            raise InvalidRequest(
+                f"a standing agent cannot run in permission mode {mode}: the CLI could run an "
+                "irreversible step without asking. Use default, acceptEdits, plan or dontAsk "
+                "(check the policy's [agents] permission_mode too)")
+        return mode
 
     async def _give_role(self, agent_id: str, role: str | None) -> None:
         """Before its first turn, so messages to the role reach it from the start."""
@@ -511,6 +547,7 @@ class AgentPool:
         )
         for r in targets:  # their queued messages will never be read: senders are told
             await self.bus.dead_letter(r.id, f"{r.name} was killed")
+        self.repos.gc_soon()  # their worktrees: archived if need be, then removed
         return targets
 
     # -- shutdown --------------------------------------------------------------------------------
@@ -533,6 +570,7 @@ class AgentPool:
             return
         self.state = PoolState.CLOSED
         await self.timers.stop()  # no timeout acts on an agent that is shutting down
+        await self.repos.close()
         self.killswitch.close()
         if self._watchdog_task is not None:
             self._watchdog_task.cancel()

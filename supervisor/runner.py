@@ -23,11 +23,13 @@ from claude_agent_sdk import (
     SessionStore,
     SystemMessage,
 )
+from claude_agent_sdk.types import SystemPromptPreset
 
 from store import Store
 from store.agents import AgentRow
 from store.errors import StoreError
 from supervisor import launcher as launcher_module
+from supervisor.charter import system_prompt as charter_prompt
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import AgentFailed, AgentNotRunning, InvalidRequest, ResumeFailed
@@ -48,6 +50,7 @@ from supervisor.records import (
     turn_status,
 )
 from supervisor.sandbox import Isolation, agent_dirs, bwrap_args, prepare, sandbox_env
+from supervisor.scheduler import quiet_turn
 from supervisor.transcripts import FRESH_TOOL, MirrorOnly, bring_back, report_resume_failed
 
 logger = logging.getLogger(__name__)
@@ -78,6 +81,8 @@ class RunnerDeps:
     clock: Clock = SYSTEM_CLOCK
     agent_tools: Callable[[AgentRunner], list[Any]] = lambda _runner: []  # the bus's MCP tools
     session_store: Any = None  # store.gcs_sessions.GcsSessionStore when a bucket is configured
+    # The agent's worktree as its sandbox sees it (supervisor/repos: mounts and environment).
+    repo_wall: Callable[[str], Any] = lambda _agent_id: None
 
 
 # Claude Code's own tools that would bypass the supervisor: cross-session messaging, session
@@ -91,8 +96,10 @@ NATIVE_TOOLS_DISALLOWED = (
 
 
 class AgentRunner:
-    def __init__(self, row: AgentRow, deps: RunnerDeps, inbox: Inbox | None = None) -> None:
+    def __init__(self, row: AgentRow, deps: RunnerDeps, inbox: Inbox | None = None,
+                 charter: str | None = None) -> None:
         self.id = row.id
+        self.charter = charter  # a standing agent's (docs/standing-agents.md), else None
         self.name = row.name
         self.parent_id = row.parent_id
         self.model = row.model
@@ -127,15 +134,19 @@ class AgentRunner:
         self.turn_started_at: float | None = None
         self.first_event_at: float | None = None
         self._open_escalations = 0
-        # An interrupt that came before the turn's prompt reached the CLI: sent right after.
+        # An interrupt that came before the CLI began the turn: sent once it has.
         self._interrupt_pending = False
-        self._query_sent = False
+        self._turn_begun = False
         self._paused_by_timeout = False
         self.budget_blocked: str | None = None
         self._budget_day = 0
         self.session_started_at: float | None = None  # when the current CLI process started
         self.last_activity_at = deps.clock.now()
         self.ttl_warned = False
+        # A scheduled run's agent: a turn that went well is no news (the schedule's notify
+        # policy says what reaches the operator); a failed one still is.
+        self.quiet_turns = False
+        self._quiet_turn = False  # this turn: quiet_turns, or only such scheduled messages
         self.gate = ToolGate(self, GateDeps(deps.store, deps.policy, deps.escalations,
                                             lambda: deps.killswitch.halted,
                                             lambda: deps.agent_tools(self)))
@@ -158,19 +169,35 @@ class AgentRunner:
     def busy(self) -> bool:
         return not self._turn_done.is_set()
 
+    @property
+    def standing(self) -> bool:
+        """Spawned with a charter: no session TTL, parked when idle, irreversible steps ask."""
+        return self.charter is not None
+
     async def submit(self, text: str) -> int:
         """Queue a message (stored before this returns); it becomes the next turn. Returns
         how many are ahead of it."""
+        if self.state == AgentState.RESUME_FAILED and not any(
+                e.tool_name == FRESH_TOOL for e in await self._deps.escalations.pending(self.id)):
+            # "Leave it" was the answer before: asked again, since a message came.
+            await report_resume_failed(self._deps.escalations, self.id, self.name,
+                                       self._resume_reason, text)
+        self.admit(text)
+        ahead = len(self._inbox) + (1 if self.busy else 0)
+        await self._inbox.put(text)
+        return ahead
+
+    @property
+    def _resume_reason(self) -> str:
+        return (self.last_error or "").removeprefix("resume failed: ")
+
+    def admit(self, text: str) -> None:
+        """Raises what would refuse `text` as a next turn: killed, the kill switch, over
+        budget, in a crash loop, too long or empty (a wake is checked like an /ask)."""
         if self.state == AgentState.KILLED:
             raise AgentNotRunning(self.name, self.state, "message")
         if self.state == AgentState.RESUME_FAILED:
-            reason = (self.last_error or "").removeprefix("resume failed: ")
-            if not any(e.tool_name == FRESH_TOOL
-                       for e in await self._deps.escalations.pending(self.id)):
-                # "Leave it" was the answer before: asked again, since a message came.
-                await report_resume_failed(self._deps.escalations, self.id, self.name, reason,
-                                           text)
-            raise ResumeFailed(self.name, reason)
+            raise ResumeFailed(self.name, self._resume_reason)
         self._deps.killswitch.check()
         if self.budget_blocked and self._budget_day != int(day_start(clock=self._deps.clock)):
             self.budget_blocked = None  # budgets are per day: a new day, a new budget
@@ -193,9 +220,6 @@ class AgentRunner:
             )
         if not text.strip():
             raise InvalidRequest("the message is empty")
-        ahead = len(self._inbox) + (1 if self.busy else 0)
-        await self._inbox.put(text)
-        return ahead
 
     async def run(self) -> None:
         """The agent's loop: one turn at a time, for as long as it is not killed."""
@@ -283,6 +307,23 @@ class AgentRunner:
             finally:
                 self._stopping = False
 
+    async def park(self, idle_s: float) -> bool:
+        """A standing agent idle for `idle_s`: its CLI is closed, the agent stays idle with its
+        session, and the next message starts the CLI again with resume=<session id>."""
+        async with self._lifecycle:
+            proc = self._proc
+            if (proc is None or self.busy or self._stopping or self.queued
+                    or self.state != AgentState.IDLE or self._open_escalations):
+                return False
+            self._proc = None  # from here a new turn starts a CLI of its own
+            await proc.close(kill=True, timeout_s=self._deps.settings.stop_grace_s)
+            with contextlib.suppress(StoreError):
+                await self._deps.store.agents.update(self.id, launcher_pid=None, cli_pid=None)
+            if self.state == AgentState.IDLE:
+                await self._set_state(AgentState.IDLE, f"parked after {idle_s:.0f}s idle; a "
+                                      "message or schedule resumes its session")
+            return True
+
     async def kill(self, reason: str = "killed by operator") -> list[int]:
         """SIGTERM, bounded wait, SIGKILL, sweep. Returns the pids that had to be SIGKILLed."""
         async with self._lifecycle:
@@ -308,7 +349,7 @@ class AgentRunner:
         proc = self._proc
         if not self.busy:
             return False
-        if proc is None or not proc.alive() or not self._query_sent:
+        if proc is None or not proc.alive() or not self._turn_begun:
             self._interrupt_pending = True  # the turn is being set up: interrupted once sent
             return True
         await self._interrupt(proc)
@@ -468,13 +509,16 @@ class AgentRunner:
         if not iso.ok:
             if not deps.settings.allow_unisolated_agents:
                 raise AgentFailed(None, "", f"agents are not started unisolated: {iso.problem}")
-            return {}
+            wall = deps.repo_wall(self.id)
+            return dict(wall.env) if wall is not None else {}
         dirs = agent_dirs(deps.settings, self.id)
         prepare(deps.settings, iso, dirs, Path(self.cwd), env)
+        wall = deps.repo_wall(self.id)
         argv = bwrap_args(deps.settings, iso, dirs, Path(self.cwd), env, deps.real_cli,
                           ro_extra=(deps.launcher,),
-                          peers=(Path(p) for p in deps.peer_dirs(self.id)))
-        return sandbox_env(iso, dirs, argv, Path(self.cwd))
+                          peers=(Path(p) for p in deps.peer_dirs(self.id)),
+                          binds=wall.binds if wall is not None else ())
+        return sandbox_env(iso, dirs, argv, Path(self.cwd)) | (wall.env if wall else {})
 
     def _options(self, env: dict[str, str]) -> ClaudeAgentOptions:
         settings = self._deps.settings
@@ -496,7 +540,7 @@ class AgentRunner:
             hooks=self.gate.hooks(),  # type: ignore[arg-type]
             mcp_servers=self.gate.mcp_servers(),
             permission_mode=self.permission_mode,  # type: ignore[arg-type]
-            system_prompt={"type": "preset", "preset": "claude_code"},
+            system_prompt=self._system_prompt(),
             resume=self.session_id,
             max_buffer_size=settings.max_line_bytes,
             # Only what Switchboard gives the agent: no user, project or local settings (their
@@ -511,6 +555,13 @@ class AgentRunner:
             if self._deps.session_store is not None else None,
             session_store_flush="eager",
         )
+
+    def _system_prompt(self) -> SystemPromptPreset:
+        prompt: SystemPromptPreset = {"type": "preset", "preset": "claude_code"}
+        if self.charter is not None:
+            prompt["append"] = charter_prompt(self.charter)
+        return prompt
+
 
     def _env(self) -> dict[str, str]:
         env = self._deps.settings.agent_environment()
@@ -566,6 +617,7 @@ class AgentRunner:
     async def _turn(self, prompt: str) -> bool:
         """One turn; whether its input was consumed (False: the CLI failed, deliver again)."""
         self._turn_done.clear()
+        self._quiet_turn = self.quiet_turns or quiet_turn(prompt)
         turn_id: int | None = None
         try:
             proc = self._proc
@@ -583,10 +635,6 @@ class AgentRunner:
             await self._set_state(AgentState.WORKING, "", unless_paused=True)
             await proc.query(prompt, note=self._note)
             self._note = None
-            self._query_sent = True
-            if self._interrupt_pending:
-                self._interrupt_pending = False
-                await self._interrupt(proc)
             result = await self._retry_api_errors(proc, turn_id, await self._result(proc, turn_id))
             await self._finish_turn(turn_id, result)
             return True
@@ -616,12 +664,20 @@ class AgentRunner:
         finally:
             self.current_tool = None
             self.turn_started_at = None
-            self._query_sent = self._interrupt_pending = False
+            self._turn_begun = self._interrupt_pending = False
             self._turn_done.set()
 
     async def _result(self, proc: AgentProcess, turn_id: int) -> ResultMessage:
         result: ResultMessage | None = None
         async for msg in proc.responses():
+            if not self._turn_begun:
+                # The CLI has begun the turn (its first message, the turn's system/init): an
+                # interrupt written before this could reach it between turns, where it is a
+                # no-op, so one that came early is sent now.
+                self._turn_begun = True
+                if self._interrupt_pending and not isinstance(msg, ResultMessage):
+                    self._interrupt_pending = False
+                    await self._interrupt(proc)
             await self._record(msg, turn_id)
             if isinstance(msg, ResultMessage):
                 result = msg
@@ -646,6 +702,7 @@ class AgentRunner:
             await self._deps.store.events.append(self.id, turn_id, "retry", note,
                                                  {"status": status, "attempt": attempt})
             self._deps.hub.publish(AgentOutput(self.id, self.name, "system", note))
+            self._turn_begun = False  # an interrupt meanwhile goes to the continuation
             await self._deps.clock.sleep(wait_s)
             await proc.query(API_RETRY_PROMPT.format(status=status))
             result = await self._result(proc, turn_id)
@@ -745,7 +802,7 @@ class AgentRunner:
             self.session_id = msg.session_id
         # The notice is written with the turn's end, in one transaction: a crash right after
         # cannot lose it, and the outbox delivers it after a restart.
-        notice = await self._deps.escalations.draft_notice(
+        notice = None if self._quiet_turn and ok else await self._deps.escalations.draft_notice(
             self.id, f"{self.name} {'finished' if ok else 'ended with an error'}",
             text[:200_000])
         await self._deps.store.turns.finish(
@@ -764,7 +821,8 @@ class AgentRunner:
             self.id, cost_baseline=self._baseline, session_id=self.session_id
         )
         self._deps.hub.publish(TurnFinished(self.id, self.name, turn_id, ok, text, cost))
-        await self._deps.escalations.published(notice.id)
+        if notice is not None:
+            await self._deps.escalations.published(notice.id)
         if self.state in (AgentState.WORKING, AgentState.STALLED):
             await self._set_state(AgentState.IDLE, "turn finished" if ok else f"turn ended: {text}")
         reason = await self._deps.over_budget(self)

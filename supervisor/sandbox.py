@@ -154,6 +154,7 @@ def hidden_paths(settings: Settings, agent_env: Mapping[str, str]) -> tuple[list
         # Also the file the process environment names: google-auth reads it from there
         # whatever our settings say, so it is a credential of this process either way.
         settings.gcs_credentials_file, os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"),
+        settings.repo_ssh_key,  # the key Switchboard's own git fetches with
         *DANGEROUS_SOCKETS,
         *(p for p in settings.sandbox_hide),
     ]
@@ -278,10 +279,12 @@ def _write_identity(dirs: AgentDirs, iso: Isolation) -> None:
 
 def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: Path,
                agent_env: Mapping[str, str], real_cli: Path,
-               ro_extra: Iterable[Path] = (), peers: Iterable[Path] = ()) -> list[str]:
+               ro_extra: Iterable[Path] = (), peers: Iterable[Path] = (),
+               binds: Iterable[tuple[Path, Path, bool]] = ()) -> list[str]:
     """bwrap's argv (up to and without the command) for one agent. `peers` are other agents'
     working directories (an operator's --cwd projects): hidden, so agents that share the
-    agent uid cannot read each other's projects."""
+    agent uid cannot read each other's projects. `binds` (source, target, writable) are
+    mounted after the workspace, in order: a worktree's repository (supervisor/repos)."""
     assert iso.bwrap is not None
     m = _Mounts()
     m.args += [iso.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
@@ -299,6 +302,8 @@ def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: P
     writable = [ws, dirs.home, dirs.config]
     for w in writable:
         m.bind(w, w, writable=True)
+    for src, dest, rw in binds:
+        m.bind(src, dest, writable=rw)
     # A hidden file inside a bound directory (a settings file in the workspace's parent...)
     # must stay hidden: blank files after the binds.
     for f in hide_files:

@@ -23,6 +23,9 @@ message; ``content`` may be a string or a block list):
   ``./bus-received.log``; a body ``PINGPONG <k>`` is answered with ``PINGPONG <k+1>`` to its
   sender; a body that is itself a directive (``MCP``, ``SPAM``; ``SLEEP`` when it is the
   turn's only message) is applied.
+* ``SLOWSTART <n>: <rest>`` - take n seconds to begin the turn (before its ``system/init``),
+  as the real CLI can under load; an ``interrupt`` meanwhile finds no turn running and is a
+  no-op (it answers ``still_queued``), as in the real CLI; then apply the rules to ``<rest>``.
 * anything else     - reply ``ECHO: <text>``.
 
 Each completed turn adds 0.001 USD to the process's cumulative ``total_cost_usd``
@@ -46,6 +49,7 @@ COST_PER_TURN = 0.001
 INPUT_TOKENS = 10
 OUTPUT_TOKENS = 12
 
+_SLOWSTART_RE = re.compile(r"SLOWSTART (\d+(?:\.\d+)?):")
 _SLEEP_RE = re.compile(r"^SLEEP\s+(\d+(?:\.\d+)?)\s*(?::\s?(.*))?$", re.DOTALL)
 _STDERR_RE = re.compile(r"^STDERR\s+(.*)$", re.DOTALL)
 _MCP_RE = re.compile(r"^MCP\s+(\S+)\s+(.*)$", re.DOTALL)
@@ -219,7 +223,9 @@ class FakeClaude:
             with self.lock:
                 if self.current is not None:
                     self.current.abort.set()
-            response = {"still_queued": []}
+                    response = {"still_queued": []}
+                else:  # between turns: nothing to interrupt; a queued message stays queued
+                    response = {"still_queued": ["queued"] if not self.turns.empty() else []}
         elif subtype == "set_model":
             self.model = request.get("model") or DEFAULT_MODEL
             response = {"model": self.model}
@@ -250,6 +256,9 @@ class FakeClaude:
             turn = self.turns.get()
             if turn is None:
                 break
+            slow = _SLOWSTART_RE.match(user_text(turn.line).strip())
+            if slow:
+                time.sleep(float(slow.group(1)))
             with self.lock:
                 self.current = turn
             try:
@@ -449,6 +458,9 @@ class FakeClaude:
     def reply_for(self, text, turn):
         """The reply text, or None if the turn was interrupted."""
         directive = text.strip()
+        slow = _SLOWSTART_RE.match(directive)
+        if slow:
+            directive = directive[slow.end():].strip()
         while True:
             m = _SLEEP_RE.match(directive)
             if not m:
