@@ -341,6 +341,15 @@ class Settings(BaseSettings):
     kill_poll_s: Annotated[Interval, Key("SWITCHBOARD_KILL_POLL_S", "gcs.poll_s",
                                          "kill_poll_s")] = 10.0
     storage_emulator_host: Annotated[Text | None, Key(env="STORAGE_EMULATOR_HOST")] = None
+    # Database and shared-context snapshots to the bucket (docs/persistence.md).
+    snapshot_interval_s: Annotated[Interval, Key("SWITCHBOARD_SNAPSHOT_INTERVAL_S",
+                                                 "gcs.snapshot_interval_s",
+                                                 "snapshot_interval_s")] = 60.0
+    snapshot_debounce_s: Annotated[Interval, Key("SWITCHBOARD_SNAPSHOT_DEBOUNCE_S",
+                                                 "gcs.snapshot_debounce_s",
+                                                 "snapshot_debounce_s")] = 5.0
+    lease_ttl_s: Annotated[Interval, Key("SWITCHBOARD_LEASE_TTL_S", "gcs.lease_ttl_s",
+                                         "lease_ttl_s")] = 60.0
     # The service-account key file google-auth uses: hidden from agents and protected by policy.
     gcs_credentials_file: Annotated[UserPath | None,
                                     Key(env="GOOGLE_APPLICATION_CREDENTIALS")] = None
