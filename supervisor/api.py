@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 from store import Store
 from store.errors import StoreError
 from supervisor import teams as teams_module
+from supervisor.api_persistence import PersistenceAPI
 from supervisor.bus import OPERATOR_SENDER
 from supervisor.config import Settings
 from supervisor.errors import (
@@ -140,6 +141,7 @@ class SupervisorAPI:
         self._rates = RateLimiter()
         self._bus_depth: Callable[[], int] = lambda: 0
         self._schedule_runs: Callable[[], Mapping[str, int]] = dict
+        self.persistence = PersistenceAPI(pool)  # snapshots to the bucket
 
     @classmethod
     def over(cls, pool: AgentPool) -> SupervisorAPI:

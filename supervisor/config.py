@@ -43,6 +43,8 @@ BASE_AGENT_ENV = (
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TERM",
     "TZ", "TMPDIR", "NO_COLOR",
 )
+# The shared-context directory's path, in every agent's environment.
+CONTEXT_VAR = "SWITCHBOARD_CONTEXT_DIR"
 AGENT_ENV_DEFAULTS = {
     "DISABLE_AUTOUPDATER": "1",
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -469,6 +471,11 @@ class Settings(BaseSettings):
         return self.home / "run"
 
     @property
+    def context_dir(self) -> Path:
+        """The shared context: Markdown notes every agent may read and write."""
+        return self.home / "context"
+
+    @property
     def agents_dir(self) -> Path:
         return self.home / "agents"
 
@@ -575,6 +582,7 @@ class Settings(BaseSettings):
             env["ANTHROPIC_BASE_URL"] = self.anthropic_base_url
         if self.claude_config_dir:
             env["CLAUDE_CONFIG_DIR"] = str(self.claude_config_dir)
+        env[CONTEXT_VAR] = str(self.context_dir.resolve())
         env.update(self.agent_env)
         return env
 

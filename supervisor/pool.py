@@ -23,6 +23,7 @@ from supervisor.escalations import Decision, Escalations, Kind, Timeouts
 from supervisor.events import AgentState, EventHub, StateChanged
 from supervisor.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
 from supervisor.killswitch import KillSwitch
+from supervisor.persistence import Persistence
 from supervisor.policy import Policy, PolicyError
 from supervisor.process import install_launcher, resolve_cli, sweep
 from supervisor.protected import ProtectedPaths
@@ -141,6 +142,8 @@ class AgentPool:
         self._watchdog_task: asyncio.Task[None] | None = None
         self.roles: dict[str, tuple[str, ...]] = {}  # agent id -> its roles (from /team)
         self.isolation: Isolation | None = None
+        # The bucket's side (snapshots, leases), set by the composition root before start.
+        self.persistence: Persistence | None = None
 
     async def __aenter__(self) -> AgentPool:
         try:
@@ -179,6 +182,7 @@ class AgentPool:
             clock=self.clock,
             agent_tools=lambda runner: bus_tools(self.bus, runner, FleetHooks(
                 self._roster, self._wait_idle, self._spawn_child)),
+            before_start=self.persistence.before_start if self.persistence else None,
         )
         await self.killswitch.start()
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
@@ -188,6 +192,8 @@ class AgentPool:
             logger.warning("swept leftover agent processes count=%d pids=%s", len(swept), swept)
         resumed = []
         rows = await self.store.agents.list()
+        if self.persistence is not None:  # every live agent's lease in one round
+            await self.persistence.take([r.id for r in rows if r.state in LIVE_STATES])
         # Turns the previous supervisor left running: reported, never replayed unasked (the
         # bus drops the operator's messages they held, and delivers agents' messages again).
         interrupted = await report_interrupted(

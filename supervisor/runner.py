@@ -24,6 +24,7 @@ from store.errors import StoreError
 from supervisor import launcher as launcher_module
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
+from supervisor.context_sync import context_note
 from supervisor.errors import AgentFailed, AgentNotRunning, InvalidRequest
 from supervisor.escalations import Escalations
 from supervisor.events import AgentOutput, AgentState, EventHub, StateChanged, TurnFinished
@@ -69,6 +70,9 @@ class RunnerDeps:
     peer_dirs: Callable[[str], tuple[str, ...]] = lambda _agent_id: ()  # others' --cwd
     clock: Clock = SYSTEM_CLOCK
     agent_tools: Callable[[AgentRunner], list[Any]] = lambda _runner: []  # the bus's MCP tools
+    # Awaited before the agent's process starts; raises AgentFailed to refuse (the lease in the
+    # bucket is held by another supervisor: supervisor/persistence.py).
+    before_start: Callable[[str], Awaitable[None]] | None = None
 
 
 # Claude Code's own tools that would bypass the supervisor: cross-session messaging, session
@@ -441,7 +445,8 @@ class AgentRunner:
             hooks=self.gate.hooks(),  # type: ignore[arg-type]
             mcp_servers=self.gate.mcp_servers(),
             permission_mode=self.permission_mode,  # type: ignore[arg-type]
-            system_prompt={"type": "preset", "preset": "claude_code"},
+            system_prompt={"type": "preset", "preset": "claude_code",
+                           "append": context_note(settings)},
             resume=self.session_id,
             max_buffer_size=settings.max_line_bytes,
             # Only what Switchboard gives the agent: no user, project or local settings (their
@@ -453,6 +458,8 @@ class AgentRunner:
         )
 
     async def _start_process(self) -> AgentProcess:
+        if self._deps.before_start is not None:
+            await self._deps.before_start(self.id)
         await self._set_state(
             AgentState.STARTING, f"resuming session {self.session_id}" if self.session_id else ""
         )

@@ -38,7 +38,7 @@ Notify = Callable[[str, str], None]  # (title, body), thread-safe
 
 
 def context_dir(settings: Settings) -> Path:
-    return settings.home / "context"
+    return settings.context_dir
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +69,7 @@ def restore_on_start(settings: Settings, remote: Remote) -> Restored:
     fetched = snapshot.fetch(remote, settings.run_dir / "restore")
     assert fetched is not None  # decide() saw a manifest
     kept = snapshot.install(fetched, settings.db_path)
+    _recreate_workspaces(settings)
     files = 0
     if not ctx.exists() or not any(ctx.iterdir()):
         files = context_sync.restore(remote, ctx)
@@ -76,6 +77,25 @@ def restore_on_start(settings: Settings, remote: Remote) -> Restored:
     logger.warning("restored from snapshot generation=%d where=%s context_files=%d kept=%s",
                    fetched.generation, remote.where, files, kept)
     return Restored(decision, fetched.generation, kept, files)
+
+
+def _recreate_workspaces(settings: Settings) -> None:
+    """Workspaces Switchboard made (under workspaces/) went with the old disk: made again,
+    empty, so the restored agents can start in them. (What was in them is not in the
+    snapshot: work meant to last belongs in a repository.)"""
+    top = settings.workspaces.resolve()
+    conn = sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True)
+    try:
+        cwds = [row[0] for row in conn.execute("SELECT DISTINCT cwd FROM agents")]
+    except sqlite3.Error:
+        cwds = []
+    finally:
+        conn.close()
+    for cwd in cwds:
+        path = Path(cwd)
+        if not path.exists() and str(path.resolve()).startswith(str(top) + "/"):
+            path.mkdir(parents=True, exist_ok=True)
+            logger.warning("workspace made again, empty path=%s", path)
 
 
 def _backoff_s(failures: int, interval_s: float) -> float:

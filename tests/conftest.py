@@ -118,7 +118,8 @@ def gcs_emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 @pytest.fixture
-def gcs(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+def gcs(monkeypatch: pytest.MonkeyPatch,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
     """The GCS emulator keeping its objects on disk (it can be stopped and started again),
     with the bucket `sb` made; STORAGE_EMULATOR_HOST points at it."""
     emu = Emulator(tmp_path_factory.mktemp("gcs"))

@@ -1,0 +1,112 @@
+"""The bucket side of a running supervisor, for the composition root: restore before the store
+opens, the snapshot thread once it is open, a snapshot wanted after every turn, and the
+agents' leases (taken before an agent's process starts). Every blocking call runs in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+
+from supervisor.config import Settings
+from supervisor.errors import AgentFailed
+from supervisor.events import EventHub, TurnFinished
+from supervisor.leases import Leases, instance_id
+from supervisor.remote import Remote, RemoteError, open_remote
+from supervisor.service import TaskGroup
+from supervisor.snapshots import Restored, SnapshotStatus, Snapshotter, restore_on_start
+
+logger = logging.getLogger(__name__)
+
+AsyncNotify = Callable[[str, str], Awaitable[object]]
+
+
+class Persistence:
+    def __init__(self, settings: Settings, remote: Remote | None = None) -> None:
+        self.settings = settings
+        found = remote or open_remote(settings)
+        if found is None:
+            raise ValueError("persistence needs a bucket (gcs_bucket) or a remote")
+        self.remote = found
+        self.holder = instance_id(settings.run_dir)
+        self.leases = Leases(self.remote, self.holder, ttl_s=settings.lease_ttl_s)
+        self.restored: Restored | None = None
+        self.snapshots: Snapshotter | None = None
+        self.notify_async: AsyncNotify | None = None  # the operator's notices, once there
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def restore(self) -> Restored:
+        self.restored = await asyncio.to_thread(restore_on_start, self.settings, self.remote)
+        return self.restored
+
+    async def start(self, hub: EventHub, group: TaskGroup) -> None:
+        self._loop = asyncio.get_running_loop()
+        snap = Snapshotter(self.settings, self.remote, notify=self._notify, leases=self.leases,
+                           holder=self.holder, restored=self.restored)
+        await asyncio.to_thread(snap.prepare)
+        snap.lost_leases = self._lost
+        snap.start()
+        self.snapshots = snap
+        group.spawn("snapshot-after-turns", self._after_turns(hub))
+
+    async def stop(self) -> None:
+        """The shutdown snapshot (after the agents stopped), then the leases given back."""
+        snap, self.snapshots = self.snapshots, None
+        if snap is not None:
+            await asyncio.to_thread(snap.close)
+
+    async def _after_turns(self, hub: EventHub) -> None:
+        with hub.subscription() as events:
+            while True:
+                if isinstance(await events.get(), TurnFinished) and self.snapshots is not None:
+                    self.snapshots.request("turn")
+
+    def status(self) -> SnapshotStatus | None:
+        return self.snapshots.status() if self.snapshots is not None else None
+
+    # -- leases --------------------------------------------------------------------------------
+
+    async def take(self, agent_ids: list[str]) -> None:
+        """Leases for many agents at once (one settle delay), at start; refusals are logged
+        here and refused again, with the reason, when the agent's process would start."""
+        if not agent_ids:
+            return
+        try:
+            _, refused = await asyncio.to_thread(self.leases.acquire, agent_ids)
+        except RemoteError as exc:
+            logger.error("leases not taken at start: %s", exc)
+            return
+        for held in refused:
+            logger.warning("lease held elsewhere agent=%s holder=%s", held.agent_id, held.holder)
+
+    async def before_start(self, agent_id: str) -> None:
+        """Raises AgentFailed unless this supervisor holds (or now takes) the agent's lease."""
+        if agent_id in self.leases.held:
+            return
+        try:
+            _, refused = await asyncio.to_thread(self.leases.acquire, [agent_id])
+        except RemoteError as exc:
+            raise AgentFailed(None, "", f"its lease in the bucket could not be taken ({exc}); "
+                              "it is not started without one. Check the bucket, then "
+                              "/ask it again") from exc
+        if refused:
+            raise AgentFailed(None, "", f"{refused[0]}; it is not started here while another "
+                              "supervisor drives it. Stop that one, or /ask again after the "
+                              "lease ends")
+
+    def _lost(self, agent_ids: list[str]) -> None:
+        for agent_id in agent_ids:
+            self._notify(f"Lease lost: {agent_id}",
+                         f"Another supervisor took over agent {agent_id}'s lease; this one "
+                         "will not start its process again until it gets the lease back.")
+
+    def _notify(self, title: str, body: str) -> None:
+        """From any thread: the operator's notice, on the event loop."""
+        if self.notify_async is None or self._loop is None:
+            logger.warning("notice not delivered (no front end yet) title=%s", title)
+            return
+        notify = self.notify_async
+        with suppress(RuntimeError):  # the loop is closed: shutting down
+            asyncio.run_coroutine_threadsafe(notify(title, body), self._loop)

@@ -1,0 +1,111 @@
+"""A replaced container on the fake CLI: a supervisor with agents, an open escalation and bus
+messages stops; its data directory is deleted; a new one on the same bucket has every row back
+and its agents running. Two supervisors on one bucket never drive one agent."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from bot.app import Switchboard
+from supervisor.config import Settings
+from supervisor.leases import Leases
+from supervisor.remote import GcsRemote
+from tests.conftest import run, wait_for
+from tests.fakes.gcs import Emulator
+
+pytestmark = [pytest.mark.timeout(120)]
+
+TABLES = {
+    "escalations": "SELECT id FROM escalations",
+    "messages": "SELECT id FROM bus_messages",
+    "turns": "SELECT id, cost_usd FROM turns",
+    "audit": "SELECT id FROM audit",
+    "agents": "SELECT id, name FROM agents",
+}
+
+
+def _rows(db: Path) -> dict[str, set[tuple[object, ...]]]:
+    conn = sqlite3.connect(db)
+    try:
+        return {k: set(conn.execute(q).fetchall()) for k, q in TABLES.items()}
+    finally:
+        conn.close()
+
+
+async def _idle(app: Switchboard, name: str) -> None:
+    r = await app.pool.get(name)  # type: ignore[union-attr]
+    await wait_for(lambda: r.state == "idle" and not r.busy and r.queued == 0, 30, f"{name} idle")
+
+
+@pytest.fixture
+def bucket_settings(fake_settings: Settings, gcs: Emulator) -> Settings:
+    return fake_settings.with_(gcs_bucket="sb", storage_emulator_host=gcs.host)
+
+
+async def test_a_new_data_directory_comes_back_from_the_bucket(bucket_settings: Settings) -> None:
+    """Acceptance 1, on the fake CLI: every escalation, message, cost and audit row is back,
+    and the agents with it."""
+    settings = bucket_settings
+    async with Switchboard(settings) as app:
+        assert (await run(app, "/spawn a hello")).ok and (await run(app, "/spawn b hi")).ok
+        await _idle(app, "a")
+        await _idle(app, "b")
+        assert (await run(app, '/ask a MCP send_message {"to": "b", "type": "task", '
+                               '"body": "review it"}')).ok
+        assert (await run(app, '/ask b MCP send_message {"to": "operator", '
+                               '"type": "question", "body": "merge now?"}')).ok
+
+        async def asked() -> bool:
+            return any(e.body == "merge now?" for e in await app.api.pending())  # type: ignore[union-attr]
+
+        await wait_for(asked, 30, "the open question")
+        await _idle(app, "a")
+    before = _rows(settings.db_path)
+    assert before["escalations"] and before["messages"] and before["audit"]
+    assert sum(float(c) for _, c in before["turns"]) > 0  # type: ignore[arg-type]
+
+    shutil.rmtree(settings.home)  # the container is gone, the bucket stays
+    async with Switchboard(settings) as app:
+        assert app.persistence is not None and app.persistence.restored is not None
+        assert app.persistence.restored.decision.action == "restore"
+        after = _rows(settings.db_path)
+        for table, rows in before.items():
+            assert rows <= after[table], f"{table}: {rows - after[table]} missing"
+        assert {r.name for r in app.pool.runners()} == {"a", "b"}  # type: ignore[union-attr]
+        reply = await run(app, "/ask a are you back?")
+        assert reply.ok, reply.plain()
+        await wait_for(lambda: app.store.db.fetchone(  # type: ignore[union-attr]
+            "SELECT 1 FROM turns WHERE prompt = 'are you back?' AND status = 'ok'"), 30,
+            "a's turn after the restore")
+        status = await run(app, "/status")
+        assert "Last snapshot: generation" in status.plain()
+
+
+async def test_two_supervisors_on_one_bucket_never_drive_one_agent(
+        bucket_settings: Settings, gcs: Emulator, tmp_path: Path) -> None:
+    async with Switchboard(bucket_settings) as app:
+        assert (await run(app, "/spawn a hello")).ok
+        await _idle(app, "a")
+        agent_id = (await app.pool.get("a")).id  # type: ignore[union-attr]
+        # Another supervisor (another instance id) on the same bucket wants the same agent.
+        other = Leases(GcsRemote("sb", client_kwargs=bucket_settings.gcs_client_kwargs()),
+                       "other-supervisor", settle_s=0.05)
+        taken, refused = other.acquire([agent_id])
+        assert not taken and refused and refused[0].holder == app.persistence.holder  # type: ignore[union-attr]
+        held = app.persistence.leases.held[agent_id]  # type: ignore[union-attr]
+    # Shut down: the lease is given back, and the next taker's fencing token is higher.
+    taken, refused = other.acquire([agent_id])
+    assert taken and not refused and taken[0].token > held.token
+    # While the other holds it, a supervisor restored from the bucket does not start agent a.
+    shutil.rmtree(bucket_settings.home)
+    async with Switchboard(bucket_settings) as app:
+        reply = await run(app, "/ask a still there?")
+        assert reply.ok
+        r = await app.pool.get("a")  # type: ignore[union-attr]
+        await wait_for(lambda: r.state == "failed", 30, "a refused")
+        assert "driven by another supervisor (other-supervisor)" in (r.last_error or "")
+        assert r.process is None
