@@ -80,16 +80,20 @@ def local_generation(db_path: Path) -> int | None:
     return int(json.loads(row[0])) if row else 0
 
 
-def take(source: sqlite3.Connection, generation: int, work_dir: Path) -> Taken:
-    """A consistent copy of the database behind `source`, with `generation` written into the
-    live database first (through `source`, so its own data_version does not move) and thus
-    into the copy; compressed into `work_dir`."""
+_SET_GEN = ("INSERT INTO kv (key, value, updated_at) VALUES (?,?,?) ON CONFLICT(key) DO UPDATE"
+            " SET value = excluded.value, updated_at = excluded.updated_at")
+
+
+def take(source: sqlite3.Connection, generation: int, work_dir: Path, *,
+         mark_source: bool = True) -> Taken:
+    """A consistent copy of the database behind `source` (the backup API), `generation`
+    written into the copy and, with `mark_source`, into the live database too (through
+    `source`, so its own data_version does not move: the database then knows which
+    generation it last published); compressed into `work_dir`."""
     t0 = time.monotonic()
     work_dir.mkdir(parents=True, exist_ok=True)
-    source.execute(
-        "INSERT INTO kv (key, value, updated_at) VALUES (?,?,?) ON CONFLICT(key) DO UPDATE"
-        " SET value = excluded.value, updated_at = excluded.updated_at",
-        (GEN_KEY, json.dumps(generation), time.time()))
+    if mark_source:
+        source.execute(_SET_GEN, (GEN_KEY, json.dumps(generation), time.time()))
     raw = work_dir / f"snapshot-{generation}.db"
     packed = work_dir / f"snapshot-{generation}.db.gz"
     raw.unlink(missing_ok=True)
@@ -98,6 +102,8 @@ def take(source: sqlite3.Connection, generation: int, work_dir: Path) -> Taken:
         try:
             source.backup(dest)
             dest.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
+            dest.execute(_SET_GEN, (GEN_KEY, json.dumps(generation), time.time()))
+            dest.commit()
         finally:
             dest.close()
         digest = hashlib.sha256()

@@ -69,7 +69,7 @@ def restore_on_start(settings: Settings, remote: Remote) -> Restored:
     fetched = snapshot.fetch(remote, settings.run_dir / "restore")
     assert fetched is not None  # decide() saw a manifest
     kept = snapshot.install(fetched, settings.db_path)
-    _recreate_workspaces(settings)
+    recreate_workspaces(settings)
     files = 0
     if not ctx.exists() or not any(ctx.iterdir()):
         files = context_sync.restore(remote, ctx)
@@ -79,7 +79,7 @@ def restore_on_start(settings: Settings, remote: Remote) -> Restored:
     return Restored(decision, fetched.generation, kept, files)
 
 
-def _recreate_workspaces(settings: Settings) -> None:
+def recreate_workspaces(settings: Settings) -> None:
     """Workspaces Switchboard made (under workspaces/) went with the old disk: made again,
     empty, so the restored agents can start in them. (What was in them is not in the
     snapshot: work meant to last belongs in a repository.)"""
