@@ -63,6 +63,7 @@ bench: $(TEST_STAMP)
 	$(PY) bench/killswitch_latency.py
 	$(PY) bench/slack_outbox.py
 	$(PY) bench/bus_throughput.py
+	$(PY) bench/snapshot.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

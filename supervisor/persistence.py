@@ -11,11 +11,12 @@ from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
 from supervisor.config import Settings
-from supervisor.errors import AgentFailed
+from supervisor.errors import AgentFailed, ConfigError
 from supervisor.events import EventHub, TurnFinished
 from supervisor.leases import Leases, instance_id
 from supervisor.remote import Remote, RemoteError, open_remote
 from supervisor.service import TaskGroup
+from supervisor.snapshot import SnapshotError
 from supervisor.snapshots import Restored, SnapshotStatus, Snapshotter, restore_on_start
 
 logger = logging.getLogger(__name__)
@@ -38,7 +39,18 @@ class Persistence:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def restore(self) -> Restored:
-        self.restored = await asyncio.to_thread(restore_on_start, self.settings, self.remote)
+        try:
+            self.restored = await asyncio.to_thread(restore_on_start, self.settings,
+                                                    self.remote)
+        except SnapshotError as exc:
+            raise ConfigError(f"{exc}. Switchboard does not start on an empty data directory "
+                              "then (it would soon publish an empty database over the "
+                              "bucket's); restore one by hand (switchboard restore --from "
+                              "DIR|gs://...) or unset gcs_bucket") from exc
+        except RemoteError as exc:
+            raise ConfigError(f"the bucket could not be read to decide whether to restore: "
+                              f"{exc}. Check the bucket and its credentials, or unset "
+                              "gcs_bucket") from exc
         return self.restored
 
     async def start(self, hub: EventHub, group: TaskGroup) -> None:

@@ -66,7 +66,17 @@ def restore_on_start(settings: Settings, remote: Remote) -> Restored:
     if decision.action != "restore":
         ctx.mkdir(parents=True, exist_ok=True)
         return Restored(decision, None, None, 0)
-    fetched = snapshot.fetch(remote, settings.run_dir / "restore")
+    try:
+        fetched = snapshot.fetch(remote, settings.run_dir / "restore")
+    except snapshot.SnapshotError:
+        if decision.local is None:
+            raise  # starting empty would soon publish an empty database over the bucket's
+        logger.error("no snapshot passed its checks: the local database is kept "
+                     "generation=%s", decision.local)
+        ctx.mkdir(parents=True, exist_ok=True)
+        return Restored(snapshot.Decision("local", decision.local, decision.remote,
+                                          "no snapshot in the bucket passed its checks"),
+                        None, None, 0)
     assert fetched is not None  # decide() saw a manifest
     kept = snapshot.install(fetched, settings.db_path)
     recreate_workspaces(settings)

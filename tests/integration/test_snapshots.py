@@ -121,13 +121,15 @@ async def test_corrupt_snapshot_is_never_restored(gcs: Emulator, tmp_path: Path)
         gzip.compress(b"not a database"))
     c = _settings(tmp_path / "c")
     await _db_with(c.home, "mine")
-    conn = sqlite3.connect(c.db_path)
-    conn.execute("UPDATE kv SET value='0' WHERE key='marker'")  # any local generation below 2
-    conn.commit()
-    conn.close()
+    assert snapshot.local_generation(c.db_path) == 0  # older than the bucket's
+    kept = restore_on_start(c, _remote(c))
+    assert kept.generation is None and kept.decision.action == "local"
+    assert _marker(c.db_path) == "mine"  # the local database, untouched
+    # With no local database, there is nothing good to start from: the start is refused.
+    d = _settings(tmp_path / "d")
     with pytest.raises(snapshot.SnapshotError, match="no snapshot"):
-        restore_on_start(c, _remote(c))
-    assert c.db_path.exists() and snapshot.local_generation(c.db_path) == 0
+        restore_on_start(d, _remote(d))
+    assert not d.db_path.exists()
 
 
 async def test_upload_interrupted_halfway_restores_last_complete(gcs: Emulator,
