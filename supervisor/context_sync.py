@@ -18,6 +18,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from supervisor.config import Settings
 from supervisor.remote import Remote
@@ -90,7 +91,7 @@ def digest_of(files: dict[str, bytes]) -> dict[str, str]:
     return {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}
 
 
-def read_manifest(remote: Remote) -> dict[str, object] | None:
+def read_manifest(remote: Remote) -> dict[str, Any] | None:
     data = remote.get_bytes(MANIFEST)
     if data is None:
         return None
@@ -137,7 +138,7 @@ def restore(remote: Remote, root: Path) -> int:
     root.mkdir(parents=True, exist_ok=True)
     top = root.resolve()
     written = 0
-    for rel, sha in dict(manifest["files"]).items():  # type: ignore[call-overload]
+    for rel, sha in dict(manifest["files"]).items():
         dest = (top / str(rel)).resolve()
         if not str(dest).startswith(str(top) + os.sep):
             logger.error("context path outside the directory refused path=%s", rel)

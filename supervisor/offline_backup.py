@@ -53,7 +53,7 @@ def backup(settings: Settings, where: str | None) -> Done:
     remote = _remote(settings, where)
     manifest = snapshot.read_manifest(remote)
     local = snapshot.local_generation(settings.db_path) or 0
-    generation = max(local, int(manifest["generation"]) if manifest else 0) + 1  # type: ignore[call-overload]
+    generation = max(local, int(manifest["generation"]) if manifest else 0) + 1
     conn = sqlite3.connect(settings.db_path, timeout=10.0, isolation_level=None)
     try:
         # The live database is left as it is: a running supervisor's own generation count

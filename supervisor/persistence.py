@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from contextlib import suppress
+from typing import Any
 
 from supervisor.config import Settings
 from supervisor.errors import AgentFailed, ConfigError
@@ -21,7 +22,7 @@ from supervisor.snapshots import Restored, SnapshotStatus, Snapshotter, restore_
 
 logger = logging.getLogger(__name__)
 
-AsyncNotify = Callable[[str, str], Awaitable[object]]
+AsyncNotify = Callable[[str, str], Coroutine[Any, Any, object]]
 
 
 class Persistence:

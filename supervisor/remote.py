@@ -139,7 +139,7 @@ class GcsRemote:
         blobs = self._call(self._list, self.prefix + prefix)
         return sorted(b.name[len(self.prefix):] for b in blobs or ())
 
-    def _list(self, prefix: str, **kwargs: Any) -> list[Any]:
+    def _list(self, prefix: str, **kwargs: Any) -> Any:
         return list(self._b().list_blobs(prefix=prefix, **kwargs))
 
     def delete(self, name: str) -> None:

@@ -28,6 +28,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from supervisor.remote import Remote, RemoteError
 
@@ -131,13 +132,13 @@ class _Hashing:
 
     def write(self, data: bytes) -> int:
         self._digest.update(data)
-        return self._fh.write(data)  # type: ignore[attr-defined, no-any-return]
+        return self._fh.write(data)  # type: ignore[attr-defined]
 
     def flush(self) -> None:
         self._fh.flush()  # type: ignore[attr-defined]
 
 
-def read_manifest(remote: Remote) -> dict[str, object] | None:
+def read_manifest(remote: Remote) -> dict[str, Any] | None:
     data = remote.get_bytes(MANIFEST)
     if data is None:
         return None
@@ -154,7 +155,7 @@ def publish(remote: Remote, taken: Taken, *, by: str = "") -> Published:
     """Upload the copy, then (only then) the manifest naming it; drop what the manifest no
     longer lists."""
     old = read_manifest(remote)
-    if old is not None and int(old["generation"]) >= taken.generation:  # type: ignore[call-overload]
+    if old is not None and int(old["generation"]) >= taken.generation:
         # Someone else published since we looked: another supervisor on this bucket. Never
         # overwrite its newer snapshot with ours.
         raise SnapshotError(f"{remote.where} already holds generation {old['generation']} "
@@ -164,8 +165,10 @@ def publish(remote: Remote, taken: Taken, *, by: str = "") -> Published:
     name = object_name(taken.generation)
     meta = {"generation": str(taken.generation), "sha256": taken.sha256}
     remote.put_file(name, taken.path, metadata=meta)
-    entry = {"generation": taken.generation, "object": name, "sha256": taken.sha256,
-             "size": taken.size, "raw_size": taken.raw_size, "at": time.time(), "by": by}
+    at = time.time()
+    entry: dict[str, Any] = {"generation": taken.generation, "object": name,
+                             "sha256": taken.sha256, "size": taken.size,
+                             "raw_size": taken.raw_size, "at": at, "by": by}
     history = [entry, *[h for h in _history(old) if h["generation"] < taken.generation]][:KEEP]
     remote.put_bytes(MANIFEST, json.dumps({**entry, "history": history}).encode(),
                      metadata={"generation": str(taken.generation)})
@@ -175,10 +178,10 @@ def publish(remote: Remote, taken: Taken, *, by: str = "") -> Published:
                 _gen_of(obj) < taken.generation:
             with contextlib.suppress(RemoteError):
                 remote.delete(obj)
-    return Published(taken.generation, taken.sha256, taken.size, float(entry["at"]))
+    return Published(taken.generation, taken.sha256, taken.size, at)
 
 
-def _history(manifest: dict[str, object] | None) -> list[dict[str, object]]:
+def _history(manifest: dict[str, Any] | None) -> list[dict[str, Any]]:
     if not manifest:
         return []
     hist = manifest.get("history")
@@ -294,7 +297,7 @@ def decide(db_path: Path, remote: Remote) -> Decision:
     one (it may hold writes made after its last upload)."""
     local = local_generation(db_path)
     manifest = read_manifest(remote)
-    theirs = int(manifest["generation"]) if manifest else None  # type: ignore[call-overload]
+    theirs = int(manifest["generation"]) if manifest else None
     if theirs is None:
         return Decision("local" if local is not None else "none", local, None,
                         f"no snapshot in {remote.where}")

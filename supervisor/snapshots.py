@@ -157,13 +157,13 @@ class Snapshotter:
             logger.error("snapshot bucket unreachable at start where=%s: %s", self.remote.where,
                          exc)
             return
-        theirs = int(manifest["generation"]) if manifest else 0  # type: ignore[call-overload]
+        theirs = int(manifest["generation"]) if manifest else 0
         self._generation = max(self._generation, theirs)
         if manifest:
             self.last = snapshot.Published(theirs, str(manifest.get("sha256", "")),
-                                           int(manifest.get("size", 0)),  # type: ignore[call-overload]
-                                           float(manifest.get("at", 0)))  # type: ignore[arg-type]
-        self._context_last = dict(ctx["files"]) if ctx else None  # type: ignore[call-overload]
+                                           int(manifest.get("size", 0)),
+                                           float(manifest.get("at", 0)))
+        self._context_last = dict(ctx["files"]) if ctx else None
 
     def start(self) -> None:
         if self._conn is None:
