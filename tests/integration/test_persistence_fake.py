@@ -109,3 +109,19 @@ async def test_two_supervisors_on_one_bucket_never_drive_one_agent(
         await wait_for(lambda: r.state == "failed", 30, "a refused")
         assert "driven by another supervisor (other-supervisor)" in (r.last_error or "")
         assert r.process is None
+
+
+async def test_a_turn_end_uploads_a_snapshot_soon_after(bucket_settings: Settings,
+                                                        gcs: Emulator) -> None:
+    """After turns end (debounced), not only at shutdown or on the schedule."""
+    settings = bucket_settings.with_(snapshot_debounce_s=0.2, snapshot_interval_s=3600.0)
+    async with Switchboard(settings) as app:
+        assert (await run(app, "/spawn a hello")).ok
+        await _idle(app, "a")
+        snap = app.persistence.snapshots  # type: ignore[union-attr]
+        await wait_for(lambda: snap.last is not None, 20, "the snapshot after the turn")
+        first = snap.last.generation
+        assert (await run(app, "/ask a again")).ok
+        await wait_for(lambda: snap.last.generation > first, 20, "one more after the next turn")
+        manifest = gcs.bucket("sb").blob("db/manifest.json").download_as_bytes()
+        assert f'"generation": {snap.last.generation}'.encode() in manifest
