@@ -127,8 +127,8 @@ class Switchboard:
         if self.persistence is not None:
             self.pool.persistence = self.persistence
             escalations = self.pool.escalations
-            self.persistence.notify_async = lambda title, body: escalations.notify(
-                None, title, body)
+            self.persistence.notices_ready(lambda title, body: escalations.notify(
+                None, title, body))
         report = await self.pool.start()
         # Kill switch layer 3: whatever Switchboard issued is revoked with it.
         self.pool.killswitch.revokers.append(self.store.operators.revoke_invites)

@@ -129,7 +129,7 @@ class Status:
             lines.append(f"pid: {r.cli_pid} (launcher {r.launcher_pid})")
         if r.parent_id:
             lines.append(f"parent: {r.parent_id}")
-        if r.last_error and r.state == AgentState.FAILED:
+        if r.last_error and r.state in (AgentState.FAILED, AgentState.RESUME_FAILED):
             lines.append(f"last error: {r.last_error}")
         if r.last_answer:
             lines.append(f"last answer: {r.last_answer[:500]}")

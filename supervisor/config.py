@@ -342,6 +342,10 @@ class Settings(BaseSettings):
                                             "gcs_project")] = None
     kill_poll_s: Annotated[Interval, Key("SWITCHBOARD_KILL_POLL_S", "gcs.poll_s",
                                          "kill_poll_s")] = 10.0
+    # Claude session transcripts in the same bucket (docs/persistence.md, "Transcripts").
+    gcs_sessions_prefix: Annotated[Text, Key("SWITCHBOARD_GCS_SESSIONS_PREFIX",
+                                             "gcs.sessions_prefix",
+                                             "gcs_sessions_prefix")] = "sessions"
     storage_emulator_host: Annotated[Text | None, Key(env="STORAGE_EMULATOR_HOST")] = None
     # Database and shared-context snapshots to the bucket (docs/persistence.md).
     snapshot_interval_s: Annotated[Interval, Key("SWITCHBOARD_SNAPSHOT_INTERVAL_S",

@@ -11,6 +11,7 @@ from collections.abc import Callable, Coroutine
 from contextlib import suppress
 from typing import Any
 
+from supervisor import snapshot
 from supervisor.config import Settings
 from supervisor.errors import AgentFailed, ConfigError
 from supervisor.events import EventHub, TurnFinished
@@ -38,6 +39,8 @@ class Persistence:
         self.snapshots: Snapshotter | None = None
         self.notify_async: AsyncNotify | None = None  # the operator's notices, once there
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: list[tuple[str, str]] = []  # notices from before the front ends
+        self._lease_warned = False
 
     async def restore(self) -> Restored:
         try:
@@ -49,10 +52,28 @@ class Persistence:
                               "bucket's); restore one by hand (switchboard restore --from "
                               "DIR|gs://...) or unset gcs_bucket") from exc
         except RemoteError as exc:
-            raise ConfigError(f"the bucket could not be read to decide whether to restore: "
-                              f"{exc}. Check the bucket and its credentials, or unset "
-                              "gcs_bucket") from exc
+            # Started on what the disk holds (maybe nothing). Safe: a snapshot is never
+            # published over a newer one in the bucket, so this start cannot clobber it.
+            logger.error("bucket unreachable at start: no restore where=%s: %s",
+                         self.remote.where, exc)
+            local = snapshot.local_generation(self.settings.db_path)
+            self.restored = Restored(snapshot.Decision(
+                "local" if local is not None else "none", local, None,
+                f"the bucket could not be read: {exc}"), None, None, 0)
+            self.settings.context_dir.mkdir(parents=True, exist_ok=True)
+            self._pending.append((
+                "⚠ The bucket could not be read at start",
+                f"Nothing was restored from {self.remote.where} ({exc}); Switchboard started "
+                "on what this disk holds. Snapshots are retried; none is published over a "
+                "newer one in the bucket. Check the bucket and its credentials."))
         return self.restored
+
+    def notices_ready(self, notify: AsyncNotify) -> None:
+        """The operator can be told things now: `notify` from here on, and what waited."""
+        self.notify_async = notify
+        pending, self._pending = self._pending, []
+        for title, body in pending:
+            self._notify(title, body)
 
     async def start(self, hub: EventHub, group: TaskGroup) -> None:
         self._loop = asyncio.get_running_loop()
@@ -101,9 +122,16 @@ class Persistence:
         try:
             _, refused = await asyncio.to_thread(self.leases.acquire, [agent_id])
         except RemoteError as exc:
-            raise AgentFailed(None, "", f"its lease in the bucket could not be taken ({exc}); "
-                              "it is not started without one. Check the bucket, then "
-                              "/ask it again") from exc
+            # The bucket is out of reach: the agent runs (a fleet must not stop for a bucket
+            # that blips), unguarded until the bucket answers; said once.
+            logger.error("lease not taken, agent started anyway agent=%s: %s", agent_id, exc)
+            if not self._lease_warned:
+                self._lease_warned = True
+                self._notify("⚠ Agents start without a lease",
+                             f"The bucket could not be reached to take agent {agent_id}'s "
+                             f"lease ({exc}). Agents start anyway; until the bucket answers, "
+                             "nothing stops a second supervisor on it from driving them too.")
+            return
         if refused:
             raise AgentFailed(None, "", f"{refused[0]}; it is not started here while another "
                               "supervisor drives it. Stop that one, or /ask again after the "

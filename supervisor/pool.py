@@ -10,6 +10,7 @@ import secrets
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from store import Store
 from store.agents import LIVE_STATES
@@ -32,6 +33,8 @@ from supervisor.runner import AgentRunner, RunnerDeps
 from supervisor.sandbox import Isolation, describe, hide_in, probe, unwritable_reason
 from supervisor.storage import StorageGuard
 from supervisor.timers import EscalationTimers
+from supervisor.transcripts import FRESH_TOOL, restart_note
+from supervisor.transcripts import answer_hook as fresh_answer_hook
 from supervisor.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
@@ -127,6 +130,9 @@ class AgentPool:
             on_timeout=settings.approval_on_timeout,
         ), clock)
         self.escalations.on_answer(RERUN_TOOL, answer_hook(self))
+        self.escalations.on_answer(FRESH_TOOL, fresh_answer_hook(self))
+        self.session_store: Any = None  # transcripts in the bucket (store/gcs_sessions.py)
+        self._store_problem: str | None = None
         self.timers = EscalationTimers(self.escalations, clock)
         self.storage = StorageGuard(store, self.escalations, clock)
         self.killswitch = KillSwitch(settings, store, self, clock)
@@ -161,6 +167,8 @@ class AgentPool:
             return self.recovery or RecoveryReport((), (), 0)
         real_cli = resolve_cli(self.settings)
         self.isolation = iso = await asyncio.to_thread(probe, self.settings, real_cli)
+        if self.settings.gcs_bucket:
+            await self._connect_session_store()
         if iso.ok:
             logger.info("isolation: %s", iso.detail)
         else:
@@ -182,7 +190,8 @@ class AgentPool:
             clock=self.clock,
             agent_tools=lambda runner: bus_tools(self.bus, runner, FleetHooks(
                 self._roster, self._wait_idle, self._spawn_child)),
-            before_start=self.persistence.before_start if self.persistence else None,
+            session_store=self.session_store,
+            before_start=self._before_start,
         )
         await self.killswitch.start()
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
@@ -192,8 +201,7 @@ class AgentPool:
             logger.warning("swept leftover agent processes count=%d pids=%s", len(swept), swept)
         resumed = []
         rows = await self.store.agents.list()
-        if self.persistence is not None:  # every live agent's lease in one round
-            await self.persistence.take([r.id for r in rows if r.state in LIVE_STATES])
+        await self._take_leases([r.id for r in rows if r.state in LIVE_STATES])
         # Turns the previous supervisor left running: reported, never replayed unasked (the
         # bus drops the operator's messages they held, and delivers agents' messages again).
         interrupted = await report_interrupted(
@@ -202,13 +210,16 @@ class AgentPool:
         await self.bus.start()  # leases of the dead supervisor go back to the queue
         self.roles = await self.store.bus.roles()
         waiting: list[AgentRunner] = []  # their loops start once the notes below are queued
+        restarted_at = self.clock.now()
         for row in rows:
             runner = AgentRunner(row, self._deps, self.bus.inbox(row.id, row.name))
             if row.state == AgentState.KILLED:
                 self._runners[row.id] = runner  # kept for /status and /logs; it has no loop
                 continue
             if runner.state.live:
-                await runner.recover()
+                last = await self.store.turns.recent(row.id, 1)
+                await runner.recover(restart_note(
+                    restarted_at, bool(last) and last[0].status == "interrupted"))
                 resumed.append(row.name)
             await self.store.agents.update(row.id, launcher_pid=None, cli_pid=None)
             self._runners[row.id] = runner
@@ -220,6 +231,12 @@ class AgentPool:
                 None, "⚠ Agents run WITHOUT isolation" if allowed
                 else "⚠ Agents are refused: this host cannot isolate them",
                 describe(iso, allowed))
+        if self._store_problem is not None:
+            await self.escalations.notify(
+                None, "⚠ Session transcripts are not copied to the bucket",
+                f"No GCS client for {self.settings.gcs_bucket}: {self._store_problem}. Agents "
+                "run, but a new container could not resume their sessions. Fix the credentials "
+                "(GOOGLE_APPLICATION_CREDENTIALS or the service account) and restart.")
         # Questions whose asker died with the previous supervisor: close them, tell the
         # operator, and give the agent a note so it knows its request went unanswered.
         for orphan in await self.escalations.expire_orphans("the supervisor restarted"):
@@ -237,6 +254,29 @@ class AgentPool:
         self._watchdog_task = asyncio.create_task(self.watchdog.run(), name="watchdog")
         self.storage.start()
         return self.recovery
+
+    async def _connect_session_store(self) -> None:
+        """Transcripts to the bucket. A client that cannot be made (no credentials, no
+        library) is reported, and agents run without the mirror rather than not at all."""
+        from store.gcs_sessions import GcsSessionStore
+
+        try:
+            self.session_store = await asyncio.to_thread(
+                GcsSessionStore.connect, self.settings.gcs_bucket or "",
+                self.settings.gcs_sessions_prefix, self.settings.gcs_client_kwargs())
+        except Exception as exc:  # noqa: BLE001 - any client error: reported, not fatal
+            logger.error("session transcripts: no GCS client: %s", exc)
+            self._store_problem = str(exc)
+
+    async def _take_leases(self, agent_ids: list[str]) -> None:
+        """Every live agent's lease in the bucket in one round (one settle delay)."""
+        if self.persistence is not None:
+            await self.persistence.take(agent_ids)
+
+    async def _before_start(self, agent_id: str) -> None:
+        """Before an agent's process starts: its lease (AgentFailed if another holds it)."""
+        if self.persistence is not None:
+            await self.persistence.before_start(agent_id)
 
     def _adopt(self, runner: AgentRunner) -> None:
         self._runners[runner.id] = runner
@@ -535,6 +575,8 @@ class AgentPool:
             logger.exception("could not record the shutdown in the store")
         finally:
             await self.storage.close()  # after a delete or replace: the copy, up to date
+            if self.session_store is not None:
+                self.session_store.close()
             if self._deps is not None:
                 await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
 

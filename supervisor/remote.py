@@ -77,9 +77,13 @@ class GcsRemote:
     def _b(self) -> Any:
         with self._lock:
             if self._bucket is None:
-                from google.cloud import storage
+                try:
+                    from google.cloud import storage
 
-                self._bucket = storage.Client(**self._kwargs).bucket(self.bucket_name)
+                    self._bucket = storage.Client(**self._kwargs).bucket(self.bucket_name)
+                except Exception as exc:  # noqa: BLE001 - no credentials, no library...
+                    raise RemoteError(f"{self.where}: no storage client: "
+                                      f"{type(exc).__name__}: {exc}") from exc
             return self._bucket
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:

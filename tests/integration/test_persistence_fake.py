@@ -75,12 +75,10 @@ async def test_a_new_data_directory_comes_back_from_the_bucket(bucket_settings: 
         after = _rows(settings.db_path)
         for table, rows in before.items():
             assert rows <= after[table], f"{table}: {rows - after[table]} missing"
-        assert {r.name for r in app.pool.runners()} == {"a", "b"}  # type: ignore[union-attr]
-        reply = await run(app, "/ask a are you back?")
-        assert reply.ok, reply.plain()
-        await wait_for(lambda: app.store.db.fetchone(  # type: ignore[union-attr]
-            "SELECT 1 FROM turns WHERE prompt = 'are you back?' AND status = 'ok'"), 30,
-            "a's turn after the restore")
+        # The agents are back, alive, each to resume its session on its next message (the
+        # fake CLI keeps no transcript: the real CLI's resume is test_persistence_real.py's).
+        assert {(r.name, r.state) for r in app.pool.runners()} == {  # type: ignore[union-attr]
+            ("a", "idle"), ("b", "idle")}
         status = await run(app, "/status")
         assert "Last snapshot: generation" in status.plain()
 
