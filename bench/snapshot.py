@@ -18,7 +18,12 @@ google-cloud-storage client) and fake claude agents (tests/fakes/fake_claude.py)
   to the last of the AGENTS turns done; ROUNDS of each, alternated, the best of each kept (the
   host is shared: the best is the least disturbed).
 
-Prints each figure with its goal and the ratio cold / local. About a minute on 2 CPUs.
+The fake CLI keeps no session transcript, so here an agent's transcript is not brought back
+from the bucket before its resume (the fake resumes any session id): the cold start measured is
+the database's restore and the fleet's start, without the transcripts' download (one listing and
+one read per agent: see docs/persistence.md#transcripts).
+
+Prints each figure with its goal and the ratio cold / local. About two minutes on 2 CPUs.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import supervisor.runner as runner_module  # noqa: E402
 from bench._common import quiet_logging, scratch_dir, wait_until  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
@@ -97,8 +103,13 @@ async def _timed_start(settings: Settings, prompt: str) -> float:
     return took
 
 
+async def _no_transcript(*_args: object) -> None:
+    return None  # the fake CLI has none to bring back, and resumes without one
+
+
 async def main() -> int:
     quiet_logging()
+    runner_module.bring_back = _no_transcript  # type: ignore[assignment]
     with scratch_dir("sbsn") as d:
         emu = Emulator(d / "gcs")
         emu.start()
