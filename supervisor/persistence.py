@@ -41,6 +41,8 @@ class Persistence:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: list[tuple[str, str]] = []  # notices from before the front ends
         self._lease_warned = False
+        # Ends an agent's process here when its lease was taken over (set by the pool).
+        self.on_lost: Callable[[str], Coroutine[Any, Any, None]] | None = None
 
     async def restore(self) -> Restored:
         try:
@@ -138,10 +140,15 @@ class Persistence:
                               "lease ends")
 
     def _lost(self, agent_ids: list[str]) -> None:
+        """From the snapshot thread: leases another supervisor took over."""
         for agent_id in agent_ids:
+            if self.on_lost is not None and self._loop is not None:
+                with suppress(RuntimeError):  # the loop is closed: shutting down
+                    asyncio.run_coroutine_threadsafe(self.on_lost(agent_id), self._loop)
             self._notify(f"Lease lost: {agent_id}",
-                         f"Another supervisor took over agent {agent_id}'s lease; this one "
-                         "will not start its process again until it gets the lease back.")
+                         f"Another supervisor took over agent {agent_id}'s lease: its process "
+                         "here was ended, and is not started again here unless this "
+                         "supervisor gets the lease back.")
 
     def _notify(self, title: str, body: str) -> None:
         """From any thread: the operator's notice, on the event loop."""

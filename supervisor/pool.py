@@ -271,7 +271,15 @@ class AgentPool:
     async def _take_leases(self, agent_ids: list[str]) -> None:
         """Every live agent's lease in the bucket in one round (one settle delay)."""
         if self.persistence is not None:
+            self.persistence.on_lost = self._lease_lost
             await self.persistence.take(agent_ids)
+
+    async def _lease_lost(self, agent_id: str) -> None:
+        """Another supervisor took this agent's lease: its process here ends at once (the
+        agent stays resumable: the other one drives it now)."""
+        runner = self._runners.get(agent_id)
+        if runner is not None:
+            await runner.close_for_shutdown()
 
     async def _before_start(self, agent_id: str) -> None:
         """Before an agent's process starts: its lease (AgentFailed if another holds it)."""

@@ -4,8 +4,10 @@ and its agents running. Two supervisors on one bucket never drive one agent."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -95,9 +97,20 @@ async def test_two_supervisors_on_one_bucket_never_drive_one_agent(
         taken, refused = other.acquire([agent_id])
         assert not taken and refused and refused[0].holder == app.persistence.holder  # type: ignore[union-attr]
         held = app.persistence.leases.held[agent_id]  # type: ignore[union-attr]
-    # Shut down: the lease is given back, and the next taker's fencing token is higher.
+        # Seen from a clock past the expiry (this supervisor stopped renewing, say), the other
+        # takes it over; at its next renewal this one finds that and ends a's process here.
+        runner = await app.pool.get("a")  # type: ignore[union-attr]
+        assert runner.process is not None
+        late = Leases(other.remote, "other-supervisor", settle_s=0.05,
+                      now=lambda: time.time() + 3600)
+        assert late.acquire([agent_id])[0]
+        snap = app.persistence.snapshots  # type: ignore[union-attr]
+        await asyncio.to_thread(snap._renew)  # the thread's renewal, run once
+        await wait_for(lambda: runner.process is None, 20, "a's process ended here")
+        assert agent_id not in app.persistence.leases.held  # type: ignore[union-attr]
+    # The fencing token only grew: 1 here, 2 for the other's take-over, 3 for its next take.
     taken, refused = other.acquire([agent_id])
-    assert taken and not refused and taken[0].token > held.token
+    assert taken and not refused and taken[0].token == held.token + 2
     # While the other holds it, a supervisor restored from the bucket does not start agent a.
     shutil.rmtree(bucket_settings.home)
     async with Switchboard(bucket_settings) as app:
