@@ -21,6 +21,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 PREFIX = "db/leases/"
 SETTLE_S = 0.3
+PARALLEL = 8  # leases read and written at a time
 
 
 class LeaseHeld(Exception):
@@ -87,43 +89,50 @@ class Leases:
         return (body if isinstance(body, dict) else None), st.generation if st else 0
 
     def acquire(self, agent_ids: Iterable[str]) -> tuple[list[Lease], list[LeaseHeld]]:
-        """Take the leases of `agent_ids` (one settle delay for all of them). Returns (taken,
-        refused)."""
-        wrote: dict[str, tuple[str, int]] = {}
-        refused: list[LeaseHeld] = []
+        """Take the leases of `agent_ids` (PARALLEL at a time, one settle delay for all of
+        them). Returns (taken, refused)."""
         now = self._now()
-        for agent_id in agent_ids:
-            body, generation = self._read(agent_id)
-            holder = str(body.get("holder", "")) if body else ""
-            expires = float(body.get("expires_at", 0)) if body else 0.0  # type: ignore[arg-type]
-            if body and holder != self.holder and expires > now:
-                refused.append(LeaseHeld(agent_id, holder, expires))
-                continue
-            token = int(body.get("token", 0)) + 1 if body else 1  # type: ignore[call-overload]
-            nonce = secrets.token_hex(8)
-            try:
-                self._write(agent_id, token, nonce, generation)
-            except PreconditionFailed:
-                refused.append(LeaseHeld(agent_id, "a supervisor that took it just now", now))
-                continue
-            wrote[agent_id] = (nonce, token)
-        if wrote and self.settle_s > 0:
-            self._sleep(self.settle_s)
-        taken: list[Lease] = []
-        for agent_id, (nonce, token) in wrote.items():
-            body, _ = self._read(agent_id)
-            if not body or body.get("nonce") != nonce:
-                holder = str(body.get("holder", "?")) if body else "?"
-                refused.append(LeaseHeld(agent_id, holder,
-                                         float(body.get("expires_at", 0)) if body  # type: ignore[arg-type]
-                                         else now))
-                continue
-            lease = Lease(agent_id, self.holder, token, now + self.ttl_s)
-            with self._lock:
-                self.held[agent_id] = lease
-            taken.append(lease)
-            logger.info("lease taken agent=%s token=%d holder=%s", agent_id, token, self.holder)
+        ids = list(agent_ids)
+        with ThreadPoolExecutor(max_workers=min(PARALLEL, len(ids) or 1)) as pool:
+            first = list(pool.map(lambda a: self._try_take(a, now), ids))
+            wrote = {a: r for a, r in zip(ids, first, strict=True) if isinstance(r, tuple)}
+            refused = [r for r in first if isinstance(r, LeaseHeld)]
+            if wrote and self.settle_s > 0:
+                self._sleep(self.settle_s)
+            checked = list(pool.map(lambda item: self._confirm(item[0], item[1], now),
+                                    wrote.items()))
+        taken = [c for c in checked if isinstance(c, Lease)]
+        refused += [c for c in checked if isinstance(c, LeaseHeld)]
         return taken, refused
+
+    def _try_take(self, agent_id: str, now: float) -> tuple[str, int] | LeaseHeld:
+        """Write our claim unless another holds the lease: (nonce, token), or the refusal."""
+        body, generation = self._read(agent_id)
+        holder = str(body.get("holder", "")) if body else ""
+        expires = float(body.get("expires_at", 0)) if body else 0.0  # type: ignore[arg-type]
+        if body and holder != self.holder and expires > now:
+            return LeaseHeld(agent_id, holder, expires)
+        token = int(body.get("token", 0)) + 1 if body else 1  # type: ignore[call-overload]
+        nonce = secrets.token_hex(8)
+        try:
+            self._write(agent_id, token, nonce, generation)
+        except PreconditionFailed:
+            return LeaseHeld(agent_id, "a supervisor that took it just now", now)
+        return nonce, token
+
+    def _confirm(self, agent_id: str, claim: tuple[str, int], now: float) -> Lease | LeaseHeld:
+        """Read the claim back after the settle delay: still ours, or someone else's."""
+        nonce, token = claim
+        body, _ = self._read(agent_id)
+        if not body or body.get("nonce") != nonce:
+            return LeaseHeld(agent_id, str(body.get("holder", "?")) if body else "?",
+                             float(body.get("expires_at", 0)) if body  # type: ignore[arg-type]
+                             else now)
+        lease = Lease(agent_id, self.holder, token, now + self.ttl_s)
+        with self._lock:
+            self.held[agent_id] = lease
+        logger.info("lease taken agent=%s token=%d holder=%s", agent_id, token, self.holder)
+        return lease
 
     def _write(self, agent_id: str, token: int, nonce: str, generation: int) -> None:
         body = {"agent_id": agent_id, "holder": self.holder, "token": token,
