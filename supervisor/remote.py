@@ -20,6 +20,8 @@ from typing import Any, Protocol
 from supervisor.config import Settings
 
 CHUNK_BYTES = 8 * 1024 * 1024  # resumable uploads above this size, in chunks of it
+RETRY_S = 30.0  # the client's own retries of one call, at most
+CALL_TIMEOUT_S = 60.0  # one request
 
 
 class RemoteError(Exception):
@@ -88,9 +90,12 @@ class GcsRemote:
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         from google.api_core import exceptions as gexc
+        from google.cloud.storage.retry import DEFAULT_RETRY
 
-        if not self.retry:
-            kwargs["retry"] = None
+        # Bounded: the library's own retries last two minutes, which would hold a shutdown's
+        # last snapshot (and the process's exit) that long on a dead network.
+        kwargs["retry"] = DEFAULT_RETRY.with_timeout(RETRY_S) if self.retry else None
+        kwargs.setdefault("timeout", CALL_TIMEOUT_S)
         try:
             return fn(*args, **kwargs)
         except gexc.PreconditionFailed as exc:
