@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from contextlib import suppress
 from typing import Any
@@ -15,7 +16,7 @@ from supervisor import snapshot
 from supervisor.config import Settings
 from supervisor.errors import AgentFailed, ConfigError
 from supervisor.events import EventHub, TurnFinished
-from supervisor.leases import Leases, instance_id
+from supervisor.leases import LeaseHeld, Leases, instance_id
 from supervisor.remote import Remote, RemoteError, open_remote
 from supervisor.service import TaskGroup
 from supervisor.snapshot import SnapshotError
@@ -134,10 +135,27 @@ class Persistence:
                              f"lease ({exc}). Agents start anyway; until the bucket answers, "
                              "nothing stops a second supervisor on it from driving them too.")
             return
+        if refused and await self._wait_out(refused[0]):
+            _, refused = await asyncio.to_thread(self.leases.acquire, [agent_id])
         if refused:
             raise AgentFailed(None, "", f"{refused[0]}; it is not started here while another "
                               "supervisor drives it. Stop that one, or /ask again after the "
                               "lease ends")
+
+    async def _wait_out(self, held: LeaseHeld) -> bool:
+        """A lease that ends within one TTL (a supervisor that died without giving it back,
+        after a crash or a SIGKILLed container): wait for its end, once, rather than fail the
+        agent; True if we waited. A holder that renews it keeps it: the retry is refused."""
+        wait_s = held.expires_at - time.time()
+        if not 0 < wait_s <= self.settings.lease_ttl_s + 1:
+            return False
+        logger.warning("waiting for a lease agent=%s holder=%s wait_s=%.0f", held.agent_id,
+                       held.holder, wait_s)
+        self._notify(f"Waiting for agent {held.agent_id}'s lease",
+                     f"{held}. It starts here once the lease ends, in {wait_s:.0f} s, unless "
+                     "that supervisor still runs and renews it.")
+        await asyncio.sleep(wait_s + 0.5)
+        return True
 
     def _lost(self, agent_ids: list[str]) -> None:
         """From the snapshot thread: leases another supervisor took over."""

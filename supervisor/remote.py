@@ -88,7 +88,9 @@ class GcsRemote:
                                       f"{type(exc).__name__}: {exc}") from exc
             return self._bucket
 
-    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, fn: Any, *args: Any, missing_ok: bool = True, **kwargs: Any) -> Any:
+        """`fn` with bounded retries; a missing object is None (`missing_ok`, for reads), every
+        other failure (a write to a bucket that is not there included) a RemoteError."""
         from google.api_core import exceptions as gexc
         from google.cloud.storage.retry import DEFAULT_RETRY
 
@@ -100,8 +102,10 @@ class GcsRemote:
             return fn(*args, **kwargs)
         except gexc.PreconditionFailed as exc:
             raise PreconditionFailed(str(exc)) from exc
-        except gexc.NotFound:
-            return None
+        except gexc.NotFound as exc:
+            if missing_ok:
+                return None
+            raise RemoteError(f"{self.where}: not found: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - every transport failure is one RemoteError
             self._bucket = None  # a new client next time: the old one may hold a dead pool
             raise RemoteError(f"{self.where}: {type(exc).__name__}: {exc}") from exc
@@ -112,7 +116,7 @@ class GcsRemote:
         blob.metadata = metadata
         kwargs = {} if if_generation_match is None else {"if_generation_match":
                                                           if_generation_match}
-        self._call(blob.upload_from_string, data, **kwargs)
+        self._call(blob.upload_from_string, data, missing_ok=False, **kwargs)
         return int(blob.generation or 0)
 
     def put_file(self, name: str, path: Path, *,
@@ -121,7 +125,7 @@ class GcsRemote:
                               chunk_size=self.chunk_bytes
                               if path.stat().st_size > self.chunk_bytes else None)
         blob.metadata = metadata
-        self._call(blob.upload_from_filename, str(path))
+        self._call(blob.upload_from_filename, str(path), missing_ok=False)
         return int(blob.generation or 0)
 
     def get_bytes(self, name: str) -> bytes | None:

@@ -108,8 +108,10 @@ async def test_two_supervisors_on_one_bucket_never_drive_one_agent(
         await asyncio.to_thread(snap._renew)  # the thread's renewal, run once
         await wait_for(lambda: runner.process is None, 20, "a's process ended here")
         assert agent_id not in app.persistence.leases.held  # type: ignore[union-attr]
-    # The fencing token only grew: 1 here, 2 for the other's take-over, 3 for its next take.
-    taken, refused = other.acquire([agent_id])
+    # The fencing token only grew: 1 here, 2 for the other's take-over, 3 for its next take
+    # (a supervisor that holds it for long).
+    alive = Leases(other.remote, "other-supervisor", ttl_s=3600, settle_s=0.05)
+    taken, refused = alive.acquire([agent_id])
     assert taken and not refused and taken[0].token == held.token + 2
     # While the other holds it, a supervisor restored from the bucket does not start agent a.
     shutil.rmtree(bucket_settings.home)
@@ -120,7 +122,18 @@ async def test_two_supervisors_on_one_bucket_never_drive_one_agent(
         await wait_for(lambda: r.state == "failed", 30, "a refused")
         assert "driven by another supervisor (other-supervisor)" in (r.last_error or "")
         assert r.process is None
-
+        # A holder that died without giving the lease back (a SIGKILLed container): its
+        # lease ends within one TTL, and the agent waits that out once instead of failing.
+        alive.release()
+        dead = Leases(other.remote, "dead-supervisor", ttl_s=1.0, settle_s=0.05)
+        assert dead.acquire([agent_id])[0]
+        assert (await run(app, "/ask a after the wait")).ok
+        leases = app.persistence.leases  # type: ignore[union-attr]
+        await wait_for(lambda: agent_id in leases.held, 30, "the lease, after the wait")
+        assert leases.held[agent_id].token == held.token + 4
+        # Let through to the session's resume (which the fake CLI, keeping no transcript,
+        # cannot do: that is the transcripts' part).
+        await wait_for(lambda: r.state == "resume_failed", 30, "a past the lease")
 
 async def test_a_turn_end_uploads_a_snapshot_soon_after(bucket_settings: Settings,
                                                         gcs: Emulator) -> None:

@@ -232,3 +232,21 @@ async def test_context_directory_syncs_incrementally(gcs: Emulator, tmp_path: Pa
     assert context_sync.restore(_remote(b), context_dir(b)) == 2
     assert (context_dir(b) / "plan.md").read_text() == "# Plan\nstep 2\n"
     assert (context_dir(b) / "notes" / "api.md").read_text() == "the API\n"
+
+
+async def test_a_bucket_that_is_not_there_fails_writes_not_silently(gcs: Emulator,
+                                                                    tmp_path: Path) -> None:
+    """Regression: a write to a missing bucket (GCS answers 404) was taken for "not found,
+    nothing to do": the lease looked written, then read back as someone else's."""
+    from supervisor.remote import RemoteError
+
+    settings = _settings(tmp_path / "a").with_(gcs_bucket="no-such-bucket")
+    remote = _remote(settings)
+    assert remote.get_bytes("x") is None  # a read: nothing there
+    with pytest.raises(RemoteError, match="not found"):
+        remote.put_bytes("x", b"data")
+    await _db_with(settings.home, "x")
+    snap = Snapshotter(settings, remote)
+    snap.prepare()
+    assert snap.run_once() == "failed" and "not found" in (snap.last_error or "")
+    snap.close(final=False)
