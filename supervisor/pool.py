@@ -195,6 +195,7 @@ class AgentPool:
         )
         await self.killswitch.start()
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
+        self.settings.context_dir.mkdir(parents=True, exist_ok=True)  # the shared context
         # Anything tagged with this data directory is left over from a previous run.
         swept = await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
         if swept:
