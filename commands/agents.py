@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from commands.base import Arg, Button, Context, Opt, Param, Reply, Rest, Role, Text, UsageError
-from commands.render import agent_line, ago, money
+from commands.render import agent_line, ago, money, snapshot_line
 from supervisor.api import AgentState, AgentView
 
 
@@ -140,7 +140,9 @@ class Status:
         if not args["agent"]:
             fleet = await ctx.api.fleet()
             summary = ", ".join(f"{n} {s}" for s, n in fleet.counts) or "no live agents"
-            return Reply.text(f"Switchboard: {summary}. Spent {money(fleet.spent_usd)} in all.")
+            text = f"Switchboard: {summary}. Spent {money(fleet.spent_usd)} in all."
+            snap = ctx.api.persistence.snapshot()
+            return Reply.text(text + ("\n" + snapshot_line(snap) if snap else ""))
         r = await ctx.api.agent(args["agent"])
         lines = [
             f"state: {r.state}" + (f" (tool: {r.current_tool})" if r.current_tool else ""),

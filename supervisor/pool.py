@@ -25,6 +25,7 @@ from supervisor.escalations import Decision, Escalations, Kind, Timeouts
 from supervisor.events import AgentState, EventHub, StateChanged
 from supervisor.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
 from supervisor.killswitch import KillSwitch
+from supervisor.persistence import Persistence
 from supervisor.policy import Policy, PolicyError
 from supervisor.process import install_launcher, resolve_cli, sweep
 from supervisor.protected import ProtectedPaths
@@ -157,6 +158,8 @@ class AgentPool:
         self.repos = Repos(self)  # registered repositories and agents' worktrees
         # More in-process MCP tools per agent (the scheduler's schedule_wakeup), besides the bus's.
         self.tool_makers: dict[str, Callable[[AgentRunner], list[Any]]] = {}
+        # The bucket's side (snapshots, leases), set by the composition root before start.
+        self.persistence: Persistence | None = None
 
     async def __aenter__(self) -> AgentPool:
         try:
@@ -202,15 +205,18 @@ class AgentPool:
                 *(t for make in self.tool_makers.values() for t in make(runner))],
             repo_wall=self.repos.wall,
             session_store=self.session_store,
+            before_start=self._before_start,
         )
         await self.killswitch.start()
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
+        self.settings.context_dir.mkdir(parents=True, exist_ok=True)  # the shared context
         # Anything tagged with this data directory is left over from a previous run.
         swept = await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
         if swept:
             logger.warning("swept leftover agent processes count=%d pids=%s", len(swept), swept)
         resumed = []
         rows = await self.store.agents.list()
+        await self._take_leases([r.id for r in rows if r.state in LIVE_STATES])
         # Turns the previous supervisor left running: reported, never replayed unasked (the
         # bus drops the operator's messages they held, and delivers agents' messages again).
         interrupted = await report_interrupted(
@@ -280,6 +286,24 @@ class AgentPool:
         except Exception as exc:  # noqa: BLE001 - any client error: reported, not fatal
             logger.error("session transcripts: no GCS client: %s", exc)
             self._store_problem = str(exc)
+
+    async def _take_leases(self, agent_ids: list[str]) -> None:
+        """Every live agent's lease in the bucket in one round (one settle delay)."""
+        if self.persistence is not None:
+            self.persistence.on_lost = self._lease_lost
+            await self.persistence.take(agent_ids)
+
+    async def _lease_lost(self, agent_id: str) -> None:
+        """Another supervisor took this agent's lease: its process here ends at once (the
+        agent stays resumable: the other one drives it now)."""
+        runner = self._runners.get(agent_id)
+        if runner is not None:
+            await runner.close_for_shutdown()
+
+    async def _before_start(self, agent_id: str) -> None:
+        """Before an agent's process starts: its lease (AgentFailed if another holds it)."""
+        if self.persistence is not None:
+            await self.persistence.before_start(agent_id)
 
     def _adopt(self, runner: AgentRunner) -> None:
         self._runners[runner.id] = runner

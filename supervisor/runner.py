@@ -32,6 +32,7 @@ from supervisor import launcher as launcher_module
 from supervisor.charter import system_prompt as charter_prompt
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
+from supervisor.context_sync import context_note
 from supervisor.errors import AgentFailed, AgentNotRunning, InvalidRequest, ResumeFailed
 from supervisor.escalations import Escalations
 from supervisor.events import AgentOutput, AgentState, EventHub, StateChanged, TurnFinished
@@ -83,6 +84,9 @@ class RunnerDeps:
     session_store: Any = None  # store.gcs_sessions.GcsSessionStore when a bucket is configured
     # The agent's worktree as its sandbox sees it (supervisor/repos: mounts and environment).
     repo_wall: Callable[[str], Any] = lambda _agent_id: None
+    # Awaited before the agent's process starts; raises AgentFailed to refuse (the lease in the
+    # bucket is held by another supervisor: supervisor/persistence.py).
+    before_start: Callable[[str], Awaitable[None]] | None = None
 
 
 # Claude Code's own tools that would bypass the supervisor: cross-session messaging, session
@@ -557,10 +561,10 @@ class AgentRunner:
         )
 
     def _system_prompt(self) -> SystemPromptPreset:
-        prompt: SystemPromptPreset = {"type": "preset", "preset": "claude_code"}
+        notes = [context_note(self._deps.settings)]
         if self.charter is not None:
-            prompt["append"] = charter_prompt(self.charter)
-        return prompt
+            notes.append(charter_prompt(self.charter))
+        return {"type": "preset", "preset": "claude_code", "append": "\n\n".join(notes)}
 
 
     def _env(self) -> dict[str, str]:
@@ -573,6 +577,8 @@ class AgentRunner:
 
     async def _start_process(self, prompt: str = "") -> AgentProcess | None:
         """A new CLI, resuming the session if there is one; None if it cannot be resumed."""
+        if self._deps.before_start is not None:
+            await self._deps.before_start(self.id)
         await self._set_state(
             AgentState.STARTING, f"resuming session {self.session_id}" if self.session_id else ""
         )

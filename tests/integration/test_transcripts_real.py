@@ -79,7 +79,9 @@ def test_sigkill_in_a_bash_call_then_a_new_container_resumes_the_session(
         short_home, mock_api, gcs_emulator):
     bucket = _bucket(gcs_emulator)
     home = short_home / "sb"
-    write_config(home, mock_api, permissive=True, gcs_bucket="sb-transcripts")
+    # A short lease: the SIGKILLed supervisor never gives its agents' leases back, and the
+    # new one waits them out (supervisor/persistence.py).
+    write_config(home, mock_api, permissive=True, gcs_bucket="sb-transcripts", lease_ttl_s=3)
     sup = Supervisor(home)
     try:
         sup.expect("Switchboard console")
@@ -97,7 +99,9 @@ def test_sigkill_in_a_bash_call_then_a_new_container_resumes_the_session(
             p.kill()
     _poll(lambda: not _sleepers(), 10, "the old agent's processes to end")
     _new_container(home)
-    write_config(home, mock_api, permissive=True, gcs_bucket="sb-transcripts")
+    # A short lease: the SIGKILLed supervisor never gives its agents' leases back, and the
+    # new one waits them out (supervisor/persistence.py).
+    write_config(home, mock_api, permissive=True, gcs_bucket="sb-transcripts", lease_ttl_s=3)
     before = len(mock_api.requests)
 
     sup2 = Supervisor(home)
