@@ -27,6 +27,7 @@ TABLES = {
     "turns": "SELECT id, cost_usd FROM turns",
     "audit": "SELECT id FROM audit",
     "agents": "SELECT id, name FROM agents",
+    "schedules": "SELECT id, spec, tz, target, prompt, enabled FROM schedules",
 }
 
 

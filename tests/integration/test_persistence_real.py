@@ -1,8 +1,8 @@
 """Acceptance 1 with the real CLI (mock API, GCS emulator): a supervisor with two agents, an
-operator's bus message and an open question stops; its data directory and the CLI's config
-directory are deleted; a new supervisor on the same bucket restores the database, each agent
-resumes its own session (the mock is sent the earlier conversation), is told it was restarted,
-and every escalation, message, cost and audit row is there."""
+operator's bus message, a schedule and an open question stops; its data directory and the
+CLI's config directory are deleted; a new supervisor on the same bucket restores the
+database, each agent resumes its own session (the mock is sent the earlier conversation), is
+told it was restarted, and every escalation, message, schedule, cost and audit row is there."""
 
 from __future__ import annotations
 
@@ -53,11 +53,15 @@ async def test_a_replaced_container_resumes_every_session_from_the_bucket(
         await _idle(app, "b")
         assert (await run(app, "/send --type info b TEXT: operator-note")).ok
         await _idle(app, "b")
+        draft = await run(app, "/cron add every weekday at 9 a TEXT: morning check")
+        assert draft.ok, draft.plain()
+        assert (await run(app, "/cron confirm")).ok
         a = await app.pool.get("a")  # type: ignore[union-attr]
         question = await app.pool.escalations.open(  # type: ignore[union-attr]
             agent_id=a.id, kind="question", title="a asks", body="merge now?", free_text=True)
     before = _rows(settings.db_path)
     assert question.id in {e for (e,) in before["escalations"]}
+    assert before["schedules"], "the schedule was made"
     assert before["messages"] and sum(float(c) for _, c in before["turns"]) > 0  # type: ignore[arg-type]
 
     # The container is replaced: the data directory and the CLI's config directory are gone.
