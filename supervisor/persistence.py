@@ -15,7 +15,7 @@ from typing import Any
 from supervisor import snapshot
 from supervisor.config import Settings
 from supervisor.errors import AgentFailed, ConfigError
-from supervisor.events import EventHub, TurnFinished
+from supervisor.events import AgentState, EventHub, StateChanged, TurnFinished
 from supervisor.leases import LeaseHeld, Leases, instance_id
 from supervisor.remote import Remote, RemoteError, open_remote
 from supervisor.service import TaskGroup
@@ -95,9 +95,15 @@ class Persistence:
             await asyncio.to_thread(snap.close)
 
     async def _after_turns(self, hub: EventHub) -> None:
+        """A snapshot when a turn starts as well as when it ends (both debounced): a container
+        lost mid-turn then comes back knowing the turn was under way, so it is reported as
+        interrupted, not silently forgotten."""
         with hub.subscription() as events:
             while True:
-                if isinstance(await events.get(), TurnFinished) and self.snapshots is not None:
+                event = await events.get()
+                started = (isinstance(event, StateChanged) and event.new == AgentState.WORKING
+                           and event.old != AgentState.WORKING)
+                if (started or isinstance(event, TurnFinished)) and self.snapshots is not None:
                     self.snapshots.request("turn")
 
     def status(self) -> SnapshotStatus | None:

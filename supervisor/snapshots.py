@@ -1,7 +1,7 @@
 """The snapshot service: the database and the shared-context directory to the bucket, from a
 thread of its own, so no upload ever blocks the event loop.
 
-A snapshot is wanted after a turn ends (debounced: a burst of turns makes one upload), every
+A snapshot is wanted when a turn starts and ends (debounced: a burst makes one upload), every
 `snapshot_interval_s`, and at shutdown; one is taken only if something changed (the thread's
 own connection watches `PRAGMA data_version`, and the context directory's checksums). A failed
 upload is retried with a growing delay (2, 4, 8... up to the interval) and, after

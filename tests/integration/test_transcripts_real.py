@@ -7,10 +7,13 @@ interrupted."""
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
 import shutil
 import signal
+import sqlite3
+import tempfile
 import time
 from pathlib import Path
 
@@ -75,19 +78,40 @@ def _new_container(home: Path) -> None:
         (home / name).write_bytes(data)
 
 
+def _snapshot_turns(bucket) -> list[tuple[str, str]]:
+    """(prompt, status) of every turn in the newest complete snapshot in the bucket."""
+    blob = bucket.blob("db/manifest.json")
+    if not blob.exists():
+        return []
+    manifest = json.loads(blob.download_as_bytes())
+    data = gzip.decompress(bucket.blob(manifest["object"]).download_as_bytes())
+    with tempfile.NamedTemporaryFile(suffix=".db") as fh:
+        fh.write(data)
+        fh.flush()
+        conn = sqlite3.connect(fh.name)
+        try:
+            return [(p, st) for p, st in conn.execute("SELECT prompt, status FROM turns")]
+        finally:
+            conn.close()
+
+
 def test_sigkill_in_a_bash_call_then_a_new_container_resumes_the_session(
         short_home, mock_api, gcs_emulator):
     bucket = _bucket(gcs_emulator)
     home = short_home / "sb"
     # A short lease: the SIGKILLed supervisor never gives its agents' leases back, and the
     # new one waits them out (supervisor/persistence.py).
-    write_config(home, mock_api, permissive=True, gcs_bucket="sb-transcripts", lease_ttl_s=3)
+    write_config(home, mock_api, permissive=True, gcs_bucket="sb-transcripts", lease_ttl_s=3,
+                 snapshot_debounce_s=0.2)
     sup = Supervisor(home)
     try:
         sup.expect("Switchboard console")
         sup.send(f"/spawn w BASH: python3 -c '{SLEEPER}'")
         _poll(_sleepers, 60, "the Bash command to run")
         tool_id = _poll(lambda: _mirrored_tool_use(bucket), 30, "the tool_use in the bucket")
+        # The turn's start made a snapshot: the bucket's database knows the turn is running.
+        _poll(lambda: any(st == "running" for _, st in _snapshot_turns(bucket)), 30,
+              "a snapshot with the running turn")
         os.kill(sup.proc.pid, signal.SIGKILL)
         sup.proc.wait(10)
     finally:
@@ -98,7 +122,11 @@ def test_sigkill_in_a_bash_call_then_a_new_container_resumes_the_session(
         with contextlib.suppress(psutil.Error):
             p.kill()
     _poll(lambda: not _sleepers(), 10, "the old agent's processes to end")
-    _new_container(home)
+    # A new container: nothing of the data directory (the database comes back from the
+    # bucket's snapshot) nor of the CLI's config directory (the transcript comes from the
+    # bucket's session store).
+    shutil.rmtree(home)
+    shutil.rmtree(home.parent / "claude", ignore_errors=True)
     # A short lease: the SIGKILLed supervisor never gives its agents' leases back, and the
     # new one waits them out (supervisor/persistence.py).
     write_config(home, mock_api, permissive=True, gcs_bucket="sb-transcripts", lease_ttl_s=3)
