@@ -67,6 +67,7 @@ bench: $(TEST_STAMP)
 	$(PY) bench/slack_outbox.py
 	$(PY) bench/bus_throughput.py
 	$(PY) bench/operator_attention.py
+	$(PY) bench/snapshot.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from commands.base import Arg, Button, Context, Opt, Param, Reply, Rest, Role, Text, UsageError
-from commands.render import agent_line, ago, money
+from commands.render import agent_line, ago, money, snapshot_line
 from supervisor.api import AgentState, AgentView
 
 
@@ -140,7 +140,9 @@ class Status:
         if not args["agent"]:
             fleet = await ctx.api.fleet()
             summary = ", ".join(f"{n} {s}" for s, n in fleet.counts) or "no live agents"
-            return Reply.text(f"Switchboard: {summary}. Spent {money(fleet.spent_usd)} in all.")
+            text = f"Switchboard: {summary}. Spent {money(fleet.spent_usd)} in all."
+            snap = ctx.api.persistence.snapshot()
+            return Reply.text(text + ("\n" + snapshot_line(snap) if snap else ""))
         r = await ctx.api.agent(args["agent"])
         lines = [
             f"state: {r.state}" + (f" (tool: {r.current_tool})" if r.current_tool else ""),
@@ -155,7 +157,7 @@ class Status:
             lines.append(f"pid: {r.cli_pid} (launcher {r.launcher_pid})")
         if r.parent_id:
             lines.append(f"parent: {r.parent_id}")
-        if r.last_error and r.state == AgentState.FAILED:
+        if r.last_error and r.state in (AgentState.FAILED, AgentState.RESUME_FAILED):
             lines.append(f"last error: {r.last_error}")
         if r.last_answer:
             lines.append(f"last answer: {r.last_answer[:500]}")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 from store import Store
 from store.errors import StoreError
 from supervisor import teams as teams_module
+from supervisor.api_persistence import PersistenceAPI
 from supervisor.api_repos import RepoAPI
 from supervisor.api_schedules import Draft, RunView, ScheduleAPI, ScheduleView
 from supervisor.api_standing import StandingAPI
@@ -154,6 +155,7 @@ class SupervisorAPI:
         self.schedules = ScheduleAPI(pool, audit=self._audit_row)
         self.report_schedule_runs(self.schedules.scheduler.runs_by_outcome)
         pool.tool_makers["schedules"] = lambda runner: schedule_tools(self.schedules, runner)
+        self.persistence = PersistenceAPI(pool)  # snapshots to the bucket
 
     @classmethod
     def over(cls, pool: AgentPool) -> SupervisorAPI:

@@ -44,6 +44,8 @@ BASE_AGENT_ENV = (
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TERM",
     "TZ", "TMPDIR", "NO_COLOR",
 )
+# The shared-context directory's path, in every agent's environment.
+CONTEXT_VAR = "SWITCHBOARD_CONTEXT_DIR"
 AGENT_ENV_DEFAULTS = {
     "DISABLE_AUTOUPDATER": "1",
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -341,7 +343,20 @@ class Settings(BaseSettings):
                                             "gcs_project")] = None
     kill_poll_s: Annotated[Interval, Key("SWITCHBOARD_KILL_POLL_S", "gcs.poll_s",
                                          "kill_poll_s")] = 10.0
+    # Claude session transcripts in the same bucket (docs/persistence.md, "Transcripts").
+    gcs_sessions_prefix: Annotated[Text, Key("SWITCHBOARD_GCS_SESSIONS_PREFIX",
+                                             "gcs.sessions_prefix",
+                                             "gcs_sessions_prefix")] = "sessions"
     storage_emulator_host: Annotated[Text | None, Key(env="STORAGE_EMULATOR_HOST")] = None
+    # Database and shared-context snapshots to the bucket (docs/persistence.md).
+    snapshot_interval_s: Annotated[Interval, Key("SWITCHBOARD_SNAPSHOT_INTERVAL_S",
+                                                 "gcs.snapshot_interval_s",
+                                                 "snapshot_interval_s")] = 60.0
+    snapshot_debounce_s: Annotated[Interval, Key("SWITCHBOARD_SNAPSHOT_DEBOUNCE_S",
+                                                 "gcs.snapshot_debounce_s",
+                                                 "snapshot_debounce_s")] = 5.0
+    lease_ttl_s: Annotated[Interval, Key("SWITCHBOARD_LEASE_TTL_S", "gcs.lease_ttl_s",
+                                         "lease_ttl_s")] = 60.0
     # The service-account key file google-auth uses: hidden from agents and protected by policy.
     gcs_credentials_file: Annotated[UserPath | None,
                                     Key(env="GOOGLE_APPLICATION_CREDENTIALS")] = None
@@ -499,6 +514,11 @@ class Settings(BaseSettings):
         return self.home / "run"
 
     @property
+    def context_dir(self) -> Path:
+        """The shared context: Markdown notes every agent may read and write."""
+        return self.home / "context"
+
+    @property
     def agents_dir(self) -> Path:
         return self.home / "agents"
 
@@ -609,6 +629,7 @@ class Settings(BaseSettings):
             env["ANTHROPIC_BASE_URL"] = self.anthropic_base_url
         if self.claude_config_dir:
             env["CLAUDE_CONFIG_DIR"] = str(self.claude_config_dir)
+        env[CONTEXT_VAR] = str(self.context_dir.resolve())
         env.update(self.agent_env)
         return env
 

@@ -19,7 +19,8 @@ can do about it (`fix`), so the command dispatcher turns any of them into text i
     ├── StorageTrouble(what, fix)         storage is known broken: new work is refused
     ├── AgentFailed(exit_code, stderr_tail)  the CLI process failed
     ├── UnknownRepo(name)                 no registered repository by that name
-    └── RepoFailed(what, detail)          a git operation on a repository failed
+    ├── RepoFailed(what, detail)          a git operation on a repository failed
+    └── ResumeFailed(name, reason)        its session could not be resumed (resume failed)
 """
 
 from __future__ import annotations
@@ -189,3 +190,16 @@ class RepoFailed(SupervisorError):
                          what=f"{what}." + (f" git said: {detail[-500:]}" if detail else ""),
                          fix=fix)
         self.detail = detail
+
+
+class ResumeFailed(SupervisorError):
+    """An agent's Claude session could not be resumed: the transcript is neither on disk nor in
+    the bucket. Deterministic, so nothing retries it; the operator chooses what happens."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"the session of agent {name!r} cannot be resumed: {reason}",
+                         what=f"{name}'s session could not be resumed: {reason}.",
+                         fix="Answer its question (/pending) to start it fresh with a summary "
+                             f"of its work, or /kill {name}.")
+        self.name = name
+        self.reason = reason

@@ -25,6 +25,7 @@ from supervisor.escalations import Decision, Escalations, Kind, Timeouts
 from supervisor.events import AgentState, EventHub, StateChanged
 from supervisor.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
 from supervisor.killswitch import KillSwitch
+from supervisor.persistence import Persistence
 from supervisor.policy import Policy, PolicyError
 from supervisor.process import install_launcher, resolve_cli, sweep
 from supervisor.protected import ProtectedPaths
@@ -36,6 +37,8 @@ from supervisor.sandbox import Isolation, describe, hide_in, probe, unwritable_r
 from supervisor.standing import StandingAgents
 from supervisor.storage import StorageGuard
 from supervisor.timers import EscalationTimers
+from supervisor.transcripts import FRESH_TOOL, restart_note
+from supervisor.transcripts import answer_hook as fresh_answer_hook
 from supervisor.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
@@ -133,6 +136,9 @@ class AgentPool:
             on_timeout=settings.approval_on_timeout,
         ), clock)
         self.escalations.on_answer(RERUN_TOOL, answer_hook(self))
+        self.escalations.on_answer(FRESH_TOOL, fresh_answer_hook(self))
+        self.session_store: Any = None  # transcripts in the bucket (store/gcs_sessions.py)
+        self._store_problem: str | None = None
         self.timers = EscalationTimers(self.escalations, clock)
         self.storage = StorageGuard(store, self.escalations, clock)
         self.killswitch = KillSwitch(settings, store, self, clock)
@@ -152,6 +158,8 @@ class AgentPool:
         self.repos = Repos(self)  # registered repositories and agents' worktrees
         # More in-process MCP tools per agent (the scheduler's schedule_wakeup), besides the bus's.
         self.tool_makers: dict[str, Callable[[AgentRunner], list[Any]]] = {}
+        # The bucket's side (snapshots, leases), set by the composition root before start.
+        self.persistence: Persistence | None = None
 
     async def __aenter__(self) -> AgentPool:
         try:
@@ -169,6 +177,8 @@ class AgentPool:
             return self.recovery or RecoveryReport((), (), 0)
         real_cli = resolve_cli(self.settings)
         self.isolation = iso = await asyncio.to_thread(probe, self.settings, real_cli)
+        if self.settings.gcs_bucket:
+            await self._connect_session_store()
         if iso.ok:
             logger.info("isolation: %s", iso.detail)
         else:
@@ -194,15 +204,19 @@ class AgentPool:
                 *repo_tools(self.repos, runner.id),
                 *(t for make in self.tool_makers.values() for t in make(runner))],
             repo_wall=self.repos.wall,
+            session_store=self.session_store,
+            before_start=self._before_start,
         )
         await self.killswitch.start()
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
+        self.settings.context_dir.mkdir(parents=True, exist_ok=True)  # the shared context
         # Anything tagged with this data directory is left over from a previous run.
         swept = await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
         if swept:
             logger.warning("swept leftover agent processes count=%d pids=%s", len(swept), swept)
         resumed = []
         rows = await self.store.agents.list()
+        await self._take_leases([r.id for r in rows if r.state in LIVE_STATES])
         # Turns the previous supervisor left running: reported, never replayed unasked (the
         # bus drops the operator's messages they held, and delivers agents' messages again).
         interrupted = await report_interrupted(
@@ -211,6 +225,7 @@ class AgentPool:
         await self.bus.start()  # leases of the dead supervisor go back to the queue
         self.roles = await self.store.bus.roles()
         waiting: list[AgentRunner] = []  # their loops start once the notes below are queued
+        restarted_at = self.clock.now()
         charters = await self.store.charters.all()
         for row in rows:
             runner = AgentRunner(row, self._deps, self.bus.inbox(row.id, row.name),
@@ -219,7 +234,9 @@ class AgentPool:
                 self._runners[row.id] = runner  # kept for /status and /logs; it has no loop
                 continue
             if runner.state.live:
-                await runner.recover()
+                last = await self.store.turns.recent(row.id, 1)
+                await runner.recover(restart_note(
+                    restarted_at, bool(last) and last[0].status == "interrupted"))
                 resumed.append(row.name)
             await self.store.agents.update(row.id, launcher_pid=None, cli_pid=None)
             self._runners[row.id] = runner
@@ -231,6 +248,12 @@ class AgentPool:
                 None, "⚠ Agents run WITHOUT isolation" if allowed
                 else "⚠ Agents are refused: this host cannot isolate them",
                 describe(iso, allowed))
+        if self._store_problem is not None:
+            await self.escalations.notify(
+                None, "⚠ Session transcripts are not copied to the bucket",
+                f"No GCS client for {self.settings.gcs_bucket}: {self._store_problem}. Agents "
+                "run, but a new container could not resume their sessions. Fix the credentials "
+                "(GOOGLE_APPLICATION_CREDENTIALS or the service account) and restart.")
         # Questions whose asker died with the previous supervisor: close them, tell the
         # operator, and give the agent a note so it knows its request went unanswered.
         for orphan in await self.escalations.expire_orphans("the supervisor restarted"):
@@ -250,6 +273,37 @@ class AgentPool:
         self._watchdog_task = asyncio.create_task(self.watchdog.run(), name="watchdog")
         self.storage.start()
         return self.recovery
+
+    async def _connect_session_store(self) -> None:
+        """Transcripts to the bucket. A client that cannot be made (no credentials, no
+        library) is reported, and agents run without the mirror rather than not at all."""
+        from store.gcs_sessions import GcsSessionStore
+
+        try:
+            self.session_store = await asyncio.to_thread(
+                GcsSessionStore.connect, self.settings.gcs_bucket or "",
+                self.settings.gcs_sessions_prefix, self.settings.gcs_client_kwargs())
+        except Exception as exc:  # noqa: BLE001 - any client error: reported, not fatal
+            logger.error("session transcripts: no GCS client: %s", exc)
+            self._store_problem = str(exc)
+
+    async def _take_leases(self, agent_ids: list[str]) -> None:
+        """Every live agent's lease in the bucket in one round (one settle delay)."""
+        if self.persistence is not None:
+            self.persistence.on_lost = self._lease_lost
+            await self.persistence.take(agent_ids)
+
+    async def _lease_lost(self, agent_id: str) -> None:
+        """Another supervisor took this agent's lease: its process here ends at once (the
+        agent stays resumable: the other one drives it now)."""
+        runner = self._runners.get(agent_id)
+        if runner is not None:
+            await runner.close_for_shutdown()
+
+    async def _before_start(self, agent_id: str) -> None:
+        """Before an agent's process starts: its lease (AgentFailed if another holds it)."""
+        if self.persistence is not None:
+            await self.persistence.before_start(agent_id)
 
     def _adopt(self, runner: AgentRunner) -> None:
         self._runners[runner.id] = runner
@@ -568,6 +622,8 @@ class AgentPool:
             logger.exception("could not record the shutdown in the store")
         finally:
             await self.storage.close()  # after a delete or replace: the copy, up to date
+            if self.session_store is not None:
+                self.session_store.close()
             if self._deps is not None:
                 await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
 

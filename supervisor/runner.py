@@ -14,9 +14,15 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKError, ResultMessage
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+    ClaudeSDKError,
+    ResultMessage,
+    SessionStore,
+    SystemMessage,
+)
 from claude_agent_sdk.types import SystemPromptPreset
 
 from store import Store
@@ -26,7 +32,8 @@ from supervisor import launcher as launcher_module
 from supervisor.charter import system_prompt as charter_prompt
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
-from supervisor.errors import AgentFailed, AgentNotRunning, InvalidRequest
+from supervisor.context_sync import context_note
+from supervisor.errors import AgentFailed, AgentNotRunning, InvalidRequest, ResumeFailed
 from supervisor.escalations import Escalations
 from supervisor.events import AgentOutput, AgentState, EventHub, StateChanged, TurnFinished
 from supervisor.gate import GateDeps, ToolGate
@@ -45,10 +52,12 @@ from supervisor.records import (
 )
 from supervisor.sandbox import Isolation, agent_dirs, bwrap_args, prepare, sandbox_env
 from supervisor.scheduler import quiet_turn
+from supervisor.transcripts import FRESH_TOOL, MirrorOnly, bring_back, report_resume_failed
 
 logger = logging.getLogger(__name__)
 
 IDLE_POLL_S = 1.0
+NO_SESSION = "No conversation found with session ID"  # the CLI's words for a lost session
 # A turn the API failed with a passing error is continued after each of these waits.
 API_RETRY_WAITS_S = (0.5, 4.0, 15.0)
 API_RETRY_PROMPT = ("[Switchboard] The API failed with a passing error (HTTP {status}) before "
@@ -72,8 +81,12 @@ class RunnerDeps:
     peer_dirs: Callable[[str], tuple[str, ...]] = lambda _agent_id: ()  # others' --cwd
     clock: Clock = SYSTEM_CLOCK
     agent_tools: Callable[[AgentRunner], list[Any]] = lambda _runner: []  # the bus's MCP tools
+    session_store: Any = None  # store.gcs_sessions.GcsSessionStore when a bucket is configured
     # The agent's worktree as its sandbox sees it (supervisor/repos: mounts and environment).
     repo_wall: Callable[[str], Any] = lambda _agent_id: None
+    # Awaited before the agent's process starts; raises AgentFailed to refuse (the lease in the
+    # bucket is held by another supervisor: supervisor/persistence.py).
+    before_start: Callable[[str], Awaitable[None]] | None = None
 
 
 # Claude Code's own tools that would bypass the supervisor: cross-session messaging, session
@@ -107,6 +120,12 @@ class AgentRunner:
         self._not_paused = asyncio.Event()
         if self.state != AgentState.PAUSED:
             self._not_paused.set()
+        # Cleared in resume_failed: the loop holds its message until the operator chooses.
+        self._resumable = asyncio.Event()
+        if self.state != AgentState.RESUME_FAILED:
+            self._resumable.set()
+        self._note: str | None = None  # told the agent with its next turn (a restart, a summary)
+        self._mirror_warned = False
         self._proc: AgentProcess | None = None
         self._turn_done = asyncio.Event()
         self._turn_done.set()
@@ -162,16 +181,27 @@ class AgentRunner:
     async def submit(self, text: str) -> int:
         """Queue a message (stored before this returns); it becomes the next turn. Returns
         how many are ahead of it."""
+        if self.state == AgentState.RESUME_FAILED and not any(
+                e.tool_name == FRESH_TOOL for e in await self._deps.escalations.pending(self.id)):
+            # "Leave it" was the answer before: asked again, since a message came.
+            await report_resume_failed(self._deps.escalations, self.id, self.name,
+                                       self._resume_reason, text)
         self.admit(text)
         ahead = len(self._inbox) + (1 if self.busy else 0)
         await self._inbox.put(text)
         return ahead
+
+    @property
+    def _resume_reason(self) -> str:
+        return (self.last_error or "").removeprefix("resume failed: ")
 
     def admit(self, text: str) -> None:
         """Raises what would refuse `text` as a next turn: killed, the kill switch, over
         budget, in a crash loop, too long or empty (a wake is checked like an /ask)."""
         if self.state == AgentState.KILLED:
             raise AgentNotRunning(self.name, self.state, "message")
+        if self.state == AgentState.RESUME_FAILED:
+            raise ResumeFailed(self.name, self._resume_reason)
         self._deps.killswitch.check()
         if self.budget_blocked and self._budget_day != int(day_start(clock=self._deps.clock)):
             self.budget_blocked = None  # budgets are per day: a new day, a new budget
@@ -207,6 +237,7 @@ class AgentRunner:
                 await self._inbox.ack(item, consumed=False)
                 break
             await self._not_paused.wait()
+            await self._resumable.wait()  # resume failed: held until the operator chooses
             if self.state == AgentState.KILLED:
                 break
             if self._deps.killswitch.halted:
@@ -313,6 +344,7 @@ class AgentRunner:
                 forced = await asyncio.to_thread(sweep, self.tag + "\0")
             await self._set_state_held(AgentState.KILLED, reason)
             self._not_paused.set()
+            self._resumable.set()
             self._inbox.wake()
             return forced
 
@@ -368,12 +400,43 @@ class AgentRunner:
         if self._paused_by_timeout and self.state == AgentState.PAUSED:
             await self.resume()
 
-    async def recover(self) -> None:
-        """After a supervisor restart: no process yet; the session resumes on the next message."""
+    async def recover(self, note: str | None = None) -> None:
+        """After a supervisor restart: no process yet; the session resumes on the next message,
+        which tells the agent `note` (that it was restarted, and whether its turn was cut)."""
+        if self.session_id and note:
+            self._note = note
         if self.state.live and self.state != AgentState.PAUSED:
             await self._set_state(
                 AgentState.IDLE, "supervisor restarted; the session resumes on the next message"
             )
+
+    async def start_fresh(self, summary: str, *, by: str, prompt: str = "") -> None:
+        """The operator's answer to a failed resume: a new session whose first turn tells the
+        agent `summary`, with `prompt` (the message that met the failure) as its message."""
+        async with self._lifecycle:
+            if self.state != AgentState.RESUME_FAILED:
+                raise AgentNotRunning(self.name, self.state, "start a fresh session of")
+            self.session_id = None
+            self._baseline = {}  # the CLI's cumulative cost starts again with a new session
+            await self._deps.store.agents.update(self.id, session_id=None, cost_baseline={},
+                                                 last_error=None)
+            self.last_error = None
+            self._note = summary
+            await self._set_state(AgentState.IDLE, f"fresh session, asked by {by}")
+            # The failed turn's message went back to the queue held (an operator's was dropped,
+            # as with any failed turn): a new message releases what is held and is the turn.
+            await self._inbox.put(prompt if prompt and not len(self._inbox) else
+                                  "[Switchboard] Continue your task from where it was.")
+            self._resumable.set()
+
+    async def _resume_failed(self, reason: str, prompt: str) -> None:
+        """Deterministic: the state says so, the operator is asked once, nothing retries."""
+        self._resumable.clear()
+        self.last_error = f"resume failed: {reason}"
+        logger.warning("resume failed agent=%s name=%s: %s", self.id, self.name, reason)
+        await self._deps.store.agents.update(self.id, last_error=self.last_error)
+        await self._set_state(AgentState.RESUME_FAILED, reason)
+        await report_resume_failed(self._deps.escalations, self.id, self.name, reason, prompt)
 
     def halting(self) -> None:
         """The kill switch is about to SIGKILL everything: a dying CLI is not a failure."""
@@ -391,6 +454,7 @@ class AgentRunner:
             await self._deps.escalations.cancel_for_agent(self.id, reason)
         await self._set_state_held(AgentState.KILLED, reason)
         self._not_paused.set()
+        self._resumable.set()
         self._inbox.wake()
 
     async def close_for_shutdown(self) -> None:
@@ -460,10 +524,8 @@ class AgentRunner:
                           binds=wall.binds if wall is not None else ())
         return sandbox_env(iso, dirs, argv, Path(self.cwd)) | (wall.env if wall else {})
 
-    def _options(self) -> ClaudeAgentOptions:
+    def _options(self, env: dict[str, str]) -> ClaudeAgentOptions:
         settings = self._deps.settings
-        env = settings.agent_environment()
-        env.update(self._sandbox(env))
         keys = sorted(k for k in env if k not in launcher_module.CONTROL)
         env.update(
             {
@@ -491,27 +553,58 @@ class AgentRunner:
             setting_sources=["project"] if self.project_settings else [],
             strict_mcp_config=not self.project_settings,
             disallowed_tools=list(NATIVE_TOOLS_DISALLOWED),
+            # The bucket gets every transcript line as it is written ("eager"), so a container
+            # lost in the middle of a turn loses none of it.
+            session_store=cast(SessionStore, MirrorOnly(self._deps.session_store))
+            if self._deps.session_store is not None else None,
+            session_store_flush="eager",
         )
 
     def _system_prompt(self) -> SystemPromptPreset:
-        prompt: SystemPromptPreset = {"type": "preset", "preset": "claude_code"}
+        notes = [context_note(self._deps.settings)]
         if self.charter is not None:
-            prompt["append"] = charter_prompt(self.charter)
-        return prompt
+            notes.append(charter_prompt(self.charter))
+        return {"type": "preset", "preset": "claude_code", "append": "\n\n".join(notes)}
 
-    async def _start_process(self) -> AgentProcess:
+
+    def _env(self) -> dict[str, str]:
+        env = self._deps.settings.agent_environment()
+        cwd = Path(self.cwd)
+        if not cwd.is_dir() and cwd.is_relative_to(self._deps.settings.workspaces.resolve()):
+            cwd.mkdir(parents=True)  # a new container: the workspace comes back empty
+        env.update(self._sandbox(env))
+        return env
+
+    async def _start_process(self, prompt: str = "") -> AgentProcess | None:
+        """A new CLI, resuming the session if there is one; None if it cannot be resumed."""
+        if self._deps.before_start is not None:
+            await self._deps.before_start(self.id)
         await self._set_state(
             AgentState.STARTING, f"resuming session {self.session_id}" if self.session_id else ""
         )
-        proc = AgentProcess(tag=self.tag, options=self._options())
+        env = self._env()
+        if self.session_id and self._deps.session_store is not None:
+            why = await bring_back(self._deps.session_store, env, self.cwd, self.session_id,
+                                   self._deps.isolation)
+            if why is not None:
+                await self._resume_failed(why, prompt)
+                return None
+        proc = AgentProcess(tag=self.tag, options=self._options(env))
         try:
             await proc.start()
         except (ClaudeSDKError, OSError, TimeoutError) as exc:
             await proc.kill(0)
+            if self.session_id and NO_SESSION in f"{exc} {proc.stderr_text()}":
+                # The CLI has no such session (no transcript on this disk and no bucket, or
+                # one it cannot read): the same every time, so not a crash to retry.
+                await self._resume_failed(f"the claude CLI found no conversation with session "
+                                          f"id {self.session_id}", prompt)
+                return None
             raise AgentFailed(None, proc.stderr_text(), f"the claude CLI did not start: {exc}") \
                 from exc
         self._proc = proc
         self.session_started_at = self._deps.clock.now()
+        self._mirror_warned = False
         self.ttl_warned = False
         await self._deps.store.agents.update(
             self.id, launcher_pid=proc.launcher_pid, cli_pid=proc.cli_pid
@@ -537,14 +630,17 @@ class AgentRunner:
             if proc is None or not proc.alive():
                 if proc is not None:
                     await proc.kill(0)
-                proc = await self._start_process()
+                proc = await self._start_process(prompt)
+                if proc is None:
+                    return False  # held: the loop waits for the operator's choice
             turn_id = await self._deps.store.turns.start(self.id, prompt)
             await self._deps.store.events.append(self.id, turn_id, "prompt", prompt[:200],
                                                  {"prompt": prompt})
             self.turn_started_at = self.last_activity_at = self._deps.clock.now()
             # Paused while the turn was being set up: it is working once resumed.
             await self._set_state(AgentState.WORKING, "", unless_paused=True)
-            await proc.query(prompt)
+            await proc.query(prompt, note=self._note)
+            self._note = None
             result = await self._retry_api_errors(proc, turn_id, await self._result(proc, turn_id))
             await self._finish_turn(turn_id, result)
             return True
@@ -668,6 +764,8 @@ class AgentRunner:
             await self._deps.escalations.published(notice.id)
 
     async def _record(self, msg: Any, turn_id: int) -> None:
+        if isinstance(msg, SystemMessage) and msg.subtype == "mirror_error":
+            await self._mirror_error(msg)
         rec = record_of(msg)
         self.last_activity_at = self._deps.clock.now()
         if self.first_event_at is None:
@@ -682,6 +780,23 @@ class AgentRunner:
         for out in rec.outputs:
             self._deps.hub.publish(AgentOutput(self.id, self.name, out.kind, out.text))
         await self._deps.store.events.append(self.id, turn_id, rec.kind, rec.summary, rec.data)
+
+    async def _mirror_error(self, msg: SystemMessage) -> None:
+        """The SDK could not copy part of the transcript to the bucket (after its retries; the
+        store keeps it and sends it again with the next batch). Logged each time, told to the
+        operator once per process."""
+        error = str(getattr(msg, "error", "") or msg.data.get("error") or "?")
+        logger.warning("transcript mirror failed agent=%s name=%s: %s", self.id, self.name,
+                       error)
+        if self._mirror_warned:
+            return
+        self._mirror_warned = True
+        await self._deps.escalations.notify(
+            self.id, f"{self.name}: its transcript is not fully in the bucket",
+            f"Copying its session to the bucket failed: {error[:500]}. The copy on this disk is "
+            "whole, and what the bucket refused is kept in memory and sent again with the next "
+            "copy; if the supervisor stops before the bucket takes it, a new container resumes "
+            "without that part. Check the bucket's permissions and reachability.")
 
     async def _finish_turn(self, turn_id: int, msg: ResultMessage) -> None:
         status = turn_status(msg)

@@ -213,10 +213,15 @@ def prepare(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: Path
         src = Path(source).expanduser() / name
         if src.is_file():
             _place_file(src.read_bytes(), dirs.config / name, iso)
+    shared = settings.context_dir
+    shared.mkdir(parents=True, exist_ok=True)
     if iso.drops_uid:
         _write_identity(dirs, iso)
         for d in (dirs.home, dirs.config, dirs.tmp):
             _chown_tree(d, iso)
+        # Every agent writes the shared context (they share one uid); only it, and no link
+        # is followed (the tree walk does not follow links, chown is told not to).
+        _chown_tree(shared, iso)
         ws = workspace.resolve()
         if _under(ws, settings.workspaces.resolve()):
             _chown_tree(ws, iso)
@@ -300,6 +305,9 @@ def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: P
     for d in outside:
         m.tmpfs(d)
     writable = [ws, dirs.home, dirs.config]
+    shared = settings.context_dir.resolve()
+    if shared.is_dir() and not shared.is_symlink():
+        writable.append(shared)  # the shared context: every agent's, inside the hidden home
     for w in writable:
         m.bind(w, w, writable=True)
     for src, dest, rw in binds:
