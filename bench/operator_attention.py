@@ -1,70 +1,96 @@
-"""Operator attention: a scripted ten-agent day, with charters and without.
+"""Operator attention: a scripted ten-agent day on real schedules, with charters and without.
 
 Run from the repository root:  .venv/bin/python bench/operator_attention.py
 
 The same day runs twice, one after the other, each in a fresh Switchboard with ten agents on the
-REAL bundled `claude` CLI against the mock Anthropic API:
+REAL bundled `claude` CLI against the mock Anthropic API, the whole Switchboard on one injected
+clock (supervisor/clock.py `FakeClock`), so the 8-hour day passes in about a minute:
 
 * charter: the ten agents are standing agents (`/spawn ... --charter @file`);
-* baseline: the same agents, prompts and policy, with no charter.
+* baseline: the same agents, schedules, prompts and policy, with no charter.
 
-The day is 10 agents x 8 h = 80 agent-hours. Every agent is woken every 2 h (4 wakes, run back
-to back: the clock is not simulated) through the wake path the scheduler calls
-(`api.standing.wake`, a bus message with the slot as its dedup key); one wake is sent twice, as a
-restarted scheduler would. In the charter run the agents' idle CLIs are parked between wakes, so
-each wake resumes a session on a new CLI. Each wake is a script the mock plays step by step (a
-tool call per step): three routine commands the policy allows (touch, ls, git status); at the
-last wake a `git push` (and for half the agents an `rm -r` at the third), which the policy asks
-about in both runs (as the default policy does); by a fixed pattern a command no rule decides
-(`make check`, asked in both runs); and every other wake a question (AskUserQuestion): one the
-charter decides, one it says to ask, or one it does not cover (3:1:1).
+The day is Monday 7 Dec 2026, 08:00 to 16:00 Europe/Berlin: 10 agents x 8 h = 80 agent-hours.
+At 08:00 the operator spawns the agents and gives each a schedule in plain words, as from chat:
+`/cron add every 2 hours svcN ...` (`0 */2 * * *`), then `/cron confirm`; so each agent is woken
+at 10, 12, 14 and 16 by the scheduler, through the bus, with the scheduler's default notify
+policy (the operator hears of a run only if it failed or reported a finding). The day then
+passes in steps of STEP_S (60 s): each step moves the clock, lets every loop on it do its pass
+(the watchdog: session TTLs, parking idle standing agents after `standing_idle_stop_s`;
+escalation timers; the bus), then runs the scheduler's tick once (its run-once mode; its own
+loop is stopped) and a second scheduler's, on its own connection to the same database, as a
+replica would, and waits until every run they started has ended. The clock stands still while
+agents work. Production settings otherwise (tick 15 s, session TTL 4 h, parking after 15 min,
+reminders and timeouts); stepping by the 15 s tick gives the same figures, in twice the time.
+
+Each wake is a script the mock plays step by step (a tool call per step), chosen by the agent's
+name in the schedule's prompt and the slot in the message's `written` stamp: three routine
+commands the policy allows (touch, ls, git status); at the last wake a `git push` (and for half
+the agents an `rm -r` at the third), which the policy asks about in both runs (as the default
+policy does); by a fixed pattern a command no rule decides (`make check`, asked in both runs);
+every other wake a question (AskUserQuestion): one the charter decides, one it says to ask, or
+one it does not cover (3:1:1); and a quarter of the wakes end with a finding (`NOTIFY: ...`).
 
 A simulated operator follows the outbox, answers every question and permission request at once
 ("Allow for session" where offered, which it never is for a standing agent's irreversible step,
 else "Allow"; a question's first option) and counts what it was sent: a push is any row it gets
-(questions, permission requests, notices such as "finished"). Figures, each with its goal and
-its ratio to the baseline measured in the same run:
+(questions, permission requests, notices such as "finished", a run's finding, a TTL warning).
+Figures, each with its ratio to the baseline measured in the same run (only the duplicates have
+a goal, the issue's):
 
 * pushes per agent-hour that need an answer, and all pushes per agent-hour;
 * the share of tool calls settled without a push;
-* duplicate or superseded pushes: the same request twice in one wake, reminders, and requests
-  closed unanswered (cancelled, expired); goal 0;
+* duplicate or superseded pushes: the same request twice in one wake, reminders, requests
+  closed unanswered (cancelled, expired), and a slot delivered to its agent twice; goal 0;
 * questions settled by the charter (sent back and not asked again) of all questions asked.
+
+Under BENCH_SMOKE=1 (make bench-smoke) the day has three agents.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
+import re
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import quiet_logging, scratch_dir, wait_until  # noqa: E402
+from bench._common import quiet_logging, result, scratch_dir, smoke  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
+from store import open_store  # noqa: E402
 from store.escalations import EscalationRow  # noqa: E402
+from supervisor.clock import FakeClock  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
 from supervisor.escalations import Answer, Decision, Kind  # noqa: E402
 from supervisor.sandbox import agent_ids  # noqa: E402
+from supervisor.scheduler import PoolTargets, Scheduler  # noqa: E402
 from tests.conftest import make_settings, run  # noqa: E402
 from tests.fakes.mock_anthropic import MockAnthropic  # noqa: E402
 
-AGENTS = 10
+SUITE = {"timeout_s": 400}
+AGENTS = 3 if smoke() else 10
 DAY_H = 8
 WAKE_EVERY_H = 2
+WAKES = DAY_H // WAKE_EVERY_H
 AGENT_HOURS = AGENTS * DAY_H
+TZ = "Europe/Berlin"
+DAY_START = datetime(2026, 12, 7, 8, 0, tzinfo=ZoneInfo(TZ)).timestamp()  # a Monday
+DAY_END = DAY_START + DAY_H * 3600
 FRONTEND = "bench"
 STEPS = "STEPS "
 TURN_TIMEOUT_S = 120.0
+SETTLE_TIMEOUT_S = 30.0
+STEP_S = 60.0
 
 CHARTER = """\
 Goal: keep the {name} service healthy and its main branch green.
@@ -100,6 +126,7 @@ command = ["touch", "ls", "git status", "git add", "git commit"]
 action = "allow"
 reason = "routine for this fleet"
 """
+_STEPS_RE = re.compile(r'written="([^"]+)"[^>]*>\s*' + STEPS + r"svc(\d+)\b")
 
 
 def wake_script(agent: int, wake: int) -> list[dict[str, Any]]:
@@ -110,7 +137,7 @@ def wake_script(agent: int, wake: int) -> list[dict[str, Any]]:
         {"tool": "Bash", "input": {"command": "ls", "description": "look"}},
         {"tool": "Bash", "input": {"command": "git status", "description": "status"}},
     ]
-    if wake == DAY_H // WAKE_EVERY_H - 1:  # the day's work is pushed at its last wake
+    if wake == WAKES - 1:  # the day's work is pushed at its last wake
         steps.append({"tool": "Bash", "input": {"command": f"git push origin fix-{tag}",
                                                 "description": "push"}})
     if agent % 2 == 0 and wake == 2:
@@ -128,6 +155,20 @@ def wake_script(agent: int, wake: int) -> list[dict[str, Any]]:
     return steps
 
 
+def closing_text(agent: int, wake: int) -> str:
+    """How a wake's turn ends: all well in one line, or, for a quarter of them, a finding."""
+    if (agent + wake) % 4 == 1:
+        return (f"NOTIFY: svc{agent}: two tests are flaky on main; I fixed one, the other is "
+                f"described in notes-{agent}-{wake}.txt")
+    return "All well: nothing to report."
+
+
+def wake_of(written: str) -> int:
+    """Which wake of the day a scheduled message is, from its `written` stamp (UTC)."""
+    at = datetime.strptime(written, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=ZoneInfo("UTC"))
+    return round((at.timestamp() - DAY_START) / (WAKE_EVERY_H * 3600)) - 1
+
+
 def _user_texts(msg: dict[str, Any]) -> list[str]:
     content = msg.get("content")
     if isinstance(content, str):
@@ -143,8 +184,9 @@ def _tool_results(msg: dict[str, Any]) -> int:
 
 
 class ScriptedMock(MockAnthropic):
-    """Plays the script of the last STEPS message in the conversation: the next step after as
-    many tool results as have come back since, then a closing text. Counts what it serves."""
+    """Plays the script of the last scheduled message in the conversation: the next step after
+    as many tool results as have come back since, then the closing text. Counts what it
+    serves."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -158,16 +200,17 @@ class ScriptedMock(MockAnthropic):
         for i in range(len(messages) - 1, -1, -1):
             if messages[i].get("role") != "user":
                 continue
-            script = next((t[t.index(STEPS) + len(STEPS):] for t in _user_texts(messages[i])
-                           if STEPS in t), None)
-            if script is None:
+            found = next((m for t in _user_texts(messages[i]) for m in [_STEPS_RE.search(t)]
+                          if m), None)
+            if found is None:
                 continue
-            steps = json.loads(script.split("\n</message>")[0].strip())
+            agent, wake = int(found.group(2)), wake_of(found.group(1))
+            steps = wake_script(agent, wake)
             done = sum(_tool_results(m) for m in messages[i + 1:])
             if done < len(steps):
                 self.served[steps[done]["tool"]] += 1
                 return dict(steps[done])
-            return {"text": "done for now"}
+            return {"text": closing_text(agent, wake)}
         return None
 
 
@@ -176,13 +219,16 @@ class Day:
     label: str
     pushes: list[EscalationRow] = field(default_factory=list)
     asks_per_wake: Counter[tuple[str, int, str]] = field(default_factory=Counter)
-    wake: int = 0
+    wake: int = -1  # the slot the day is at (-1: the morning's set-up)
     tool_calls: int = 0
     questions: int = 0
     send_backs: int = 0
     superseded: int = 0
-    duplicate_wakes_stored: int = 0
-    resumed: int = 0
+    runs: Counter[str] = field(default_factory=Counter)  # the schedules' slots by outcome
+    by_replica: int = 0  # slots the second scheduler claimed
+    twice_delivered: int = 0  # scheduled messages an agent got more than once per slot
+    resumed: int = 0  # wakes that started a CLI (parked or stopped agent)
+    steps: int = 0
     seconds: float = 0.0
 
     @property
@@ -192,7 +238,8 @@ class Day:
     @property
     def duplicates(self) -> int:
         reminders = sum(1 for r in self.pushes if r.title.startswith("Reminder:"))
-        return sum(n - 1 for n in self.asks_per_wake.values() if n > 1) + reminders
+        return (sum(n - 1 for n in self.asks_per_wake.values() if n > 1) + reminders
+                + self.superseded + self.twice_delivered)
 
 
 async def operator(app: Switchboard, day: Day) -> None:
@@ -215,8 +262,8 @@ async def operator(app: Switchboard, day: Day) -> None:
 
 def _quiet(app: Switchboard, names: list[str]) -> bool:
     assert app.pool is not None
-    runners = [r for r in app.pool.runners() if r.name in names]
-    return all(r.state == "idle" and not r.busy and not r.queued for r in runners)
+    runners = [r for r in app.pool.runners(include_dead=True) if r.name in names]
+    return all(r.state in ("idle", "stopped") and not r.busy and not r.queued for r in runners)
 
 
 async def run_day(home: Path, *, charters: bool) -> Day:
@@ -224,22 +271,25 @@ async def run_day(home: Path, *, charters: bool) -> Day:
     started = time.monotonic()
     policy = home / "policy.toml"
     policy.write_text(POLICY)
+    clock = FakeClock(start=DAY_START)
     with ScriptedMock() as mock:
-        extra: dict[str, Any] = {"standing_idle_stop_s": 1.0, "watchdog_interval_s": 0.2} \
-            if charters else {}
-        settings = make_settings(home, mock, policy_file=policy, spawns_per_minute=1000,
-                                 commands_per_minute=10_000, messages_per_minute=10_000,
-                                 approval_reminder_s=3600.0, approval_timeout_s=7200.0, **extra)
-        async with Switchboard(settings) as app:
-            assert app.pool is not None and app.api is not None
+        settings = make_settings(home, mock, policy_file=policy, timezone=TZ,
+                                 spawns_per_minute=1000, commands_per_minute=10_000,
+                                 messages_per_minute=10_000)
+        async with Switchboard(settings, clock) as app:
+            assert app.pool is not None and app.api is not None and app.store is not None
+            await app.api.schedules.stop()  # the day drives the tick itself (run-once mode)
+            replica_store = await open_store(settings.db_path)
+            replica = Scheduler(replica_store, PoolTargets(app.pool),
+                                notify=lambda a, t, b: app.pool.escalations.notify(a, t, b),
+                                clock=clock, tick_s=settings.schedule_tick_s,
+                                grace_s=settings.schedule_grace_s)
             fe = asyncio.create_task(operator(app, day), name="bench-operator")
             try:
                 names = await spawn_fleet(app, home, charters)
-                for wake in range(DAY_H // WAKE_EVERY_H):
-                    day.wake = wake
-                    if charters:
-                        await wait_parked(app, names)
-                    await wake_all(app, names, wake, day)
+                sids = await make_schedules(app, names)
+                await pass_the_day(app, clock, replica, names, day)
+                await count_runs(app, sids, names, replica.holder, day)
                 day.send_backs = len(await app.store.charters.sendbacks())
                 day.superseded = sum(1 for r in await app.store.escalations.undelivered("none")
                                      if r.status in ("cancelled", "expired"))
@@ -247,6 +297,7 @@ async def run_day(home: Path, *, charters: bool) -> Day:
                 fe.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await fe
+                await replica_store.db.close()
         day.tool_calls = sum(mock.served.values())
         day.questions = mock.served["AskUserQuestion"]
     day.seconds = time.monotonic() - started
@@ -269,51 +320,103 @@ async def spawn_fleet(app: Switchboard, home: Path, charters: bool) -> list[str]
         reply = await run(app, f"/spawn {name} --cwd {cwd} {flag}TEXT: ready")
         if not reply.ok:
             raise RuntimeError(f"/spawn {name} failed: {reply.plain()}")
-    await wait_until(lambda: _quiet(app, names), TURN_TIMEOUT_S, "the first turns",
-                     interval=0.05)
+    await wait_real(lambda: _quiet(app, names), "the first turns")
     return names
 
 
-async def wait_parked(app: Switchboard, names: list[str]) -> None:
-    """The gap between wakes: every standing agent's idle CLI is parked."""
-    assert app.pool is not None
-    runners = [r for r in app.pool.runners() if r.name in names]
-    await wait_until(lambda: all(r.process is None for r in runners), 60.0,
-                     "the idle CLIs to be parked", interval=0.05)
+async def make_schedules(app: Switchboard, names: list[str]) -> list[str]:
+    """Each agent's schedule, in plain words from chat, confirmed as the operator would."""
+    sids = []
+    for name in names:
+        draft = await run(app, f"/cron add every 2 hours {name} {STEPS}{name}: the routine "
+                               "round: check the build, tidy up, report what you find")
+        if not draft.ok or not draft.blocks[0].text.startswith("Every 2 hours, next "):
+            raise RuntimeError(f"/cron add for {name}: {draft.plain()}")
+        made = await run(app, "/cron confirm")
+        if not made.ok:
+            raise RuntimeError(f"/cron confirm for {name}: {made.plain()}")
+        sids.append(made.plain().split()[2].rstrip(":"))
+    return sids
 
 
-async def wake_all(app: Switchboard, names: list[str], wake: int, day: Day) -> None:
-    assert app.pool is not None and app.api is not None
-    for i, name in enumerate(names):
-        body = STEPS + json.dumps(wake_script(i, wake))
-        slot = f"day1:{name}:{wake * WAKE_EVERY_H:02d}:00"
-        if (await app.pool.get(name)).process is None:
-            day.resumed += 1
-        await app.api.standing.wake(name, body, by="scheduler", dedup_key=slot)
-        if i == 0 and wake == 1:  # the same slot again, as a restarted scheduler would send
-            again = await app.api.standing.wake(name, body, by="scheduler", dedup_key=slot)
-            day.duplicate_wakes_stored += 0 if again.duplicate else 1
-    runners = [await app.pool.get(n) for n in names]
-    want = wake + 2  # the first turn, and one per wake so far
-
-    async def all_done() -> bool:
-        for r in runners:
-            turns = await app.store.turns.recent(r.id, 20)
-            if sum(1 for t in turns if t.status != "running") < want:
-                return False
-        return _quiet(app, names)
-
-    deadline = time.monotonic() + TURN_TIMEOUT_S
-    while not await all_done():
+async def wait_real(pred: Any, what: str, timeout: float = TURN_TIMEOUT_S) -> None:
+    """Poll `pred` (sync or async) in real time, the fake clock standing still."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = pred()
+        if asyncio.iscoroutine(got):
+            got = await got
+        if got:
+            return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"wake {wake} did not finish in {TURN_TIMEOUT_S:.0f}s")
-        await asyncio.sleep(0.05)
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(0.001)
 
 
-def ratio(value: float, base: float) -> str:
-    if base == 0:
-        return "—" if value == 0 else "∞"
-    return f"{value / base:.2f}x"
+async def pass_the_day(app: Switchboard, clock: FakeClock, replica: Scheduler,
+                       names: list[str], day: Day) -> None:
+    """Step the clock to the end of the day and the last runs recorded: each step, every loop
+    on the clock does its pass, then both schedulers tick, then the runs they started end."""
+    assert app.api is not None and app.pool is not None and app.store is not None
+    store, scheduler = app.store, app.api.schedules.scheduler
+    while True:
+        await advance(clock, STEP_S)
+        day.steps += 1
+        slot = round((clock.now() - DAY_START) / (WAKE_EVERY_H * 3600)) - 1
+        if abs(clock.now() - (DAY_START + (slot + 1) * WAKE_EVERY_H * 3600)) < STEP_S / 2:
+            day.wake = slot
+            day.resumed += sum(1 for r in app.pool.runners(include_dead=True)
+                               if r.name in names and r.process is None)
+        await asyncio.gather(scheduler.tick(), replica.tick())
+        await wait_real(lambda: runs_ended(app, names),
+                        f"the runs at {clock.now() - DAY_START:.0f}s")
+        if clock.now() >= DAY_END and not await store.schedules.running():
+            return
+
+
+async def advance(clock: FakeClock, seconds: float) -> None:
+    """Move the clock, and wait until every loop it woke (watchdog, timers, bus) has done its
+    pass and gone back to sleep."""
+    asleep = clock.sleepers
+    clock.advance(seconds)
+    await wait_real(lambda: clock.sleepers >= asleep, "the clock's loops to settle",
+                    SETTLE_TIMEOUT_S)
+
+
+async def runs_ended(app: Switchboard, names: list[str]) -> bool:
+    """Every run the schedulers started has its outcome (what their next tick records), and
+    the fleet is quiet."""
+    assert app.store is not None and app.pool is not None
+    targets = PoolTargets(app.pool)
+    for r in await app.store.schedules.running():
+        s = await app.store.schedules.get(r.schedule_id)
+        if s is None or await targets.outcome(s, r) is None:
+            return False
+    return _quiet(app, names)
+
+
+async def count_runs(app: Switchboard, sids: list[str], names: list[str], replica: str,
+                     day: Day) -> None:
+    assert app.store is not None and app.pool is not None
+    for sid in sids:
+        for r in await app.store.schedules.history(sid, 100):
+            day.runs[r.status] += 1
+            day.by_replica += r.claimed_by == replica
+    for name in names:
+        runner = await app.pool.get(name)
+        got: Counter[str] = Counter()
+        for t in await app.store.turns.recent(runner.id, 100):
+            got.update(re.findall(r'<message [^>]*id="(\d+)" from="scheduler"', t.prompt))
+        day.twice_delivered += sum(n - 1 for n in got.values())
+
+
+def ratio(value: float, base: float) -> float | None:
+    return value / base if base else None
+
+
+def _ratio_text(value: float, base: float) -> str:
+    r = ratio(value, base)
+    return ("—" if value == 0 else "∞") if r is None else f"{r:.2f}x"
 
 
 def report(charter: Day, base: Day) -> bool:
@@ -326,45 +429,60 @@ def report(charter: Day, base: Day) -> bool:
     def by_charter(d: Day) -> float:
         return 100.0 * d.send_backs / d.questions if d.questions else 0.0
 
-    rows = [
-        ("pushes needing an answer per agent-hour", per_h(charter.asks), per_h(base.asks),
-         "<= 0.25", per_h(charter.asks) <= 0.25),
-        ("all pushes per agent-hour (with notices)", per_h(charter.pushes), per_h(base.pushes),
-         "<= 1.00", per_h(charter.pushes) <= 1.0),
-        ("tool calls settled without a push, %", settled(charter), settled(base), ">= 90",
-         settled(charter) >= 90),
-        ("duplicate or superseded pushes", charter.duplicates + charter.superseded,
-         base.duplicates + base.superseded, "0", charter.duplicates + charter.superseded == 0),
-        ("questions settled by the charter, %", by_charter(charter), by_charter(base), ">= 50",
-         by_charter(charter) >= 50),
+    dup_c, dup_b = charter.duplicates, base.duplicates
+    rows = [  # figure, unit, charter, baseline, goal, met (None: no goal)
+        ("pushes needing an answer per agent-hour", "/agent-h", per_h(charter.asks),
+         per_h(base.asks), "", None),
+        ("all pushes per agent-hour (with notices)", "/agent-h", per_h(charter.pushes),
+         per_h(base.pushes), "", None),
+        ("tool calls settled without a push", "%", settled(charter), settled(base), "", None),
+        ("duplicate or superseded pushes", "pushes", dup_c, dup_b, "0", dup_c == 0),
+        ("questions settled by the charter", "%", by_charter(charter), by_charter(base), "",
+         None),
     ]
-    print(f"\n  {'figure':<44} {'charter':>9} {'baseline':>9} {'ratio':>7}  goal     met")
-    for label, value, b, goal, met in rows:
-        print(f"  {label:<44} {value:9.2f} {b:9.2f} {ratio(value, b):>7}  {goal:<8} "
-              f"{'yes' if met else 'NO'}")
+    print(f"\n  {'figure':<44} {'charter':>9} {'baseline':>9} {'ratio':>7}  goal")
+    for label, _unit, value, b, goal, met in rows:
+        verdict = "" if met is None else f"{goal}: {'met' if met else 'NOT MET'}"
+        print(f"  {label:<44} {value:9.2f} {b:9.2f} {_ratio_text(value, b):>7}  {verdict}")
     for d in (charter, base):
         kinds = Counter(str(r.kind) for r in d.pushes)
+        titles = Counter(_title_kind(r) for r in d.pushes if r.kind == Kind.NOTICE)
         print(f"\n  {d.label}: {d.tool_calls} tool calls ({d.questions} questions), "
-              f"{len(d.pushes)} pushes {dict(sorted(kinds.items()))}, {d.send_backs} sent back, "
-              f"{d.resumed} wakes resumed a parked CLI, duplicate wake stored "
-              f"{d.duplicate_wakes_stored}x, {d.seconds:.1f}s")
+              f"{len(d.pushes)} pushes {dict(sorted(kinds.items()))}, notices "
+              f"{dict(sorted(titles.items()))}, {d.send_backs} sent back; slots "
+              f"{dict(sorted(d.runs.items()))}, {d.by_replica} claimed by the replica, "
+              f"{d.twice_delivered} delivered twice; {d.resumed} wakes started a CLI; "
+              f"{d.steps} ticks, {d.seconds:.1f}s", flush=True)
+    for label, unit, value, b, goal, met in rows:
+        result(label, value, unit, goal=goal, baseline=b, ratio=ratio(value, b), passed=met,
+               note="charter run; baseline: the same day without charters")
+    want = AGENTS * WAKES
     same = charter.tool_calls == base.tool_calls and charter.questions == base.questions
     if not same:
         print("unexpected: the two runs did not play the same script")
-    return same and charter.duplicate_wakes_stored == 0 and base.duplicate_wakes_stored == 0
+    complete = all(d.runs == Counter({"ran": want}) for d in (charter, base))
+    if not complete:
+        print(f"unexpected: not every one of the {want} slots ran once")
+    return same and complete and dup_c == 0
+
+
+def _title_kind(row: EscalationRow) -> str:
+    title = row.title
+    for word in ("finished", "session TTL", "stopped", "ran", "failed", "paused"):
+        if word in title:
+            return word
+    return title[:30]
 
 
 async def main() -> int:
     quiet_logging()
     started = time.monotonic()
     print(f"operator attention, python {sys.version.split()[0]}, {os.cpu_count()} cpus: "
-          f"{AGENTS} agents x {DAY_H} h = {AGENT_HOURS} agent-hours, a wake every "
-          f"{WAKE_EVERY_H} h, the real CLI on the mock API", flush=True)
+          f"{AGENTS} agents x {DAY_H} h = {AGENT_HOURS} agent-hours on a fake clock, "
+          f"'every 2 hours' schedules, the real CLI on the mock API", flush=True)
     with scratch_dir("sbo") as home:
-        (home / "c").mkdir()
-        (home / "b").mkdir()
         for d in (home / "c", home / "b"):
-            (d / "t").mkdir()
+            (d / "t").mkdir(parents=True)
         charter = await run_day(home / "c", charters=True)
         base = await run_day(home / "b", charters=False)
     ok = report(charter, base)
