@@ -43,7 +43,7 @@ a goal, the issue's):
   closed unanswered (cancelled, expired), and a slot delivered to its agent twice; goal 0;
 * questions settled by the charter (sent back and not asked again) of all questions asked.
 
-Under BENCH_SMOKE=1 (make bench-smoke) the day has three agents.
+Under BENCH_SMOKE=1 (make bench-smoke) the day has three agents and 4-minute steps.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ FRONTEND = "bench"
 STEPS = "STEPS "
 TURN_TIMEOUT_S = 120.0
 SETTLE_TIMEOUT_S = 30.0
-STEP_S = 60.0
+STEP_S = 240.0 if smoke() else 60.0  # the clock's step (the scheduler ticks every 15 s)
 
 CHARTER = """\
 Goal: keep the {name} service healthy and its main branch green.
