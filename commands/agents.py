@@ -112,7 +112,8 @@ class Status:
         if not args["agent"]:
             fleet = await ctx.api.fleet()
             summary = ", ".join(f"{n} {s}" for s, n in fleet.counts) or "no live agents"
-            return Reply.text(f"Switchboard: {summary}. Spent {money(fleet.spent_usd)} in all.")
+            return Reply.text(f"Switchboard: {summary}. Spent {money(fleet.spent_usd)} in all."
+                              f" Database {fleet.db_bytes / 1e6:.1f} MB ({fleet.retention}).")
         r = await ctx.api.agent(args["agent"])
         lines = [
             f"state: {r.state}" + (f" (tool: {r.current_tool})" if r.current_tool else ""),
