@@ -98,8 +98,13 @@ class EventIngest:
                         await self._full.wait()
                 except TimeoutError:
                     pass
-            rows, self._rows = self._rows, []
-            waiters, self._flushers = self._flushers, []
+            rows = self._rows
+            if len(rows) > self.max_batch:  # bounded: the rest is the next batch, at once
+                rows, self._rows = rows[:self.max_batch], rows[self.max_batch:]
+                waiters: list[asyncio.Future[None]] = []  # theirs may be among the rest
+            else:
+                self._rows = []
+                waiters, self._flushers = self._flushers, []
             await self._write(rows, waiters)
 
     async def _write(self, rows: list[RawEvent], waiters: list[asyncio.Future[None]]) -> None:

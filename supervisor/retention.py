@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,8 +65,8 @@ class Retention:
             [over] = await writer.transaction([lambda c: EventRepo.agents_over(c, keep)])
             for agent_id in over:
                 while True:
-                    n = await self._chunk(lambda c, a=agent_id: EventRepo.delete_beyond(
-                        c, a, keep, self.chunk))
+                    n = await self._chunk(functools.partial(
+                        EventRepo.delete_beyond, agent_id=agent_id, keep=keep, limit=self.chunk))
                     by_count += n
                     if n < self.chunk:
                         break

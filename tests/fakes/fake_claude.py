@@ -23,6 +23,8 @@ message; ``content`` may be a string or a block list):
   ``./bus-received.log``; a body ``PINGPONG <k>`` is answered with ``PINGPONG <k+1>`` to its
   sender; a body that is itself a directive (``MCP``, ``SPAM``; ``SLEEP`` when it is the
   turn's only message) is applied.
+* ``STREAM <n>``    - stream ``n`` assistant text messages (``chunk <i>``) as fast as it
+  can, then reply ``STREAMED <n>``: many events from one turn, for the event ingest.
 * anything else     - reply ``ECHO: <text>``.
 
 Each completed turn adds 0.001 USD to the process's cumulative ``total_cost_usd``
@@ -50,6 +52,7 @@ _SLEEP_RE = re.compile(r"^SLEEP\s+(\d+(?:\.\d+)?)\s*(?::\s?(.*))?$", re.DOTALL)
 _STDERR_RE = re.compile(r"^STDERR\s+(.*)$", re.DOTALL)
 _MCP_RE = re.compile(r"^MCP\s+(\S+)\s+(.*)$", re.DOTALL)
 _SPAM_RE = re.compile(r"^SPAM\s+(\d+)\s+(\S+)\s*$")
+_STREAM_RE = re.compile(r"^STREAM\s+(\d+)\s*$")
 _BUS_RE = re.compile(
     r'<message n="\d+" of="\d+" id="(\d+)" from="([^"]*)"[^>]*>\n(.*?)\n</message>', re.DOTALL)
 _SENT_ID_RE = re.compile(r"^message #(\d+)")
@@ -431,6 +434,19 @@ class FakeClaude:
                     sent += 1
         return "SPAM SENT %d of %d" % (sent, count)
 
+    def stream(self, count, turn):
+        for i in range(count):
+            if turn.abort.is_set():
+                return None
+            emit({"type": "assistant",
+                  "message": {"id": "msg_fake_%d" % i, "type": "message", "role": "assistant",
+                              "content": [{"type": "text", "text": "chunk %d" % i}],
+                              "model": self.model, "stop_reason": None, "stop_sequence": None,
+                              "usage": {"input_tokens": INPUT_TOKENS, "output_tokens": 1}},
+                  "parent_tool_use_id": None, "session_id": self.session_id,
+                  "uuid": str(uuid.uuid4())})
+        return "STREAMED %d" % count
+
     def bus_turn(self, items, turn):
         with open("bus-received.log", "a") as fh:
             fh.write("".join(i + "\n" for i, _, _ in items))
@@ -486,6 +502,9 @@ class FakeClaude:
         m = _SPAM_RE.match(directive)
         if m:
             return self.spam(int(m.group(1)), m.group(2).split(","))
+        m = _STREAM_RE.match(directive)
+        if m:
+            return self.stream(int(m.group(1)), turn)
         m = _STDERR_RE.match(directive)
         if m:
             sys.stderr.write(m.group(1) + "\n")
