@@ -14,6 +14,8 @@ from store.db import Database
 # One raw event as the ingest queues it: (agent_id, turn_id, kind, summary, data, at); `data`
 # is serialised by the writer (in its thread), not by whoever queued the row.
 RawEvent = tuple[str, int | None, str, str, dict[str, Any], float]
+# json.dumps(default=str) makes an encoder per call; this one is made once, same output.
+_ENCODE = json.JSONEncoder(default=str).encode
 _INSERT = ("INSERT INTO agent_events (agent_id, turn_id, kind, summary, data, at)"
            " VALUES (?,?,?,?,?,?)")
 
@@ -49,15 +51,14 @@ class EventRepo:
     @staticmethod
     def insert_rows(conn: sqlite3.Connection, rows: Sequence[RawEvent]) -> int:
         """In a writer's thread, inside its transaction: every row in one statement."""
-        dumps = json.dumps
+        dumps = _ENCODE
         conn.execute("SAVEPOINT events")
         try:
-            conn.executemany(_INSERT, [(a, t, k, s, dumps(d, default=str), at)
-                                       for a, t, k, s, d, at in rows])
+            conn.executemany(_INSERT, [(a, t, k, s, dumps(d), at) for a, t, k, s, d, at in rows])
         except UnicodeEncodeError:  # a lone surrogate in a summary: that row's text repaired
             conn.execute("ROLLBACK TO events")
-            conn.executemany(_INSERT, [(_safe(a), t, _safe(k), _safe(s), dumps(d, default=str),
-                                        at) for a, t, k, s, d, at in rows])
+            conn.executemany(_INSERT, [(_safe(a), t, _safe(k), _safe(s), dumps(d), at)
+                                       for a, t, k, s, d, at in rows])
         conn.execute("RELEASE events")
         return len(rows)
 

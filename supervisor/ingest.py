@@ -61,10 +61,12 @@ class EventIngest:
         self._task = asyncio.create_task(self.run(), name="event-ingest")
 
     def add(self, agent_id: str, turn_id: int | None, kind: str, summary: str,
-            data: dict[str, Any]) -> None:
-        """Queue one event (the hot path: no await). `data` must not change after this."""
+            data: dict[str, Any], at: float | None = None) -> None:
+        """Queue one event (the hot path: no await). `data` must not change after this; `at`
+        is when it happened (the clock's now if not given)."""
         rows = self._rows
-        rows.append((agent_id, turn_id, kind, summary, data, self.clock.now()))
+        rows.append((agent_id, turn_id, kind, summary, data,
+                     self.clock.now() if at is None else at))
         if len(rows) == 1:
             self._wake.set()
         if len(rows) >= self.max_batch:

@@ -634,7 +634,7 @@ class AgentRunner:
             self._deps.hub.publish(AgentOutput(self.id, self.name, out.kind, out.text))
         ingest = self._deps.ingest
         if ingest is not None:  # the hot path: queued, written with its batch
-            ingest.add(self.id, turn_id, rec.kind, rec.summary, rec.data)
+            ingest.add(self.id, turn_id, rec.kind, rec.summary, rec.data, self.last_activity_at)
         else:
             await self._deps.store.events.append(self.id, turn_id, rec.kind, rec.summary,
                                                  rec.data)
