@@ -61,23 +61,24 @@ def fill(path: Path, *, agents: int = 300, events: int = 0, turns: int = 0,
                 " VALUES (?,?,?)", ((f"fill{i}", fe, now) for i in range(notices)), notices)
         conn.execute("INSERT OR REPLACE INTO kv (key, value, updated_at) VALUES (?,?,?)",
                      (f"frontend_seen:{fe}", json.dumps(now), now))
-        conn.execute("INSERT OR REPLACE INTO outbox_cursors (frontend, seq)"
-                     " VALUES (?, (SELECT COALESCE(MAX(seq), 0) FROM escalations))", (fe,))
-    # The roll-ups, as migration 12 fills them from the rows.
-    conn.executescript("""
-        BEGIN;
-        DELETE FROM agent_totals; DELETE FROM model_totals; DELETE FROM spend_days;
-        INSERT INTO agent_totals (agent_id, turns, cost_usd, input_tokens, output_tokens)
-            SELECT agent_id, COUNT(*), SUM(cost_usd), SUM(input_tokens), SUM(output_tokens)
-            FROM turns GROUP BY agent_id;
-        INSERT INTO model_totals (agent_id, model, turns, cost_usd, input_tokens, output_tokens)
-            SELECT agent_id, model, COUNT(DISTINCT turn_id), SUM(cost_usd), SUM(input_tokens),
-                   SUM(output_tokens) FROM costs GROUP BY agent_id, model;
-        INSERT INTO spend_days (day, agent_id, cost_usd)
-            SELECT CAST(started_at / 86400 AS INTEGER), agent_id, SUM(cost_usd)
-            FROM turns GROUP BY 1, 2;
-        COMMIT;
-    """)
+        if _has(conn, "outbox_cursors"):
+            conn.execute("INSERT OR REPLACE INTO outbox_cursors (frontend, seq)"
+                         " VALUES (?, (SELECT COALESCE(MAX(seq), 0) FROM escalations))", (fe,))
+    if _has(conn, "agent_totals"):  # the roll-ups, as migration 12 fills them from the rows
+        conn.executescript("""
+            BEGIN;
+            DELETE FROM agent_totals; DELETE FROM model_totals; DELETE FROM spend_days;
+            INSERT INTO agent_totals (agent_id, turns, cost_usd, input_tokens, output_tokens)
+                SELECT agent_id, COUNT(*), SUM(cost_usd), SUM(input_tokens), SUM(output_tokens)
+                FROM turns GROUP BY agent_id;
+            INSERT INTO model_totals (agent_id, model, turns, cost_usd, input_tokens, output_tokens)
+                SELECT agent_id, model, COUNT(DISTINCT turn_id), SUM(cost_usd), SUM(input_tokens),
+                       SUM(output_tokens) FROM costs GROUP BY agent_id, model;
+            INSERT INTO spend_days (day, agent_id, cost_usd)
+                SELECT CAST(started_at / 86400 AS INTEGER), agent_id, SUM(cost_usd)
+                FROM turns GROUP BY 1, 2;
+            COMMIT;
+        """)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
 
@@ -91,3 +92,9 @@ def _chunks(conn: sqlite3.Connection, sql: str, rows: object, n: int) -> None:
         conn.executemany(sql, batch)
         conn.execute("COMMIT")
         done += len(batch)
+
+
+def _has(conn: sqlite3.Connection, table: str) -> bool:
+    """Whether the schema has `table` (the fill also serves an older schema, for a before)."""
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() \
+        is not None

@@ -5,7 +5,10 @@ Run from the repository root:  .venv/bin/python bench/escalation_roundtrip.py
 
 `--stored N` runs with N delivered notices already in the escalated instance's database (what
 a long-lived fleet leaves: every finished turn adds one); `--compare N` runs on an empty
-database, then with N, and prints the escalated round trip of both (goal: within 1.2x).
+database, then with N, and prints the escalated round trip of both (goal: within 1.2x);
+`--in-process N` compares the same without the CLI (open -> delivered -> answered -> the
+waiting call returns, then a notice, 200 times): the store's and the outbox's part alone,
+which the CLI's tens of milliseconds would otherwise drown on a busy machine.
 
 Two Switchboard instances run side by side in this process, each with one agent on the REAL
 bundled `claude` CLI against one mock Anthropic API, and get the same kind of turn, alternately:
@@ -56,8 +59,11 @@ from bench._common import percentile, quiet_logging, scratch_dir, wait_until  # 
 from bench._figures import Figure, table  # noqa: E402
 from bench._fill import fill  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
+from store import open_store  # noqa: E402
+from supervisor.clock import SYSTEM_CLOCK  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
-from supervisor.escalations import Answer, Decision, Kind  # noqa: E402
+from supervisor.escalations import Answer, Decision, Escalations, Kind, Timeouts  # noqa: E402
+from supervisor.events import EventHub  # noqa: E402
 from supervisor.gate import ToolGate  # noqa: E402
 from supervisor.runner import AgentRunner  # noqa: E402
 from supervisor.sandbox import agent_ids  # noqa: E402
@@ -279,12 +285,17 @@ async def main() -> int:
     parser.add_argument("--compare", type=int, metavar="N", default=0,
                         help="run on an empty database and on one with N stored notices, "
                         "and compare (goal: within 1.2x)")
+    parser.add_argument("--in-process", type=int, metavar="N", default=0,
+                        help="the same comparison without the CLI: the store's and the "
+                        "outbox's part alone")
     args = parser.parse_args()
     quiet_logging()
     started = time.monotonic()
     print(f"escalation round trip, python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
           f"N={N} turns per variant after {WARMUP} warm-up", flush=True)
     time_can_use_tool()
+    if args.in_process:
+        return await compare_in_process(args.in_process)
     if args.compare:
         return await compare_stored(args.compare, started)
     esc_cmds, base_cmds, asked, never, requests = await session(args.stored)
@@ -324,6 +335,60 @@ async def main() -> int:
         print("unexpected: the escalated agent should ask once per turn, the baseline never")
         return 1
     return 0
+
+
+async def in_process(stored: int, rounds: int = 200) -> list[float]:
+    """The store's and the outbox's part alone, no CLI: open a permission request, the front
+    end (following the outbox) answers it the moment it is delivered and acks it, the waiting
+    call returns; then a finished-turn notice, delivered and acked, as every turn adds one.
+    ms per request, open -> answer returned."""
+    with scratch_dir("sbo") as home:
+        path = home / "switchboard.db"
+        fill(path, agents=1, notices=stored, frontends=(FRONTEND,))
+        store = await open_store(path)
+        hub = EventHub()
+        esc = Escalations(store, hub, Timeouts(), SYSTEM_CLOCK)
+
+        async def answer_all() -> None:
+            async for row in esc.follow(FRONTEND):
+                if row.kind == Kind.PERMISSION and row.status == "open":
+                    await esc.answer(row.id, Answer(Decision.ALLOW, "", "bench", "bench"))
+                await esc.ack(row.id, FRONTEND)
+
+        fe = asyncio.create_task(answer_all())
+        times = []
+        try:
+            for i in range(rounds):
+                t = time.perf_counter()
+                row = await esc.open(agent_id="f0000", kind=Kind.PERMISSION, title="Bash",
+                                     body=f"touch f{i}", tool_name="Bash",
+                                     tool_input={"command": f"touch f{i}"})
+                await esc.wait(row)
+                times.append((time.perf_counter() - t) * 1000)
+                await esc.notify("f0000", "agent finished", "done")
+        finally:
+            fe.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await fe
+            await store.db.close()
+    return times[len(times) // 10:]  # the first tenth warms up
+
+
+async def compare_in_process(stored: int) -> int:
+    results = []
+    for n in (0, stored):
+        t = time.monotonic()
+        results.append(await in_process(n))
+        r = results[-1]
+        print(f"  in process, {n:,} stored: open -> answered: median {percentile(r, 50):.2f} ms,"
+              f" p90 {percentile(r, 90):.2f} ms ({time.monotonic() - t:.0f}s with the fill)",
+              flush=True)
+    m0, m1 = (percentile(r, 50) for r in results)
+    figures = [Figure(f"escalation round trip in process, {stored:,} notices", "<= 1.20x",
+                      m1, m0, "ms", m1 <= 1.2 * m0)]
+    print()
+    print(table(figures))
+    return 0 if figures[0].ok else 1
 
 
 async def compare_stored(stored: int, started: float) -> int:

@@ -2,8 +2,8 @@
 
 Run from the repository root:  .venv/bin/python bench/status_cost.py [--events N]
 
-The database (made in seconds with executemany, bench/_fill.py): 300 agents, 1M events, 50k
-turns and their costs, 50k finished-turn notices delivered. The commands go through the real
+The database (made in seconds with executemany, bench/_fill.py): 300 agents, 1M events, 100k
+turns and their costs, 100k finished-turn notices delivered. The commands go through the real
 dispatcher, API and store (an audit row each), with the pool not started (no agent processes;
 the pool's runners are not what is measured). Median of `--runs` runs after one warm-up.
 Goal: each under 20 ms. Baseline: the reads these commands made before the aggregates (a scan
@@ -62,7 +62,7 @@ async def median_ms(fn: Callable[[], Awaitable[Any]], runs: int) -> float:
 async def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--turns", type=int, default=50_000)
+    parser.add_argument("--turns", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
     quiet_logging()
