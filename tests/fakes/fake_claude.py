@@ -21,8 +21,8 @@ message; ``content`` may be a string or a block list):
   with a dedup key; every id the bus returns is appended to ``./bus-sent.log``.
 * a bus turn (``<message ... id="N" from="X" ...>`` blocks): every id is appended to
   ``./bus-received.log``; a body ``PINGPONG <k>`` is answered with ``PINGPONG <k+1>`` to its
-  sender; a body that is itself a directive (``MCP``, ``SPAM``; ``SLEEP`` when it is the
-  turn's only message) is applied.
+  sender; a body that is itself a directive (``MCP``, ``SPAM``, ``STREAM``; ``SLEEP`` when it
+  is the turn's only message) is applied.
 * ``STREAM <n>``    - stream ``n`` assistant text messages (``chunk <i>``) as fast as it
   can, then reply ``STREAMED <n>``: many events from one turn, for the event ingest.
 * anything else     - reply ``ECHO: <text>``.
@@ -457,7 +457,7 @@ class FakeClaude:
                 k = int(body.split()[1]) + 1
                 replies.append(self.mcp("send_message", {"to": sender, "type": "info",
                                                          "body": "PINGPONG %d" % k}))
-            elif body.startswith(("MCP ", "SPAM ")) or body == "CRASH" or (
+            elif body.startswith(("MCP ", "SPAM ", "STREAM ")) or body == "CRASH" or (
                     len(items) == 1 and body.startswith("SLEEP ")):
                 replies.append(self.reply_for(body, turn) or "")
         return "BUS: %d message(s)%s" % (len(items), "".join("\n" + r for r in replies))

@@ -18,7 +18,7 @@ from tests.subproc import Supervisor, write_config
 
 pytestmark = [pytest.mark.timeout(120)]
 
-AGENTS = 12  # each a real sandboxed fake CLI: more costs seconds each on a 2-core machine
+AGENTS = 12  # each a real sandboxed fake CLI (3 processes): 300 would take minutes here
 CHUNKS = 300  # events a turn streams
 TURNS = 3  # per agent, queued at once
 FINISHED = re.compile(r"^\[(\w+)\] ✓ turn finished \(\$(\d+\.\d+)\)$")
@@ -58,21 +58,22 @@ def test_what_was_acknowledged_before_a_sigkill_mid_ingest_is_there_after_restar
     db = sqlite3.connect(home / "switchboard.db")
     try:
         names = dict(db.execute("SELECT name, id FROM agents").fetchall())
-        for name, cost in finished:
-            pass  # counted per agent below
         per_agent = Counter(name for name, _ in finished)
         for name, shown_ok in per_agent.items():
-            turns = db.execute("SELECT id, cost_usd FROM turns WHERE agent_id=? AND"
+            turns = db.execute("SELECT id, cost_usd, prompt FROM turns WHERE agent_id=? AND"
                                " status='ok' ORDER BY id", (names[name],)).fetchall()
             assert len(turns) >= shown_ok, (name, turns)
-            for turn_id, turn_cost in turns[:shown_ok]:
-                # the cost shown, in the turn and in the ledger; every event it streamed
+            for turn_id, turn_cost, prompt in turns[:shown_ok]:
+                # The cost shown, in the turn and in the ledger; every event it streamed (a
+                # turn may carry several queued messages, each streaming), and its result.
                 assert f"{turn_cost:.4f}" == "0.0010"
                 assert db.execute("SELECT SUM(cost_usd) FROM costs WHERE turn_id=?",
                                   (turn_id,)).fetchone()[0] == pytest.approx(0.001)
-                streamed = db.execute("SELECT COUNT(*) FROM agent_events WHERE turn_id=? AND"
-                                      " kind='assistant'", (turn_id,)).fetchone()[0]
-                assert streamed == CHUNKS + 1, (name, turn_id, streamed)
+                asked = max(1, prompt.count("<message "))
+                kinds = Counter(k for (k,) in db.execute(
+                    "SELECT kind FROM agent_events WHERE turn_id=?", (turn_id,)))
+                assert kinds["assistant"] == CHUNKS * asked + 1, (name, turn_id, kinds)
+                assert kinds["result"] == 1 and kinds["prompt"] == 1, (name, turn_id, kinds)
             spent = db.execute("SELECT cost_usd, turns FROM agent_totals WHERE agent_id=?",
                                (names[name],)).fetchone()
             assert spent[0] >= shown_ok * 0.001 - 1e-9
