@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,28 @@ class EventRow:
     at: float
 
 
+VALUES_ROWS = 256  # rows in one INSERT: 1536 parameters, under SQLite's 32766
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_sql(n: int) -> str:
+    return ("INSERT INTO agent_events (agent_id, turn_id, kind, summary, data, at) VALUES "
+            + ",".join(["(?,?,?,?,?,?)"] * n))
+
+
+def _insert(conn: sqlite3.Connection, rows: Sequence[RawEvent],
+            text: Callable[[str], str] | None = None) -> None:
+    dumps = _ENCODE
+    for i in range(0, len(rows), VALUES_ROWS):
+        chunk = rows[i:i + VALUES_ROWS]
+        if text is None:
+            params = [v for a, t, k, s, d, at in chunk for v in (a, t, k, s, dumps(d), at)]
+        else:
+            params = [v for a, t, k, s, d, at in chunk
+                      for v in (text(a), t, text(k), text(s), dumps(d), at)]
+        conn.execute(_insert_sql(len(chunk)), params)
+
+
 def _safe(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 
@@ -50,15 +73,18 @@ class EventRepo:
 
     @staticmethod
     def insert_rows(conn: sqlite3.Connection, rows: Sequence[RawEvent]) -> int:
-        """In a writer's thread, inside its transaction: every row in one statement."""
-        dumps = _ENCODE
+        """In a writer's thread, inside its transaction: up to VALUES_ROWS rows a statement.
+
+        One multi-row INSERT rather than `executemany`: sqlite3 lets go of the GIL around every
+        step, so `executemany` takes it back once per row, and on a busy event loop each of
+        those waits for the loop to let go; one statement binds its rows at once and steps
+        once."""
         conn.execute("SAVEPOINT events")
         try:
-            conn.executemany(_INSERT, [(a, t, k, s, dumps(d), at) for a, t, k, s, d, at in rows])
+            _insert(conn, rows)
         except UnicodeEncodeError:  # a lone surrogate in a summary: that row's text repaired
             conn.execute("ROLLBACK TO events")
-            conn.executemany(_INSERT, [(_safe(a), t, _safe(k), _safe(s), dumps(d), at)
-                                       for a, t, k, s, d, at in rows])
+            _insert(conn, rows, _safe)
         conn.execute("RELEASE events")
         return len(rows)
 
