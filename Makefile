@@ -63,6 +63,9 @@ bench: $(TEST_STAMP)
 	$(PY) bench/killswitch_latency.py
 	$(PY) bench/slack_outbox.py
 	$(PY) bench/bus_throughput.py
+	$(PY) bench/ingest.py
+	$(PY) bench/status_cost.py
+	$(PY) bench/escalation_roundtrip.py --in-process 1000000
 
 clean:
 	rm -rf $(VENV) build *.egg-info

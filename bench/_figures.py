@@ -12,7 +12,7 @@ class Figure:
     measured: float
     baseline: float | None
     unit: str
-    ok: bool
+    ok: bool | None  # None: for information, no goal of its own
 
     @property
     def ratio(self) -> float | None:
@@ -24,11 +24,16 @@ class Figure:
 def table(figures: list[Figure]) -> str:
     head = ("figure", "goal", "measured", "baseline", "ratio", "pass")
     rows = [head] + [(
-        f.name, f.goal, f"{f.measured:,.1f} {f.unit}",
-        "-" if f.baseline is None else f"{f.baseline:,.1f} {f.unit}",
-        "-" if f.ratio is None else f"{f.ratio:.2f}x", "yes" if f.ok else "NO")
+        f.name, f.goal, f"{f.measured:,.{_digits(f.measured)}f} {f.unit}",
+        "-" if f.baseline is None else f"{f.baseline:,.{_digits(f.baseline)}f} {f.unit}",
+        "-" if f.ratio is None else f"{f.ratio:.2f}x",
+        "-" if f.ok is None else "yes" if f.ok else "NO")
         for f in figures]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     lines.insert(1, "-+-".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def _digits(value: float) -> int:
+    return 0 if abs(value) >= 1000 else 1 if abs(value) >= 10 else 2

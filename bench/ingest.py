@@ -197,16 +197,17 @@ async def main() -> int:
                              raw_rate(home)))
         best = [max(r[0][k] for r in runs) for k in (0, 1)], \
             [max(r[1][k] for r in runs) for k in (0, 1)]
-        for k, what, unit in ((0, "", "ev/s"), (1, " (per CPU second)", "ev/cpu-s")):
-            measured, baseline = best[0][k], best[1][k]
-            figures.append(Figure(f"ingest, {agents} agents{what}", f">= {GOAL:.2f}x",
-                                  measured, baseline, unit, measured >= GOAL * baseline))
+        measured, baseline = best[0][0], best[1][0]
+        figures.append(Figure(f"ingest, {agents} agents", f">= {GOAL:.2f}x", measured,
+                              baseline, "ev/s", measured >= GOAL * baseline))
+        figures.append(Figure("  same, per CPU second (all threads)", "-", best[0][1],
+                              best[1][1], "ev/cpu-s", None))
         print(f"  {agents} agents: best of {args.repeat}, ingest/raw events/s: " + ", ".join(
             f"{a[0]:,.0f}/{b[0]:,.0f}" for a, b in runs) + "; per CPU second: " + ", ".join(
             f"{a[1]:,.0f}/{b[1]:,.0f}" for a, b in runs), flush=True)
     print()
     print(table(figures))
-    return 0 if all(f.ok for f in figures) else 1
+    return 0 if all(f.ok is not False for f in figures) else 1
 
 
 if __name__ == "__main__":

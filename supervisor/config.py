@@ -426,7 +426,7 @@ class Settings(BaseSettings):
                                                  "event_retention_days")] = 7.0
     event_retention_per_agent: Annotated[Whole, Key("SWITCHBOARD_EVENT_RETENTION_PER_AGENT",
                                                     "store.event_retention_per_agent",
-                                                    "event_retention_per_agent")] = 20_000
+                                                    "event_retention_per_agent")] = 5000
     retention_interval_s: Annotated[Interval, Key("SWITCHBOARD_RETENTION_INTERVAL_S",
                                                   "store.retention_interval_s",
                                                   "retention_interval_s")] = 600.0
