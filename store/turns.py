@@ -78,6 +78,7 @@ class TurnRepo:
         # rows, so it always equals what a GROUP BY over turns and costs would say.
         self._outcomes: dict[str, int] | None = None
         self._costs: dict[tuple[str, str], float] = {}
+        self._has_rollups: bool | None = None  # migration 12's tables (read-only: maybe not)
 
     async def tally(self) -> Tally:
         if self._outcomes is None:
@@ -228,12 +229,21 @@ class TurnRepo:
     async def totals_by_agent(self, agent_id: str | None = None) -> list[CostLine]:
         """Every turn and dollar per agent: the roll-up kept with each turn, one row an agent."""
         where, params = ("WHERE agent_id = ?", (agent_id,)) if agent_id else ("", ())
-        rows = await self.db.fetchall(
-            "SELECT agent_id AS key, cost_usd AS c, input_tokens AS i, output_tokens AS o,"
-            f" turns AS n FROM agent_totals {where} ORDER BY agent_id",
-            params,
-        )
+        if await self._rollups():
+            sql = ("SELECT agent_id AS key, cost_usd AS c, input_tokens AS i,"
+                   f" output_tokens AS o, turns AS n FROM agent_totals {where} ORDER BY agent_id")
+        else:  # a database an older version left, opened read-only (not migrated): the rows
+            sql = ("SELECT agent_id AS key, SUM(cost_usd) AS c, SUM(input_tokens) AS i,"
+                   f" SUM(output_tokens) AS o, COUNT(*) AS n FROM turns {where}"
+                   " GROUP BY agent_id")
+        rows = await self.db.fetchall(sql, params)
         return [CostLine(r["key"], r["c"] or 0.0, r["i"] or 0, r["o"] or 0, r["n"]) for r in rows]
+
+    async def _rollups(self) -> bool:
+        if self._has_rollups is None:
+            self._has_rollups = not self.db.read_only or await self.db.fetchone(
+                "SELECT 1 FROM sqlite_master WHERE name = 'agent_totals'") is not None
+        return self._has_rollups
 
     async def totals_by_model(self, agent_id: str | None = None) -> list[CostLine]:
         where, params = ("WHERE agent_id = ?", (agent_id,)) if agent_id else ("", ())

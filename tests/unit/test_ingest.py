@@ -381,3 +381,21 @@ async def test_the_database_stops_growing_once_retention_holds(store):
         await ingest.close()
     assert count(store) == 600
     assert sizes[-1] <= sizes[2] * 1.2, sizes  # freed pages are used again
+
+
+async def test_a_read_only_look_at_an_older_database_still_totals_from_the_rows(tmp_path):
+    """`switchboard status` after an upgrade, before the new version's first run: read-only,
+    so not migrated, and the roll-ups do not exist yet."""
+    path = tmp_path / "old.db"
+    conn = _at_version(path, len(MIGRATIONS) - 1)
+    conn.execute("INSERT INTO agents (id, name, cwd, prompt, state, created_at, updated_at)"
+                 " VALUES ('a1', 'a', '/w', 'p', 'idle', 0, 0)")
+    conn.execute("INSERT INTO turns (agent_id, prompt, status, cost_usd, started_at)"
+                 " VALUES ('a1', 'p', 'ok', 0.5, 1)")
+    conn.close()
+    store = await open_store(path, read_only=True)
+    try:
+        assert [(c.key, c.cost_usd, c.turns) for c in await store.turns.totals_by_agent()] == \
+            [("a1", 0.5, 1)]
+    finally:
+        await store.db.close()
