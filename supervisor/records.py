@@ -64,18 +64,18 @@ _FLAT = frozenset({str, int, float, bool, type(None), dict})
 
 
 def _maker(cls: type) -> Callable[[Any], dict[str, Any]] | None:
-    """`lambda m: {"a": m.a, "b": _value(m.b), ...}` for the fields of `cls`, each field
-    converted only if it is not flat: built once per type, as source, so that a message costs
-    one call and no loop over its fields."""
+    """A function that makes the dict of an instance of `cls`: each field that is not None
+    (None says nothing a missing key does not), converted only if it is not flat. Built once
+    per type, as source, so that a message costs one call and no loop over its fields."""
     if cls in _MAKERS:
         return _MAKERS[cls]
     maker = None
     if dataclasses.is_dataclass(cls):
-        names = [f.name for f in dataclasses.fields(cls)]
-        items = ", ".join(f"{n!r}: (x if (x := m.{n}).__class__ in F else V(x))"
-                          for n in names if n.isidentifier())
+        names = [f.name for f in dataclasses.fields(cls) if f.name.isidentifier()]
+        body = "".join(f"    x = m.{n}\n    if x is not None:\n"
+                       f"        d[{n!r}] = x if x.__class__ in F else V(x)\n" for n in names)
         namespace: dict[str, Any] = {"F": _FLAT, "V": _value}
-        exec(f"def make(m):\n    return {{{items}}}\n", namespace)  # noqa: S102 - our names
+        exec(f"def make(m):\n    d = {{}}\n{body}    return d\n", namespace)  # noqa: S102
         maker = namespace["make"]
     _MAKERS[cls] = maker
     return maker
@@ -92,10 +92,11 @@ def _value(v: Any) -> Any:
 
 
 def plain(msg: Any) -> dict[str, Any]:
-    """An SDK message as the JSON-ready dict `dataclasses.asdict` would give, without its deep
-    copy of every value (about a tenth of the record path's CPU): dicts inside (parsed JSON,
-    tool inputs) are shared, not copied, so the row must be serialised before anyone could
-    change them, and nobody does. Not a dataclass: {"repr": ...}."""
+    """An SDK message as the JSON-ready dict `dataclasses.asdict` would give, less its fields
+    that are None, without its deep copy of every value (asdict was about a tenth of the
+    record path's CPU): dicts inside (parsed JSON, tool inputs) are shared, not copied, so the
+    row must be serialised before anyone could change them, and nobody does. Not a
+    dataclass: {"repr": ...}."""
     maker = _maker(msg.__class__) if not isinstance(msg, type) else None
     if maker is None:
         return {"repr": repr(msg)}
@@ -111,15 +112,12 @@ def record_of(msg: Any) -> EventRecord:
     if kind is None:
         kind = _KINDS[cls] = cls.__name__.removesuffix("Message").lower() or "message"
     data = plain(msg)
-    if isinstance(msg, SystemMessage) and msg.subtype == "init":
-        sid = msg.data.get("session_id")
-        return EventRecord(kind, f"session {sid}", data, session_id=sid or None)
-    if isinstance(msg, AssistantMessage):
+    if isinstance(msg, AssistantMessage):  # the commonest first
         parts: list[str] = []
         outputs: list[Output] = []
         tool: str | None = None
         for block in msg.content:
-            if isinstance(block, TextBlock) and block.text.strip():
+            if isinstance(block, TextBlock) and block.text and not block.text.isspace():
                 parts.append(block.text)
                 outputs.append(Output("text", block.text))
             elif isinstance(block, ToolUseBlock):
@@ -141,6 +139,9 @@ def record_of(msg: Any) -> EventRecord:
                 tool = NO_TOOL
                 outputs.append(Output("tool_result", text[:OUTPUT_CHARS]))
         return EventRecord(kind, summary[:SUMMARY_CHARS], data, tuple(outputs), tool=tool)
+    if isinstance(msg, SystemMessage) and msg.subtype == "init":
+        sid = msg.data.get("session_id")
+        return EventRecord(kind, f"session {sid}", data, session_id=sid or None)
     if isinstance(msg, ResultMessage):
         text = msg.result or "; ".join(msg.errors or [])
         return EventRecord(kind, f"[{msg.subtype}] {text[:RESULT_PREVIEW_CHARS]}", data)

@@ -620,7 +620,8 @@ class AgentRunner:
 
     async def _record(self, msg: Any, turn_id: int) -> None:
         rec = record_of(msg)
-        self.last_activity_at = self._deps.clock.now()
+        deps = self._deps
+        self.last_activity_at = deps.clock.now()
         if self.first_event_at is None:
             self.first_event_at = self.last_activity_at
         if self.state == AgentState.STALLED:
@@ -631,8 +632,8 @@ class AgentRunner:
         if rec.tool is not None:
             self.current_tool = rec.tool if rec.tool != NO_TOOL else None
         for out in rec.outputs:
-            self._deps.hub.publish(AgentOutput(self.id, self.name, out.kind, out.text))
-        ingest = self._deps.ingest
+            deps.hub.publish(AgentOutput(self.id, self.name, out.kind, out.text))
+        ingest = deps.ingest
         if ingest is not None:  # the hot path: queued, written with its batch
             ingest.add(self.id, turn_id, rec.kind, rec.summary, rec.data, self.last_activity_at)
         else:

@@ -184,9 +184,18 @@ MESSAGES = [
 ]
 
 
+def _no_none(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _no_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_no_none(v) for v in value]
+    return value
+
+
 @pytest.mark.parametrize("msg", MESSAGES, ids=lambda m: type(m).__name__)
-def test_records_are_what_asdict_gave_without_calling_it(msg, monkeypatch):
-    expected = json.dumps(dataclasses.asdict(msg), default=str)
+def test_records_are_what_asdict_gave_less_nones_without_calling_it(msg, monkeypatch):
+    # (the messages' own dicts here hold no None, so dropping them everywhere is the same)
+    expected = json.dumps(_no_none(dataclasses.asdict(msg)), default=str)
 
     def no_asdict(*_a: object, **_k: object) -> None:
         raise AssertionError("asdict on the record path")
