@@ -10,13 +10,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from store.db import Database
 
 # One raw event as the ingest queues it: (agent_id, turn_id, kind, summary, data, at); `data`
 # is serialised by the writer (in its thread), not by whoever queued the row.
 RawEvent = tuple[str, int | None, str, str, dict[str, Any], float]
-# json.dumps(default=str) makes an encoder per call; this one is made once, same output.
-_ENCODE = json.JSONEncoder(default=str).encode
+# What json.dumps(default=str) gives, made once (json.dumps makes an encoder per call).
+_STD_ENCODE = json.JSONEncoder(default=str).encode
+
+
+def _encode(data: dict[str, Any]) -> str:
+    """A row's JSON: orjson (an eighth of the standard encoder's time), or the standard
+    encoder for what orjson refuses (a lone surrogate, an integer past 64 bits)."""
+    try:
+        return orjson.dumps(data, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # orjson.JSONEncodeError is one
+        return _STD_ENCODE(data)
+
+
 _INSERT = ("INSERT INTO agent_events (agent_id, turn_id, kind, summary, data, at)"
            " VALUES (?,?,?,?,?,?)")
 
@@ -43,7 +56,7 @@ def _insert_sql(n: int) -> str:
 
 def _insert(conn: sqlite3.Connection, rows: Sequence[RawEvent],
             text: Callable[[str], str] | None = None) -> None:
-    dumps = _ENCODE
+    dumps = _encode
     for i in range(0, len(rows), VALUES_ROWS):
         chunk = rows[i:i + VALUES_ROWS]
         if text is None:

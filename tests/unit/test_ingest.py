@@ -132,10 +132,12 @@ async def test_a_failed_batch_is_reported_and_the_ingest_goes_on(store, ingest):
 
 
 async def test_a_lone_surrogate_costs_its_text_not_the_batch(store, ingest):
-    ingest.add("a1", None, "k", "fine", {})
+    ingest.add("a1", None, "k", "fine", {"n": 2 ** 70, 3: Path("/p")})  # what orjson refuses
     ingest.add("a1", None, "k", "bad \udc80 text", {"x": "\udc80"})
     await ingest.flush()
-    assert [e.summary for e in await store.events.tail("a1", 5)] == ["fine", "bad ? text"]
+    tail = await store.events.tail("a1", 5)
+    assert [e.summary for e in tail] == ["fine", "bad ? text"]
+    assert tail[0].data == {"n": 2 ** 70, "3": "/p"} and tail[1].data == {"x": "\udc80"}
 
 
 async def test_a_turn_end_is_reported_only_once_its_events_are_committed(fake_settings):
