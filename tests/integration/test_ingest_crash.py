@@ -18,8 +18,8 @@ from tests.subproc import Supervisor, write_config
 
 pytestmark = [pytest.mark.timeout(120)]
 
-AGENTS = 12  # each a real sandboxed fake CLI (3 processes): 300 would take minutes here
-CHUNKS = 300  # events a turn streams
+AGENTS = 10  # each a real sandboxed fake CLI (3 processes): 300 would take minutes here
+CHUNKS = 200  # events a turn streams
 TURNS = 3  # per agent, queued at once
 FINISHED = re.compile(r"^\[(\w+)\] ✓ turn finished \(\$(\d+\.\d+)\)$")
 CHANGED = re.compile(r"^\[(\w+)\] (\S+) → (\w+)")
