@@ -410,3 +410,27 @@ async def test_a_read_only_look_at_an_older_database_still_totals_from_the_rows(
             [("a1", 0.5, 1)]
     finally:
         await store.db.close()
+
+
+async def test_retention_runs_at_start_and_then_every_interval(store):
+    clock = FakeClock()
+    ingest = EventIngest(store, window_s=0.01, clock=clock)
+    await ingest.start()
+    keep = Retention(ingest, max_age_days=1, per_agent=0, interval_s=600, clock=clock)
+    task = asyncio.create_task(keep.run())
+    try:
+        await wait_for(lambda: keep.runs == 1 and clock.sleepers == 1, 5, "the first pass")
+        for i in range(5):
+            ingest.add("a1", None, "k", f"e{i}", {})
+        await ingest.flush()
+        clock.advance(DAY_S + 1)  # a day later: older than a day, and the interval is up
+        await wait_for(lambda: keep.runs == 2 and clock.sleepers == 1, 5, "the second pass")
+        assert keep.total == 5 and count(store) == 0
+        clock.advance(599)
+        for _ in range(10):  # yields only: nothing is due, so nothing may run
+            await asyncio.sleep(0)
+        assert keep.runs == 2 and clock.sleepers == 1  # not before the interval
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await ingest.close()
