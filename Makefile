@@ -42,8 +42,11 @@ run: $(RUN_STAMP) sandbox
 # tests/security/test_containment.py run one after the other, first (tests/conftest.py).
 TEST_WORKERS ?= 4
 
+# Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): without
+# it every worker and every supervisor the tests start compiles (and pytest rewrites) every
+# module again.
 test: $(TEST_STAMP) sandbox
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadscope \
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadscope \
 	    --no-loadscope-reorder
 
 lint: $(TEST_STAMP)
@@ -63,6 +66,8 @@ bench: $(TEST_STAMP)
 	$(PY) bench/killswitch_latency.py
 	$(PY) bench/slack_outbox.py
 	$(PY) bench/bus_throughput.py
+	$(PY) bench/operator_attention.py
+	$(PY) bench/snapshot.py
 	$(PY) bench/ingest.py
 	$(PY) bench/status_cost.py
 	$(PY) bench/escalation_roundtrip.py --in-process 1000000

@@ -22,6 +22,7 @@ from supervisor.api import SupervisorAPI
 from supervisor.config import Settings
 from supervisor.errors import ConfigError
 from supervisor.events import EventHub
+from supervisor.persistence import Persistence
 from supervisor.pool import AgentPool
 from supervisor.redact import SECRETS
 from supervisor.service import FnService, Service, Services, TaskGroup
@@ -63,6 +64,8 @@ class Switchboard:
             self.listener = Listener(self, *settings.http_listen)
         self.stopping = asyncio.Event()
         self.forced = asyncio.Event()
+        # The database and shared context in the bucket, when one is configured.
+        self.persistence = Persistence(settings) if settings.gcs_bucket else None
         self.services = Services(self._core(), stop_timeout_s=settings.shutdown_grace_s
                                  + settings.kill_grace_s + 30)
 
@@ -74,13 +77,33 @@ class Switchboard:
             # Right after the lock: /healthz answers while the rest starts, and /readyz says
             # what it waits for; stopped almost last, so probes see the shutdown.
             core.append(self.listener)
+        store = [FnService("store", self._open_store, self._close_store)]
+        if self.persistence is not None:
+            # Restore before the store opens; the snapshot thread stops after the pool (the
+            # shutdown snapshot holds the agents' final states).
+            store = [FnService("restore", self._restore, _nothing), *store,
+                     FnService("snapshots", self._start_snapshots, self._stop_snapshots)]
         return [
             *core,
-            FnService("store", self._open_store, self._close_store),
+            *store,
             # The pool owns the agents and starts its own parts: kill switch, watchdog, timers.
             FnService("pool", self._start_pool, self._close_pool),
             FnService("api", self._start_api, _nothing),
+            # After the API: its first tick may start runs, which go through the pool.
+            FnService("scheduler", self._start_scheduler, self._stop_scheduler),
         ]
+
+    async def _restore(self, _group: TaskGroup) -> None:
+        assert self.persistence is not None
+        await self.persistence.restore()
+
+    async def _start_snapshots(self, group: TaskGroup) -> None:
+        assert self.persistence is not None
+        await self.persistence.start(self.hub, group)
+
+    async def _stop_snapshots(self) -> None:
+        if self.persistence is not None:
+            await self.persistence.stop()
 
     async def _start_lock(self, _group: TaskGroup) -> None:
         self._take_lock()
@@ -103,6 +126,11 @@ class Switchboard:
     async def _start_pool(self, _group: TaskGroup) -> None:
         assert self.store is not None
         self.pool = AgentPool(self.settings, self.store, self.hub)
+        if self.persistence is not None:
+            self.pool.persistence = self.persistence
+            escalations = self.pool.escalations
+            self.persistence.notices_ready(lambda title, body: escalations.notify(
+                None, title, body))
         report = await self.pool.start()
         # Kill switch layer 3: whatever Switchboard issued is revoked with it.
         self.pool.killswitch.revokers.append(self.store.operators.revoke_invites)
@@ -117,6 +145,14 @@ class Switchboard:
         assert self.pool is not None
         self.api = SupervisorAPI.over(self.pool)
         self.fleet = ApiFleet(self.api)
+
+    async def _start_scheduler(self, _group: TaskGroup) -> None:
+        assert self.api is not None
+        await self.api.schedules.start()
+
+    async def _stop_scheduler(self) -> None:
+        if self.api is not None:
+            await self.api.schedules.stop()
 
     async def add_task_service(self, name: str,
                                run: Callable[[], Coroutine[Any, Any, object]]) -> None:

@@ -57,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", metavar="{run,status,doctor,kill}")
+    sub = parser.add_subparsers(dest="command",
+                                metavar="{run,status,doctor,kill,backup,restore}")
     run = sub.add_parser("run", help="start the supervisor (with the console on a terminal)")
     group = run.add_mutually_exclusive_group()
     group.add_argument("--console", dest="console", action="store_true", default=None,
@@ -73,6 +74,17 @@ def build_parser() -> argparse.ArgumentParser:
         "kill", help="KILL SWITCH: halt Switchboard and SIGKILL every agent, even if the "
         "supervisor is hung (turn it off from a front end: /killswitch off confirm)")
     kill.add_argument("--reason", default="", help="recorded with the trigger")
+    backup = sub.add_parser(
+        "backup", help="save a consistent snapshot of the database and the shared context "
+        "now (to the configured bucket unless --to is given)")
+    backup.add_argument("--to", default=None, metavar="DIR|gs://bucket/prefix",
+                        help="a directory, or another bucket and prefix")
+    restore = sub.add_parser(
+        "restore", help="replace the database with the newest good snapshot (the supervisor "
+        "must be stopped; the database there is kept beside it)")
+    restore.add_argument("--from", dest="source", default=None,
+                         metavar="DIR|gs://bucket/prefix",
+                         help="a directory, or another bucket and prefix")
     return parser
 
 
@@ -389,7 +401,27 @@ def main(argv: list[str] | None = None) -> int:
         return _to_a_pipe(lambda: cmd_doctor(settings))
     if args.command == "kill":
         return cmd_kill(settings, args.reason)
+    if args.command in ("backup", "restore"):
+        return cmd_backup(settings, args.command, args.to if args.command == "backup"
+                          else args.source)
     return cmd_run(settings, args.console)
+
+
+def cmd_backup(settings: Settings, command: str, where: str | None) -> int:
+    from supervisor import offline_backup
+    from supervisor.remote import RemoteError
+    from supervisor.snapshot import SnapshotError
+
+    try:
+        done = (offline_backup.backup if command == "backup" else offline_backup.restore)(
+            settings, where)
+    except (ConfigError, RemoteError, SnapshotError, OSError) as exc:
+        print(f"switchboard {command}: {SECRETS(str(exc))}", file=sys.stderr)
+        return 1
+    for problem in done.problems:
+        print(problem, file=sys.stderr)
+    print(done.text)
+    return 0
 
 
 def _to_a_pipe(command: Callable[[], int]) -> int:

@@ -171,7 +171,8 @@ class Home:
 # Each thread is a Slack agent session; its status follows the agent's state.
 SESSION_STATUS = {"starting": "processing", "working": "processing", "waiting": "suspended",
                   "idle": "active", "paused": "active", "stalled": "processing",
-                  "stopped": "closed", "failed": "closed", "killed": "closed"}
+                  "stopped": "closed", "failed": "closed", "killed": "closed",
+                  "resume_failed": "suspended"}
 ASSISTANT_STATUS = {"processing": "is working…", "suspended": "is waiting for you…"}
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from commands.base import Arg, Button, Context, Opt, Param, Reply, Rest, Role, Text, UsageError
-from commands.render import agent_line, ago, money
+from commands.render import agent_line, ago, money, snapshot_line
 from supervisor.api import AgentState, AgentView
 
 
@@ -55,21 +55,49 @@ class Spawn:
         Opt("--parent", "parent", "make it a child of this agent", "AGENT"),
         Opt("--mode", "mode", "permission mode, e.g. default, acceptEdits, plan", "MODE"),
         Opt("--role", "role", "its role on the bus: messages to role:<role> reach it", "ROLE"),
+        Opt("--charter", "charter",
+            "make it a standing agent with this charter (quoted text, or @file): goal, "
+            "authority, what needs approval, what not to do, when to escalate", "TEXT|@FILE"),
+        Opt("--repo", "repo", "work in a new worktree of this registered repository, on branch "
+            "agent/<name>", "REPO"),
+        Opt("--base", "base", "with --repo: the branch to start from (default: the "
+            "repository's default branch)", "BRANCH"),
         Opt("--project-settings", "project_settings",
             "let the agent load the directory's own .claude settings, hooks, MCP servers and "
             "CLAUDE.md (off by default: they could run commands the policy never sees)",
             switch=True),
         Rest("prompt", "what the agent should do"),
     )
-    examples: ClassVar[tuple[str, ...]] = ("/spawn fixer --model sonnet fix the failing tests",)
+    examples: ClassVar[tuple[str, ...]] = (
+        "/spawn fixer --model sonnet fix the failing tests",
+        '/spawn triage --charter @charters/triage.md check the new issues',
+    )
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
-        r = await ctx.api.spawn(
-            args["name"], args["prompt"], by=ctx.caller, model=args["model"], cwd=args["cwd"],
-            parent=args["parent"], permission_mode=args["mode"],
-            project_settings=bool(args["project_settings"]), role=args["role"],
-        )
-        blocks = [Text(f"Spawned {r.name} ({r.id}) in {r.cwd}")]
+        if args["repo"]:
+            if args["cwd"]:
+                raise UsageError("--repo and --cwd exclude each other: the worktree is the cwd")
+            r, wt = await ctx.api.repos.spawn(
+                args["name"], args["prompt"], repo=args["repo"], base=args["base"],
+                by=ctx.caller, model=args["model"], parent=args["parent"],
+                permission_mode=args["mode"], project_settings=bool(args["project_settings"]),
+                role=args["role"], charter=args["charter"])
+            where = f"a worktree of {wt.repo} on {wt.branch} (from {wt.base}): {r.cwd}"
+        elif args["base"]:
+            raise UsageError("--base needs --repo")
+        else:
+            r = await ctx.api.spawn(
+                args["name"], args["prompt"], by=ctx.caller, model=args["model"],
+                cwd=args["cwd"], parent=args["parent"], permission_mode=args["mode"],
+                project_settings=bool(args["project_settings"]), role=args["role"],
+                charter=args["charter"],
+            )
+            where = r.cwd
+        blocks = [Text(f"Spawned {r.name} ({r.id}) in {where}")]
+        if args["charter"] is not None:
+            blocks.append(Text("It is a standing agent: its charter is part of its system "
+                               "prompt, it has no session TTL, and every irreversible step "
+                               "(push, merge, deploy, delete, paid APIs) waits for you."))
         if r.project_settings:
             blocks.append(Text("⚠ It loads the directory's own settings: "
                                + project_config_summary(r.cwd)))
@@ -112,8 +140,10 @@ class Status:
         if not args["agent"]:
             fleet = await ctx.api.fleet()
             summary = ", ".join(f"{n} {s}" for s, n in fleet.counts) or "no live agents"
-            return Reply.text(f"Switchboard: {summary}. Spent {money(fleet.spent_usd)} in all."
-                              f" Database {fleet.db_bytes / 1e6:.1f} MB ({fleet.retention}).")
+            text = (f"Switchboard: {summary}. Spent {money(fleet.spent_usd)} in all."
+                    f" Database {fleet.db_bytes / 1e6:.1f} MB ({fleet.retention}).")
+            snap = ctx.api.persistence.snapshot()
+            return Reply.text(text + ("\n" + snapshot_line(snap) if snap else ""))
         r = await ctx.api.agent(args["agent"])
         lines = [
             f"state: {r.state}" + (f" (tool: {r.current_tool})" if r.current_tool else ""),
@@ -128,12 +158,13 @@ class Status:
             lines.append(f"pid: {r.cli_pid} (launcher {r.launcher_pid})")
         if r.parent_id:
             lines.append(f"parent: {r.parent_id}")
-        if r.last_error and r.state == AgentState.FAILED:
+        if r.last_error and r.state in (AgentState.FAILED, AgentState.RESUME_FAILED):
             lines.append(f"last error: {r.last_error}")
         if r.last_answer:
             lines.append(f"last answer: {r.last_answer[:500]}")
+        charter = (Text("standing agent, charter:\n" + r.charter[:3000]),) if r.charter else ()
         return Reply(
-            blocks=(Text(agent_line(r), "title"), Text("\n".join(lines))),
+            blocks=(Text(agent_line(r), "title"), Text("\n".join(lines)), *charter),
             buttons=(agent_buttons(r),) if r.live else (),
         )
 

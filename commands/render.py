@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from supervisor.api import AgentView
+from supervisor.api_persistence import SnapshotView
 
 
 def money(usd: float) -> str:
@@ -28,3 +29,17 @@ def agent_line(r: AgentView) -> str:
     queued = f" · {r.queued} queued" if r.queued else ""
     parent = f" · child of {r.parent_id}" if r.parent_id else ""
     return f"{r.name} ({r.id}) — {r.state}{extra}{queued}{parent}"
+
+
+def snapshot_line(s: SnapshotView) -> str:
+    """/status's line about the bucket: the last good snapshot and its age, and trouble."""
+    if s.generation is None:
+        line = f"No snapshot in {s.where} yet."
+    else:
+        size = f", {s.size_bytes / 1024:.0f} KiB" if s.size_bytes is not None else ""
+        line = (f"Last snapshot: generation {s.generation}, {ago(s.at)} ago{size} "
+                f"({s.where}).")
+    if s.failures:
+        line += (f" ⚠ The last {s.failures} upload(s) failed ({s.last_error}); retrying. "
+                 "`switchboard backup --to DIR` saves a copy by hand.")
+    return line

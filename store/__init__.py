@@ -9,11 +9,14 @@ from pathlib import Path
 from store.agents import AgentRepo
 from store.audit import AuditRepo
 from store.bus import BusRepo
+from store.charters import CharterRepo
 from store.db import Database
 from store.escalations import EscalationRepo
 from store.events import EventRepo
 from store.kv import KvRepo
 from store.operators import OperatorRepo
+from store.repos import RepoRepo
+from store.schedules import ScheduleRepo
 from store.turns import TurnRepo
 
 
@@ -28,12 +31,16 @@ class Store:
     kv: KvRepo
     operators: OperatorRepo
     bus: BusRepo
+    charters: CharterRepo
+    repos: RepoRepo
+    schedules: ScheduleRepo
 
     @classmethod
     def on(cls, db: Database, *, redact: Callable[[str], str] | None = None) -> Store:
         return cls(db, AgentRepo(db), EventRepo(db), TurnRepo(db), AuditRepo(db, redact),
                    EscalationRepo(db), KvRepo(db),
-                   OperatorRepo(db), BusRepo(db))
+                   OperatorRepo(db), BusRepo(db), CharterRepo(db), RepoRepo(db),
+                   ScheduleRepo(db))
 
 
 async def open_store(path: Path, *, read_only: bool = False,

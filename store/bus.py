@@ -26,8 +26,10 @@ from store.errors import Conflict, StoreUnavailable
 # The states appear as literals in the queries too: SQLite uses a partial index only for a query
 # whose WHERE has the index's own term, which a bound parameter cannot be.
 QUEUED, LEASED, CONSUMED, EXPIRED, DEAD = "queued", "leased", "consumed", "expired", "dead"
-# Deliveries of the operator's own messages: never redelivered after a failed or cut turn.
-_FROM_OPERATOR = "message_id IN (SELECT id FROM bus_messages WHERE sender = 'operator')"
+# Deliveries of the operator's own messages, and of the scheduler's (a run is recorded
+# failed or interrupted, never replayed): never redelivered after a failed or cut turn.
+_FROM_OPERATOR = ("message_id IN (SELECT id FROM bus_messages WHERE sender = 'operator'"
+                  " OR (sender = 'switchboard' AND sender_name = 'scheduler'))")
 OPEN_STATES = (QUEUED, LEASED)
 RECENT_MESSAGES = 20_000  # messages the writer keeps after storing them, for their leases
 

@@ -270,7 +270,110 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX bus_subscriptions_agent ON bus_subscriptions(agent_id);
     """,
-    # 12 (fleet ingest): aggregates kept with each turn in the same transaction, so /status,
+    # 12: standing agents: each one's charter, and the questions already sent back to it
+    # (at most once per question). Self-contained: nothing else refers to these tables.
+    """
+    CREATE TABLE agent_charters (
+        agent_id   TEXT PRIMARY KEY REFERENCES agents(id),
+        charter    TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE charter_sendbacks (
+        agent_id     TEXT NOT NULL,
+        question_key TEXT NOT NULL,
+        question     TEXT NOT NULL,
+        lines        TEXT NOT NULL,
+        at           REAL NOT NULL,
+        PRIMARY KEY (agent_id, question_key)
+    );
+    """,
+    # 13 (repositories, docs/repositories.md): registered bare repositories; each agent's
+    # worktree (recorded before it is created: state 'creating', so GC never takes one that a
+    # spawn is making); and the archive branches GC left for work it would otherwise remove.
+    """
+    CREATE TABLE repos (
+        name           TEXT PRIMARY KEY,
+        url            TEXT NOT NULL,
+        path           TEXT NOT NULL,
+        default_branch TEXT NOT NULL,
+        created_at     REAL NOT NULL,
+        fetched_at     REAL
+    );
+    CREATE TABLE worktrees (
+        agent_id   TEXT PRIMARY KEY,
+        agent_name TEXT NOT NULL,
+        repo       TEXT NOT NULL,
+        path       TEXT NOT NULL,
+        admin      TEXT NOT NULL DEFAULT '',
+        branch     TEXT NOT NULL,
+        base       TEXT NOT NULL,
+        head       TEXT,
+        private    INTEGER NOT NULL DEFAULT 0,
+        state      TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        removed_at REAL
+    );
+    CREATE INDEX worktrees_repo ON worktrees(repo, state);
+    CREATE TABLE repo_archives (
+        ref        TEXT PRIMARY KEY,
+        repo       TEXT NOT NULL,
+        agent_id   TEXT NOT NULL,
+        agent_name TEXT NOT NULL,
+        commit_sha TEXT NOT NULL,
+        reason     TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX repo_archives_repo ON repo_archives(repo, created_at);
+    """,
+    # 14 (the scheduler): schedules, and one row per slot of each: ran, skipped (and why),
+    # failed, timed out, interrupted. The unique (schedule_id, slot_key) is the claim: whoever
+    # inserts the row runs the slot, so no restart or second scheduler runs it twice. Last and
+    # next run and consecutive failures are derived from these rows, never stored.
+    """
+    CREATE TABLE schedules (
+        id           TEXT PRIMARY KEY,
+        spec         TEXT NOT NULL,
+        tz           TEXT NOT NULL,
+        target_kind  TEXT NOT NULL,
+        target       TEXT NOT NULL,
+        model        TEXT,
+        prompt       TEXT NOT NULL,
+        enabled      INTEGER NOT NULL DEFAULT 1,
+        paused_why   TEXT NOT NULL DEFAULT '',
+        missed       TEXT NOT NULL DEFAULT 'skip',
+        overlap      TEXT NOT NULL DEFAULT 'skip',
+        timeout_s    REAL NOT NULL,
+        budget_usd   REAL,
+        notify       TEXT NOT NULL DEFAULT 'failure',
+        created_by   TEXT NOT NULL,
+        owner_agent  TEXT,
+        expires_at   REAL,
+        created_at   REAL NOT NULL,
+        deleted_at   REAL
+    );
+    CREATE INDEX schedules_owner ON schedules(owner_agent) WHERE deleted_at IS NULL;
+    CREATE TABLE schedule_runs (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        schedule_id  TEXT NOT NULL REFERENCES schedules(id),
+        slot_key     TEXT NOT NULL,
+        slot_at      REAL NOT NULL,
+        status       TEXT NOT NULL,
+        reason       TEXT NOT NULL DEFAULT '',
+        catch_up     INTEGER NOT NULL DEFAULT 0,
+        manual       INTEGER NOT NULL DEFAULT 0,
+        agent_id     TEXT,
+        message_id   INTEGER,
+        cost_usd     REAL NOT NULL DEFAULT 0,
+        outcome      TEXT NOT NULL DEFAULT '',
+        claimed_by   TEXT NOT NULL DEFAULT '',
+        started_at   REAL NOT NULL,
+        ended_at     REAL
+    );
+    CREATE UNIQUE INDEX schedule_runs_slot ON schedule_runs(schedule_id, slot_key);
+    CREATE INDEX schedule_runs_recent ON schedule_runs(schedule_id, slot_at);
+    CREATE INDEX schedule_runs_live ON schedule_runs(status) WHERE status = 'running';
+    """,
+    # 15 (fleet ingest): aggregates kept with each turn in the same transaction, so /status,
     # /cost and the budget check never scan turns or costs: per agent (turns, spend, tokens),
     # per agent and model, and per agent and UTC day (by the day a turn started); each front
     # end's delivery cursor, below which every escalation and notice is delivered to it, so the

@@ -13,11 +13,16 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from store import Store
 from store.errors import StoreError
 from supervisor import teams as teams_module
+from supervisor.api_persistence import PersistenceAPI
+from supervisor.api_repos import RepoAPI
+from supervisor.api_schedules import Draft, RunView, ScheduleAPI, ScheduleView
+from supervisor.api_standing import StandingAPI
 from supervisor.bus import OPERATOR_SENDER
 from supervisor.config import Settings
 from supervisor.errors import (
@@ -25,6 +30,7 @@ from supervisor.errors import (
     AgentFailed,
     AgentNotRunning,
     AlreadyAnswered,
+    BadSchedule,
     ConfigError,
     Halted,
     InvalidRequest,
@@ -40,9 +46,12 @@ from supervisor.escalations import Answer, Decision, EscalationEvent, Escalation
 from supervisor.events import AgentOutput, AgentState, Event, EventHub, StateChanged, TurnFinished
 from supervisor.guardrails import RateLimiter
 from supervisor.killswitch import KillReport, KillSwitch
+from supervisor.policy import Action as PolicyAction
 from supervisor.redact import SECRETS
 from supervisor.retention import database_bytes, retention_words
 from supervisor.sanitize import clean
+from supervisor.schedule_tools import schedule_tools
+from supervisor.standing import charter_text
 from supervisor.views import (
     AgentDetail,
     AgentLog,
@@ -141,6 +150,13 @@ class SupervisorAPI:
         self._rates = RateLimiter()
         self._bus_depth: Callable[[], int] = lambda: 0
         self._schedule_runs: Callable[[], Mapping[str, int]] = dict
+        self.repos = RepoAPI(self)  # repositories and worktrees (supervisor/api_repos.py)
+        self.standing = StandingAPI(pool)  # supervisor/api_standing.py
+        # The scheduler (supervisor/api_schedules.py): /cron, /remind, schedule_wakeup.
+        self.schedules = ScheduleAPI(pool, audit=self._audit_row)
+        self.report_schedule_runs(self.schedules.scheduler.runs_by_outcome)
+        pool.tool_makers["schedules"] = lambda runner: schedule_tools(self.schedules, runner)
+        self.persistence = PersistenceAPI(pool)  # snapshots to the bucket
 
     @classmethod
     def over(cls, pool: AgentPool) -> SupervisorAPI:
@@ -185,6 +201,7 @@ class SupervisorAPI:
             launcher_pid=proc.launcher_pid if proc else None,
             last_error=r.last_error,
             last_answer=last[0].result_text if last else None,
+            charter=r.charter,
         )
 
     @_store_errors
@@ -228,15 +245,25 @@ class SupervisorAPI:
     async def spawn(self, name: str, prompt: str, *, by: Actor, model: str | None = None,
                     cwd: str | None = None, parent: str | None = None,
                     permission_mode: str | None = None,
-                    project_settings: bool = False, role: str | None = None) -> AgentView:
+                    project_settings: bool = False, role: str | None = None,
+                    charter: str | None = None) -> AgentView:
         """Start an agent on its first prompt. The pool admits it (limits, rates, memory,
-        isolation) and validates name, prompt, mode and directory."""
+        isolation) and validates name, prompt, mode and directory. With a `charter` (its
+        text, or @path of a file) it is a standing agent (docs/standing-agents.md)."""
         self._not_halted()
         name, prompt = clean(name), clean(prompt)
+        text = None if charter is None else charter_text(
+            clean(charter), refused=self._charter_refused, redact=SECRETS)
         r = await self._pool.spawn(name, prompt, model=model, cwd=cwd, parent=parent,
                                    permission_mode=permission_mode,
-                                   project_settings=project_settings, by=by.id, role=role)
+                                   project_settings=project_settings, by=by.id, role=role,
+                                   charter=text)
         return _view(r)
+
+    def _charter_refused(self, path: Path) -> str | None:
+        """A charter file the policy would not let an agent read (credentials, our files)."""
+        d = self._pool.policy.decide("", "Read", {"file_path": str(path)}, str(path.parent))
+        return f"{path}: {d.reason}" if d.action == PolicyAction.DENY else None
 
     @_store_errors
     async def ask(self, ref: str, text: str) -> Sent:
@@ -655,6 +682,10 @@ class SupervisorAPI:
             return False
         return True
 
+    async def _audit_row(self, by: Actor, action: str, args: str, ok: bool,
+                         result: str) -> bool:
+        return await self.audit(by, action, args, ok=ok, result=result)
+
     @_store_errors
     async def recent_actions(self, n: int = 10) -> tuple[AuditView, ...]:
         """The newest audit rows, newest first (what a front end's home screen lists)."""
@@ -669,12 +700,12 @@ __all__ = [
     "SpendLine", "SpendReport", "Approved", "HaltView", "InviteView", "EscalationView",
     "OperatorView", "AuditView", "KillReport", "StatsView", "CostCell", "StoreCheck",
     "TURN_OUTCOMES", "SCHEDULE_OUTCOMES", "BusSent", "BusView", "MessageView", "DeliveryView",
-    "TeamView", "TeamStarted",
+    "TeamView", "TeamStarted", "ScheduleAPI", "ScheduleView", "RunView", "Draft",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",
     # errors
     "SupervisorError", "ConfigError", "InvalidRequest", "UnknownAgent", "AgentExists",
     "AgentNotRunning", "UnknownEscalation", "AlreadyAnswered", "UnknownOperator", "Halted",
-    "LimitExceeded", "ShuttingDown", "StoreFailed", "AgentFailed",
+    "LimitExceeded", "ShuttingDown", "StoreFailed", "AgentFailed", "BadSchedule",
 ]

@@ -36,6 +36,7 @@ ON_TIMEOUT: tuple[str, ...] = get_args(OnTimeout)
 SlackMode = Literal["socket", "http"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 LogFormat = Literal["auto", "text", "json"]
+MergeMode = Literal["ff", "merge"]
 
 # Variables an agent may see. Everything else in the supervisor's environment (chat tokens,
 # cloud credentials, our own secrets) is withheld.
@@ -43,6 +44,8 @@ BASE_AGENT_ENV = (
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TERM",
     "TZ", "TMPDIR", "NO_COLOR",
 )
+# The shared-context directory's path, in every agent's environment.
+CONTEXT_VAR = "SWITCHBOARD_CONTEXT_DIR"
 AGENT_ENV_DEFAULTS = {
     "DISABLE_AUTOUPDATER": "1",
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -340,7 +343,20 @@ class Settings(BaseSettings):
                                             "gcs_project")] = None
     kill_poll_s: Annotated[Interval, Key("SWITCHBOARD_KILL_POLL_S", "gcs.poll_s",
                                          "kill_poll_s")] = 10.0
+    # Claude session transcripts in the same bucket (docs/persistence.md, "Transcripts").
+    gcs_sessions_prefix: Annotated[Text, Key("SWITCHBOARD_GCS_SESSIONS_PREFIX",
+                                             "gcs.sessions_prefix",
+                                             "gcs_sessions_prefix")] = "sessions"
     storage_emulator_host: Annotated[Text | None, Key(env="STORAGE_EMULATOR_HOST")] = None
+    # Database and shared-context snapshots to the bucket (docs/persistence.md).
+    snapshot_interval_s: Annotated[Interval, Key("SWITCHBOARD_SNAPSHOT_INTERVAL_S",
+                                                 "gcs.snapshot_interval_s",
+                                                 "snapshot_interval_s")] = 60.0
+    snapshot_debounce_s: Annotated[Interval, Key("SWITCHBOARD_SNAPSHOT_DEBOUNCE_S",
+                                                 "gcs.snapshot_debounce_s",
+                                                 "snapshot_debounce_s")] = 5.0
+    lease_ttl_s: Annotated[Interval, Key("SWITCHBOARD_LEASE_TTL_S", "gcs.lease_ttl_s",
+                                         "lease_ttl_s")] = 60.0
     # The service-account key file google-auth uses: hidden from agents and protected by policy.
     gcs_credentials_file: Annotated[UserPath | None,
                                     Key(env="GOOGLE_APPLICATION_CREDENTIALS")] = None
@@ -384,6 +400,11 @@ class Settings(BaseSettings):
     watchdog_interval_s: Annotated[Interval, Key("SWITCHBOARD_WATCHDOG_INTERVAL_S",
                                                  "limits.watchdog_interval_s",
                                                  "watchdog_interval_s")] = 5.0
+    # Standing agents (docs/standing-agents.md): no session TTL; an idle one's CLI is stopped
+    # after this long and its session resumed by the next message or schedule firing.
+    standing_idle_stop_s: Annotated[Seconds, Key("SWITCHBOARD_STANDING_IDLE_STOP_S",
+                                                 "limits.standing_idle_stop_s",
+                                                 "standing_idle_stop_s")] = 900.0
     # [bus]: messages between agents (docs/bus.md)
     bus_message_ttl_s: Annotated[Interval, Key("SWITCHBOARD_BUS_MESSAGE_TTL_S",
                                                "bus.message_ttl_s", "bus_message_ttl_s")] = 86400.0
@@ -412,6 +433,39 @@ class Settings(BaseSettings):
                                                  "bus_rate_alarm_per_min")] = 600
     team_file: Annotated[UserPath | None, Key("SWITCHBOARD_TEAM_FILE", "bus.team_file",
                                               "team_file")] = None
+    # [scheduler]: schedules and reminders (docs/scheduler.md)
+    timezone: Annotated[Text, Key("SWITCHBOARD_TIMEZONE", "scheduler.timezone",
+                                  "timezone")] = "UTC"
+    schedule_tick_s: Annotated[Interval, Key("SWITCHBOARD_SCHEDULE_TICK_S",
+                                             "scheduler.tick_s", "schedule_tick_s")] = 15.0
+    schedule_grace_s: Annotated[Seconds, Key("SWITCHBOARD_SCHEDULE_GRACE_S",
+                                             "scheduler.grace_s", "schedule_grace_s")] = 300.0
+    schedule_timeout_s: Annotated[Interval, Key("SWITCHBOARD_SCHEDULE_TIMEOUT_S",
+                                                "scheduler.timeout_s",
+                                                "schedule_timeout_s")] = 3600.0
+    schedule_agent_max: Annotated[Whole, Key("SWITCHBOARD_SCHEDULE_AGENT_MAX",
+                                             "scheduler.agent_max", "schedule_agent_max")] = 5
+    schedule_agent_min_interval_s: Annotated[Seconds, Key(
+        "SWITCHBOARD_SCHEDULE_AGENT_MIN_INTERVAL_S", "scheduler.agent_min_interval_s",
+        "schedule_agent_min_interval_s")] = 600.0
+    schedule_agent_expiry_s: Annotated[Interval, Key("SWITCHBOARD_SCHEDULE_AGENT_EXPIRY_S",
+                                                     "scheduler.agent_expiry_s",
+                                                     "schedule_agent_expiry_s")] = 604800.0
+
+    # [repos]: registered repositories and agents' worktrees (docs/repositories.md). The token
+    # and the key are used by Switchboard's own fetches only, never handed to an agent.
+    repo_token: Annotated[SecretText, Key("SWITCHBOARD_REPO_TOKEN", "repos.token")] = None
+    repo_token_user: Annotated[Text, Key("SWITCHBOARD_REPO_TOKEN_USER",
+                                         "repos.token_user")] = "x-access-token"
+    repo_ssh_key: Annotated[UserPath | None, Key("SWITCHBOARD_REPO_SSH_KEY",
+                                                 "repos.ssh_key")] = None
+    repo_merge: Annotated[MergeMode, Choice, Key("SWITCHBOARD_REPO_MERGE", "repos.merge")] = "ff"
+    repo_gc_interval_s: Annotated[Interval, Key("SWITCHBOARD_REPO_GC_INTERVAL_S",
+                                                "repos.gc_interval_s")] = 600.0
+    repo_intent_ttl_s: Annotated[Interval, Key("SWITCHBOARD_REPO_INTENT_TTL_S",
+                                               "repos.intent_ttl_s")] = 3600.0
+    repo_push_intentions: Annotated[Flag, Key("SWITCHBOARD_REPO_PUSH_INTENTIONS",
+                                              "repos.push_intentions")] = False
 
     # The event ingest and its retention (supervisor/ingest.py, supervisor/retention.py): how
     # long raw events wait to be written with others, the most in one batch; raw events older
@@ -478,8 +532,17 @@ class Settings(BaseSettings):
         return self.home / "run"
 
     @property
+    def context_dir(self) -> Path:
+        """The shared context: Markdown notes every agent may read and write."""
+        return self.home / "context"
+
+    @property
     def agents_dir(self) -> Path:
         return self.home / "agents"
+
+    @property
+    def repos_dir(self) -> Path:
+        return self.home / "repos"
 
     @property
     def log_path(self) -> Path:
@@ -584,6 +647,7 @@ class Settings(BaseSettings):
             env["ANTHROPIC_BASE_URL"] = self.anthropic_base_url
         if self.claude_config_dir:
             env["CLAUDE_CONFIG_DIR"] = str(self.claude_config_dir)
+        env[CONTEXT_VAR] = str(self.context_dir.resolve())
         env.update(self.agent_env)
         return env
 

@@ -5,6 +5,7 @@ can do about it (`fix`), so the command dispatcher turns any of them into text i
     ├── ConfigError                       bad configuration (file, environment)
     ├── InvalidRequest                    a request refused for its form or values (usage)
     │                                     (commands.base.UsageError, bad arguments, is one)
+    │   └── BadSchedule(message, fix)     a schedule's expression, words or zone is wrong
     ├── UnknownAgent(ref)                 no agent by that name or id
     ├── AgentExists(name)                 a live agent already has that name
     ├── AgentNotRunning(name, state, action)  the action needs an agent in another state
@@ -16,7 +17,10 @@ can do about it (`fix`), so the command dispatcher turns any of them into text i
     ├── ShuttingDown                      the supervisor no longer takes work
     ├── StoreFailed(cause)                the state database failed underneath
     ├── StorageTrouble(what, fix)         storage is known broken: new work is refused
-    └── AgentFailed(exit_code, stderr_tail)  the CLI process failed
+    ├── AgentFailed(exit_code, stderr_tail)  the CLI process failed
+    ├── UnknownRepo(name)                 no registered repository by that name
+    ├── RepoFailed(what, detail)          a git operation on a repository failed
+    └── ResumeFailed(name, reason)        its session could not be resumed (resume failed)
 """
 
 from __future__ import annotations
@@ -52,6 +56,17 @@ class InvalidRequest(SupervisorError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
+
+
+class BadSchedule(InvalidRequest):
+    """A schedule's time (cron expression, plain words, time zone) is wrong: what, and how
+    to say it instead (shown as what and fix, not with the command's usage line)."""
+
+    usage: ClassVar[bool] = False
+
+    def __init__(self, message: str, fix: str = "") -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 class UnknownAgent(SupervisorError):
@@ -157,3 +172,34 @@ class AgentFailed(SupervisorError):
         super().__init__(text)
         self.exit_code = exit_code
         self.stderr_tail = stderr_tail
+
+
+class UnknownRepo(SupervisorError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no repository named {name!r}",
+                         what=f"There is no repository {name!r}.",
+                         fix="Send /repo list to see them, or /repo add <name> <url> first.")
+        self.name = name
+
+
+class RepoFailed(SupervisorError):
+    """A git operation failed; `detail` is git's own words (never a credential)."""
+
+    def __init__(self, what: str, detail: str = "", fix: str = "") -> None:
+        super().__init__(f"{what}: {detail}" if detail else what,
+                         what=f"{what}." + (f" git said: {detail[-500:]}" if detail else ""),
+                         fix=fix)
+        self.detail = detail
+
+
+class ResumeFailed(SupervisorError):
+    """An agent's Claude session could not be resumed: the transcript is neither on disk nor in
+    the bucket. Deterministic, so nothing retries it; the operator chooses what happens."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"the session of agent {name!r} cannot be resumed: {reason}",
+                         what=f"{name}'s session could not be resumed: {reason}.",
+                         fix="Answer its question (/pending) to start it fresh with a summary "
+                             f"of its work, or /kill {name}.")
+        self.name = name
+        self.reason = reason

@@ -20,8 +20,9 @@ What a restart does to an open row depends on who is waiting for its answer:
 - Most rows are answered to a call waiting in the process that opened them: a permission
   request, AskUserQuestion or ExitPlanMode is the CLI's `can_use_tool` control request, and
   that CLI is swept with the old supervisor; a watchdog budget offer is an in-process
-  coroutine. After a restart nothing can receive their answer, so `expire_orphans` (run by the
-  pool at start, before the timer service starts) closes them as expired with a notice, and
+  coroutine. After a restart nothing can receive their answer, and the turn that asked was
+  interrupted, so `expire_orphans` (run by the pool at start, before the timer service starts)
+  closes them as interrupted (status `interrupted`) with a notice, and
   the pool tells a resumed agent its request went unanswered. Their stored timers die with
   them: the timer service only fires open rows.
 - A row opened with `survives_restart=True` is answered from the row itself (whoever acts on
@@ -388,9 +389,10 @@ class Escalations:
             if row.id in self._waiting or row.survives_restart:
                 continue
             answer = Answer(Decision.DENY, reason, "switchboard", "restart")
-            notice = await self._notice(row.agent_id, f"Expired: {row.title}",
-                                        f"{row.id} was not answered before {reason}.", row.id)
-            if await self._close(row.id, "expired", answer, notice=notice) is not None:
+            notice = await self._notice(row.agent_id, f"Interrupted: {row.title}",
+                                        f"{row.id} was not answered before {reason}: the turn "
+                                        "that asked was interrupted.", row.id)
+            if await self._close(row.id, "interrupted", answer, notice=notice) is not None:
                 expired.append(row)
         return expired
 

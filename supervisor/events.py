@@ -23,10 +23,14 @@ class AgentState(StrEnum):
     STOPPED = "stopped"
     FAILED = "failed"
     KILLED = "killed"
+    # Its session could not be resumed after a restart: it waits for the operator's choice
+    # (start fresh with a summary), and nothing retries it by itself.
+    RESUME_FAILED = "resume_failed"
 
     @property
     def live(self) -> bool:
-        return self not in (AgentState.STOPPED, AgentState.FAILED, AgentState.KILLED)
+        return self not in (AgentState.STOPPED, AgentState.FAILED, AgentState.KILLED,
+                            AgentState.RESUME_FAILED)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,12 +36,16 @@ from store import Store
 from supervisor.describe import describe
 from supervisor.escalations import Answer, Decision, Escalations, Kind
 from supervisor.policy import Action, Policy
+from supervisor.policy import Decision as PolicyDecision
+from supervisor.standing import send_back, turn_scope
 
 logger = logging.getLogger(__name__)
 
 MCP_SERVER = "switchboard"
 OPERATOR_TOOLS = (f"mcp__{MCP_SERVER}__ask_operator",)
 PERMISSION_OPTIONS = ("Allow", "Allow for session", "Deny")
+# An irreversible step of a standing agent is asked about every time: no session allowance.
+IRREVERSIBLE_OPTIONS = ("Allow", "Deny")
 
 
 class AgentSide(Protocol):
@@ -111,6 +115,9 @@ class ToolGate:
                 return {"content": [{"type": "text", "text": "error: question is empty"}],
                         "is_error": True}
             options = tuple(str(o) for o in (args.get("options") or [])[:10])
+            back = await self._send_back(question)
+            if back is not None:
+                return {"content": [{"type": "text", "text": back}]}
             answer = await self._escalate(
                 Kind.QUESTION, f"{self.agent.name} asks", question, None, None, options, True
             )
@@ -133,7 +140,7 @@ class ToolGate:
         tool_input = pre.get("tool_input") or {}
         if self.deps.halted():
             return _hook_output("deny", HALTED)
-        decision = self.deps.policy.decide(self.agent.name, name, tool_input, self.agent.cwd)
+        decision, irreversible = self._decide(name, tool_input)
         if decision.action == Action.DENY:
             await self._blocked(name, tool_input, decision.reason, decision.rule)
             return _hook_output("deny", f"Blocked by Switchboard policy: {decision.reason}")
@@ -141,7 +148,7 @@ class ToolGate:
             return _hook_output("allow")
         if name in ("AskUserQuestion", "ExitPlanMode"):
             return _hook_output("ask", "needs the operator")
-        if await self._session_allowed(name, tool_input):
+        if not irreversible and await self._session_allowed(name, tool_input):
             return _hook_output("allow")
         return _hook_output("ask", decision.reason)
 
@@ -149,7 +156,7 @@ class ToolGate:
                            ctx: ToolPermissionContext) -> PermissionResult:
         if self.deps.halted():
             return PermissionResultDeny(message=HALTED, interrupt=True)
-        decision = self.deps.policy.decide(self.agent.name, name, tool_input, self.agent.cwd)
+        decision, irreversible = self._decide(name, tool_input)
         if decision.action == Action.DENY:
             await self._blocked(name, tool_input, decision.reason, decision.rule)
             return PermissionResultDeny(message=f"Blocked by Switchboard policy: "
@@ -158,7 +165,8 @@ class ToolGate:
             return await self._ask_user_question(tool_input)
         if name == "ExitPlanMode":
             return await self._exit_plan_mode(tool_input)
-        if decision.action == Action.ALLOW or await self._session_allowed(name, tool_input):
+        if decision.action == Action.ALLOW or (
+                not irreversible and await self._session_allowed(name, tool_input)):
             return PermissionResultAllow(updated_input=tool_input)
         # The body is short, the reason first so that no preview can push it out of sight;
         # the call itself goes whole into detail, which chats preview and send as a file.
@@ -166,11 +174,11 @@ class ToolGate:
         body = "\n\n".join(p for p in (f"Why asked: {decision.reason}", call.summary) if p)
         answer = await self._escalate(
             Kind.PERMISSION, f"{self.agent.name} wants to use {name}", body,
-            name, tool_input, PERMISSION_OPTIONS, False,
-            detail=call.text, detail_name=call.filename,
+            name, tool_input, IRREVERSIBLE_OPTIONS if irreversible else PERMISSION_OPTIONS,
+            False, detail=call.text, detail_name=call.filename,
         )
         if answer.decision in (Decision.ALLOW, Decision.ALLOW_SESSION):
-            if answer.decision == Decision.ALLOW_SESSION:
+            if answer.decision == Decision.ALLOW_SESSION and not irreversible:
                 await self.deps.store.escalations.allow_for_session(
                     self.agent.id, self.agent.session_id,
                     self.deps.policy.session_key(name, tool_input), name, answer.by,
@@ -181,8 +189,28 @@ class ToolGate:
 
     # -- escalation kinds ------------------------------------------------------------------------
 
+    def _decide(self, name: str, tool_input: dict[str, Any]) -> tuple[PolicyDecision, bool]:
+        """The policy's decision, and whether it is an irreversible step of a standing agent
+        (then it asks whatever the rules allow, and no session allowance covers it)."""
+        decision = self.deps.policy.decide(self.agent.name, name, tool_input, self.agent.cwd)
+        if decision.action == Action.DENY or getattr(self.agent, "charter", None) is None:
+            return decision, False
+        held = self.deps.policy.irreversible(name, tool_input, self.agent.cwd)
+        return (held, True) if held is not None else (decision, False)
+
+    async def _send_back(self, question: str) -> str | None:
+        """A standing agent's question its charter decides: the text that sends it back."""
+        return await send_back(self.deps.store, self.deps.escalations.clock.now(),
+                               self.agent.id, getattr(self.agent, "charter", None), question,
+                               turn_scope(self.agent))
+
     async def _ask_user_question(self, tool_input: dict[str, Any]) -> PermissionResult:
         answers: dict[str, str] = {}
+        texts = [str(q.get("question") or "") for q in tool_input.get("questions") or []
+                 if isinstance(q, dict)]
+        backs = [b for t in texts if (b := await self._send_back(t)) is not None]
+        if backs:  # not asked at all: the agent decides, and asks again only what is left
+            return PermissionResultDeny(message="\n".join(backs))
         for q in tool_input.get("questions") or []:
             if not isinstance(q, dict):
                 continue

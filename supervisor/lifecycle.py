@@ -10,15 +10,17 @@ _LIVE_OUT = frozenset({S.PAUSED, S.STOPPED, S.FAILED, S.KILLED})
 # From each state, where an agent may go. A state may also be "entered again" with a new
 # reason (a resumed session, a restarted supervisor): same-state changes are always allowed.
 TRANSITIONS: dict[AgentState, frozenset[AgentState]] = {
-    S.STARTING: frozenset({S.WORKING, S.IDLE}) | _LIVE_OUT,
+    S.STARTING: frozenset({S.WORKING, S.IDLE, S.RESUME_FAILED}) | _LIVE_OUT,
     S.WORKING: frozenset({S.IDLE, S.WAITING, S.STALLED, S.STARTING}) | _LIVE_OUT,
-    S.IDLE: frozenset({S.STARTING, S.WORKING, S.WAITING}) | _LIVE_OUT,
+    S.IDLE: frozenset({S.STARTING, S.WORKING, S.WAITING, S.RESUME_FAILED}) | _LIVE_OUT,
     S.WAITING: frozenset({S.WORKING, S.IDLE, S.STALLED}) | _LIVE_OUT,
     S.STALLED: frozenset({S.WORKING, S.WAITING, S.IDLE}) | _LIVE_OUT,
     S.PAUSED: frozenset({S.IDLE, S.WORKING, S.WAITING, S.STALLED, S.STARTING, S.STOPPED,
                          S.FAILED, S.KILLED}),
-    S.STOPPED: frozenset({S.STARTING, S.WORKING, S.IDLE, S.FAILED, S.KILLED}),
-    S.FAILED: frozenset({S.STARTING, S.WORKING, S.IDLE, S.STOPPED, S.KILLED}),
+    S.STOPPED: frozenset({S.STARTING, S.WORKING, S.IDLE, S.FAILED, S.KILLED, S.RESUME_FAILED}),
+    S.FAILED: frozenset({S.STARTING, S.WORKING, S.IDLE, S.STOPPED, S.KILLED, S.RESUME_FAILED}),
+    # Out only by the operator's choice: a fresh session (idle), a stop or a kill.
+    S.RESUME_FAILED: frozenset({S.IDLE, S.STOPPED, S.KILLED}),
     S.KILLED: frozenset(),
 }
 

@@ -154,7 +154,7 @@ class _Loader:
         where = f"{key}." if key else ""
         if not isinstance(data, dict):
             self.fail(key or "<top>", "must be a table")
-        allowed = {"default", "tools", "rules", "agents"} if top else {
+        allowed = {"default", "tools", "rules", "agents", "standing"} if top else {
             "default", "tools", "rules", "permission_mode"}
         for k in data:
             if k not in allowed:
@@ -208,6 +208,29 @@ class _Loader:
         patterns = tuple(self.path(p, f"{key}.path") for p in paths)
         return Rule(key, tools, tuple(zip(texts, commands, strict=True)), patterns, action, reason,
                     match == "prefix")
+
+    def standing(self, data: Any) -> _Section:
+        """[standing]: `irreversible`, rules (action ask unless given as deny) that every
+        standing agent's call is checked against as well; no default, no tools."""
+        if not isinstance(data, dict):
+            self.fail("standing", "must be a table")
+        for k in data:
+            if k != "irreversible":
+                self.fail(f"standing.{k}", "unknown key (expected irreversible)")
+        raw = data.get("irreversible", [])
+        if not isinstance(raw, list):
+            self.fail("standing.irreversible", "must be an array of tables "
+                      "([[standing.irreversible]])")
+        rules = []
+        for i, r in enumerate(raw):
+            key = f"standing.irreversible[{i}]"
+            if not isinstance(r, dict):
+                self.fail(key, "must be a table")
+            r = {"action": "ask", "reason": "an irreversible step", **r}
+            if r["action"] == "allow":
+                self.fail(f"{key}.action", "must be ask or deny: these rules only hold calls back")
+            rules.append(self.rule(r, key))
+        return _Section("standing.", Action.ALLOW, (), tuple(rules), None)
 
     def command(self, text: str, key: str) -> tuple[Stage, ...]:
         stages = []
@@ -272,18 +295,20 @@ class Policy:
     ProtectedPaths) are never read or written; writing a file whose change alters what agents
     run (.claude/, CLAUDE.md, .mcp.json, .git/, shell start-up files...) is always asked."""
 
-    __slots__ = ("source", "protected", "_base", "_agents")
+    __slots__ = ("source", "protected", "_base", "_agents", "_standing")
 
     def __init__(self, base: _Section, agents: tuple[tuple[str, _Section], ...],
-                 source: str, protected: ProtectedPaths | None = None) -> None:
+                 source: str, protected: ProtectedPaths | None = None,
+                 standing: _Section | None = None) -> None:
         self.source = source
         self.protected = ProtectedPaths.default() if protected is None else protected
         self._base = base
         self._agents = agents
+        self._standing = standing
 
     def with_protected(self, protected: ProtectedPaths) -> Policy:
         """The same rules, protecting these Switchboard files."""
-        return Policy(self._base, self._agents, self.source, protected)
+        return Policy(self._base, self._agents, self.source, protected, self._standing)
 
     @classmethod
     def load(cls, path: Path | None, *, protected: ProtectedPaths | None = None) -> Policy:
@@ -306,8 +331,45 @@ class Policy:
         agents = data.get("agents", {})
         if not isinstance(agents, dict):
             loader.fail("agents", "must be a table of [agents.NAME] tables")
+        standing = data.get("standing")
         return cls(base, tuple((name, loader.section(a, f"agents.{name}", top=False))
-                               for name, a in agents.items()), source, protected)
+                               for name, a in agents.items()), source, protected,
+                   loader.standing(standing) if standing is not None else _default_standing())
+
+    def irreversible(self, tool_name: str, tool_input: dict, cwd: str) -> Decision | None:
+        """For a standing agent: the [standing] irreversible rule this call matches (ask or
+        deny), or None. Bash is read by the same shell analysis as every rule, so a push
+        inside bash -c, eval, $( ), a variable or a wrapper matches too; a command whose
+        program cannot be told counts as irreversible (it could be a push)."""
+        if self._standing is None or not self._standing.rules:
+            return None
+        overlay = Policy(self._standing, (), self.source, self.protected)
+        d = overlay.decide("", tool_name, tool_input, cwd)
+        if d.action is not Action.ALLOW and (d.rule.startswith("standing.")
+                                             or d.rule in _UNREADABLE):
+            return Decision(d.action, f"irreversible for a standing agent: {d.reason}", d.rule)
+        command = tool_input.get("command") if isinstance(tool_input, Mapping) else None
+        if tool_name == "Bash" and isinstance(command, str):
+            return self._in_inline_code(command, cwd)
+        return None
+
+    def _in_inline_code(self, command: str, cwd: str) -> Decision | None:
+        """python -c "os.system('git push')" runs a push the shell never sees: the words
+        given to an interpreter (its inline code) are searched for an irreversible command's
+        words, in order, close together (a crude reading that errs towards asking)."""
+        assert self._standing is not None
+        for seg in analyse(command, cwd).segments:
+            if seg.kind not in (Kind.RUN, Kind.LAYER) or not any(
+                    fnmatchcase(seg.program, p) for p in _INTERPRETERS):
+                continue
+            tokens = [t.rsplit("/", 1)[-1] for t in _TOKEN.findall(" ".join(seg.args))]
+            for rule in self._standing.rules:
+                for text, stages in rule.commands:
+                    if len(stages) == 1 and _near(stages[0], tokens):
+                        return Decision(rule.action, f"irreversible for a standing agent: "
+                                        f"{rule.reason} (in the inline code of {seg.program})",
+                                        f"{rule.key}: {text}")
+        return None
 
     def _sections(self, agent: str) -> list[_Section]:
         """The agent's own table first, then tables whose name is a glob matching it, then ours."""
@@ -542,6 +604,35 @@ class Policy:
         if tool_name in PATH_TOOLS and path:
             return f"{'edit' if tool_name in EDIT_TOOLS else tool_name}:{normpath(path)}"
         return f"{tool_name}:{_json(inp)}"
+
+
+# Decisions of a command we cannot read: for a standing agent, it could be an irreversible step.
+_UNREADABLE = frozenset({"cannot tell what runs", "unparseable command", "empty command",
+                         "internal error"})
+_DEFAULT_STANDING: list[_Section] = []
+_INTERPRETERS = ("python*", "pypy*", "node", "nodejs", "deno", "bun", "perl*", "ruby*", "php*",
+                 "lua*", "Rscript", "osascript", "tclsh", "*awk")
+_TOKEN = re.compile(r"[^\s'\"`();,\[\]{}+]+")
+_NEAR = 6  # the further words of a pattern must follow the program within this many words
+
+
+def _near(stage: Stage, tokens: list[str]) -> bool:
+    progs, rest = stage[0], stage[1:]
+    for i, tok in enumerate(tokens):
+        if not any(fnmatchcase(tok, p) for p in progs):
+            continue
+        window = tokens[i + 1:i + 1 + _NEAR]
+        if all(any(fnmatchcase(t, alt) for t in window for alt in word) for word in rest):
+            return True
+    return False
+
+
+def _default_standing() -> _Section:
+    """The built-in [standing] table: a policy file without one keeps the default list."""
+    if not _DEFAULT_STANDING:
+        data = tomllib.loads(DEFAULT_POLICY.read_text(encoding="utf-8"))
+        _DEFAULT_STANDING.append(_Loader(str(DEFAULT_POLICY)).standing(data.get("standing", {})))
+    return _DEFAULT_STANDING[0]
 
 
 def _searches(seg: Segment) -> bool:

@@ -7,9 +7,11 @@ import logging
 import os
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from store import Store
 from store.agents import LIVE_STATES
@@ -24,19 +26,27 @@ from supervisor.events import AgentState, EventHub, StateChanged
 from supervisor.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
 from supervisor.ingest import EventIngest
 from supervisor.killswitch import KillSwitch
+from supervisor.persistence import Persistence
 from supervisor.policy import Policy, PolicyError
 from supervisor.process import install_launcher, resolve_cli, sweep
 from supervisor.protected import ProtectedPaths
 from supervisor.recovery import RERUN_TOOL, answer_hook, report_interrupted
+from supervisor.repos import Repos
+from supervisor.repos.tools import repo_tools
 from supervisor.retention import Retention
 from supervisor.runner import AgentRunner, RunnerDeps
 from supervisor.sandbox import Isolation, describe, hide_in, probe, unwritable_reason
+from supervisor.standing import StandingAgents
 from supervisor.storage import StorageGuard
 from supervisor.timers import EscalationTimers
+from supervisor.transcripts import FRESH_TOOL, restart_note
+from supervisor.transcripts import answer_hook as fresh_answer_hook
 from supervisor.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
 
+# Permission modes in which the CLI may run a call without asking can_use_tool first.
+UNASKED_MODES = ("bypassPermissions", "auto")
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")
 ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 
@@ -128,6 +138,9 @@ class AgentPool:
             on_timeout=settings.approval_on_timeout,
         ), clock)
         self.escalations.on_answer(RERUN_TOOL, answer_hook(self))
+        self.escalations.on_answer(FRESH_TOOL, fresh_answer_hook(self))
+        self.session_store: Any = None  # transcripts in the bucket (store/gcs_sessions.py)
+        self._store_problem: str | None = None
         self.timers = EscalationTimers(self.escalations, clock)
         self.storage = StorageGuard(store, self.escalations, clock)
         self.killswitch = KillSwitch(settings, store, self, clock)
@@ -146,9 +159,15 @@ class AgentPool:
                                    per_agent=settings.event_retention_per_agent,
                                    interval_s=settings.retention_interval_s, clock=clock)
         self._retention_task: asyncio.Task[None] | None = None
+        self.standing = StandingAgents(self)  # the wake path (the scheduler's), send-backs
         self._watchdog_task: asyncio.Task[None] | None = None
         self.roles: dict[str, tuple[str, ...]] = {}  # agent id -> its roles (from /team)
         self.isolation: Isolation | None = None
+        self.repos = Repos(self)  # registered repositories and agents' worktrees
+        # More in-process MCP tools per agent (the scheduler's schedule_wakeup), besides the bus's.
+        self.tool_makers: dict[str, Callable[[AgentRunner], list[Any]]] = {}
+        # The bucket's side (snapshots, leases), set by the composition root before start.
+        self.persistence: Persistence | None = None
 
     async def __aenter__(self) -> AgentPool:
         try:
@@ -166,6 +185,8 @@ class AgentPool:
             return self.recovery or RecoveryReport((), (), 0)
         real_cli = resolve_cli(self.settings)
         self.isolation = iso = await asyncio.to_thread(probe, self.settings, real_cli)
+        if self.settings.gcs_bucket:
+            await self._connect_session_store()
         if iso.ok:
             logger.info("isolation: %s", iso.detail)
         else:
@@ -185,19 +206,27 @@ class AgentPool:
             isolation=iso,
             peer_dirs=self._peer_dirs,
             clock=self.clock,
-            agent_tools=lambda runner: bus_tools(self.bus, runner, FleetHooks(
-                self._roster, self._wait_idle, self._spawn_child)),
+            agent_tools=lambda runner: [
+                *bus_tools(self.bus, runner, FleetHooks(self._roster, self._wait_idle,
+                                                        self._spawn_child)),
+                *repo_tools(self.repos, runner.id),
+                *(t for make in self.tool_makers.values() for t in make(runner))],
+            repo_wall=self.repos.wall,
+            session_store=self.session_store,
+            before_start=self._before_start,
             ingest=self.ingest,
         )
         await self.ingest.start()
         await self.killswitch.start()
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
+        self.settings.context_dir.mkdir(parents=True, exist_ok=True)  # the shared context
         # Anything tagged with this data directory is left over from a previous run.
         swept = await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
         if swept:
             logger.warning("swept leftover agent processes count=%d pids=%s", len(swept), swept)
         resumed = []
         rows = await self.store.agents.list()
+        await self._take_leases([r.id for r in rows if r.state in LIVE_STATES])
         # Turns the previous supervisor left running: reported, never replayed unasked (the
         # bus drops the operator's messages they held, and delivers agents' messages again).
         interrupted = await report_interrupted(
@@ -206,13 +235,18 @@ class AgentPool:
         await self.bus.start()  # leases of the dead supervisor go back to the queue
         self.roles = await self.store.bus.roles()
         waiting: list[AgentRunner] = []  # their loops start once the notes below are queued
+        restarted_at = self.clock.now()
+        charters = await self.store.charters.all()
         for row in rows:
-            runner = AgentRunner(row, self._deps, self.bus.inbox(row.id, row.name))
+            runner = AgentRunner(row, self._deps, self.bus.inbox(row.id, row.name),
+                                 charter=charters.get(row.id))
             if row.state == AgentState.KILLED:
                 self._runners[row.id] = runner  # kept for /status and /logs; it has no loop
                 continue
             if runner.state.live:
-                await runner.recover()
+                last = await self.store.turns.recent(row.id, 1)
+                await runner.recover(restart_note(
+                    restarted_at, bool(last) and last[0].status == "interrupted"))
                 resumed.append(row.name)
             await self.store.agents.update(row.id, launcher_pid=None, cli_pid=None)
             self._runners[row.id] = runner
@@ -224,6 +258,12 @@ class AgentPool:
                 None, "⚠ Agents run WITHOUT isolation" if allowed
                 else "⚠ Agents are refused: this host cannot isolate them",
                 describe(iso, allowed))
+        if self._store_problem is not None:
+            await self.escalations.notify(
+                None, "⚠ Session transcripts are not copied to the bucket",
+                f"No GCS client for {self.settings.gcs_bucket}: {self._store_problem}. Agents "
+                "run, but a new container could not resume their sessions. Fix the credentials "
+                "(GOOGLE_APPLICATION_CREDENTIALS or the service account) and restart.")
         # Questions whose asker died with the previous supervisor: close them, tell the
         # operator, and give the agent a note so it knows its request went unanswered.
         for orphan in await self.escalations.expire_orphans("the supervisor restarted"):
@@ -233,15 +273,48 @@ class AgentPool:
                     f"[Switchboard] Your earlier request was not answered because the supervisor "
                     f"restarted: {orphan.title}. If you still need it, ask again."
                 )
+        await self.repos.load()  # before the loops: a first turn's sandbox shows its worktree
         # Now the loops: what the dead supervisor had leased and these notes arrive together.
         for runner in waiting:
             self._adopt(runner)
         await self.timers.start()  # after expire_orphans: stored reminders and timeouts fire
+        await self.repos.start()  # the agents are known: dead agents' worktrees are collected
         self.recovery = RecoveryReport(tuple(swept), tuple(resumed), interrupted)
         self._watchdog_task = asyncio.create_task(self.watchdog.run(), name="watchdog")
         self._retention_task = asyncio.create_task(self.retention.run(), name="retention")
         self.storage.start()
         return self.recovery
+
+    async def _connect_session_store(self) -> None:
+        """Transcripts to the bucket. A client that cannot be made (no credentials, no
+        library) is reported, and agents run without the mirror rather than not at all."""
+        from store.gcs_sessions import GcsSessionStore
+
+        try:
+            self.session_store = await asyncio.to_thread(
+                GcsSessionStore.connect, self.settings.gcs_bucket or "",
+                self.settings.gcs_sessions_prefix, self.settings.gcs_client_kwargs())
+        except Exception as exc:  # noqa: BLE001 - any client error: reported, not fatal
+            logger.error("session transcripts: no GCS client: %s", exc)
+            self._store_problem = str(exc)
+
+    async def _take_leases(self, agent_ids: list[str]) -> None:
+        """Every live agent's lease in the bucket in one round (one settle delay)."""
+        if self.persistence is not None:
+            self.persistence.on_lost = self._lease_lost
+            await self.persistence.take(agent_ids)
+
+    async def _lease_lost(self, agent_id: str) -> None:
+        """Another supervisor took this agent's lease: its process here ends at once (the
+        agent stays resumable: the other one drives it now)."""
+        runner = self._runners.get(agent_id)
+        if runner is not None:
+            await runner.close_for_shutdown()
+
+    async def _before_start(self, agent_id: str) -> None:
+        """Before an agent's process starts: its lease (AgentFailed if another holds it)."""
+        if self.persistence is not None:
+            await self.persistence.before_start(agent_id)
 
     def _adopt(self, runner: AgentRunner) -> None:
         self._runners[runner.id] = runner
@@ -299,7 +372,11 @@ class AgentPool:
                                r.id, why)
 
     async def _ask_operator(self, agent_id: str, title: str, question: str) -> str:
-        """A bus question to the operator: an escalation like ask_operator's; its answer."""
+        """A bus question to the operator: an escalation like ask_operator's; its answer.
+        A standing agent's question its charter decides is sent back to it instead, once."""
+        back = await self.standing.send_back_for(agent_id, question)
+        if back is not None:
+            return back
         row = await self.escalations.open(agent_id=agent_id, kind=Kind.QUESTION, title=title,
                                           body=question, free_text=True)
         answer = await self.escalations.wait(row)
@@ -369,17 +446,17 @@ class AgentPool:
         project_settings: bool = False,
         by: str = "operator",
         role: str | None = None,
+        charter: str | None = None,
+        agent_id: str | None = None,
     ) -> AgentRunner:
+        """`agent_id`: chosen by the caller (a worktree is made for it first: supervisor/repos)."""
         deps = self._require_running()  # the kill switch is checked by supervisor.api
         await self.storage.ensure_writable()
         self.check_isolation()
         _check_names(name, role)
         if await self.store.agents.live_name_taken(name):
             raise AgentExists(name)
-        mode = permission_mode or self.policy.permission_mode(name, self.settings.permission_mode)
-        if mode not in PERMISSION_MODES:
-            raise InvalidRequest(f"unknown permission mode {mode!r}; use one of "
-                                 + ", ".join(PERMISSION_MODES))
+        mode = self._mode(name, permission_mode, standing=charter is not None)
         if len(prompt) > self.settings.max_prompt_chars:
             raise InvalidRequest(
                 f"the prompt is {len(prompt):,} characters; the limit is "
@@ -395,7 +472,7 @@ class AgentPool:
                                      f"{parent_runner.state}; spawn children of live agents")
             parent_id = parent_runner.id
         await self._admit(parent_id, by)
-        agent_id = new_agent_id()
+        agent_id = agent_id or new_agent_id()
         if cwd:
             workdir = Path(cwd).expanduser().resolve()  # noqa: ASYNC240 - one stat
             if not workdir.is_dir():
@@ -414,15 +491,29 @@ class AgentPool:
             )
         except Conflict:
             raise AgentExists(name) from None  # a concurrent spawn took the name first
+        if charter is not None:  # before its first turn: the charter is in its system prompt
+            await self.store.charters.set(agent_id, charter, now=self.clock.now())
         workdir.mkdir(parents=True, exist_ok=True)
         if cwd:
             await self._hide_from_peers(workdir)
-        runner = AgentRunner(row, deps, self.bus.inbox(row.id, row.name))
+        runner = AgentRunner(row, deps, self.bus.inbox(row.id, row.name), charter=charter)
         await self._give_role(agent_id, role)
         self._adopt(runner)
         await runner.submit(prompt)
         logger.info("agent spawned agent=%s name=%s parent=%s", agent_id, name, parent_id)
         return runner
+
+    def _mode(self, name: str, asked: str | None, *, standing: bool) -> str:
+        mode = asked or self.policy.permission_mode(name, self.settings.permission_mode)
+        if mode not in PERMISSION_MODES:
+            raise InvalidRequest(f"unknown permission mode {mode!r}; use one of "
+                                 + ", ".join(PERMISSION_MODES))
+        if standing and mode in UNASKED_MODES:
+            raise InvalidRequest(
+                f"a standing agent cannot run in permission mode {mode}: the CLI could run an "
+                "irreversible step without asking. Use default, acceptEdits, plan or dontAsk "
+                "(check the policy's [agents] permission_mode too)")
+        return mode
 
     async def _give_role(self, agent_id: str, role: str | None) -> None:
         """Before its first turn, so messages to the role reach it from the start."""
@@ -491,6 +582,7 @@ class AgentPool:
         )
         for r in targets:  # their queued messages will never be read: senders are told
             await self.bus.dead_letter(r.id, f"{r.name} was killed")
+        self.repos.gc_soon()  # their worktrees: archived if need be, then removed
         return targets
 
     # -- shutdown --------------------------------------------------------------------------------
@@ -513,6 +605,7 @@ class AgentPool:
             return
         self.state = PoolState.CLOSED
         await self.timers.stop()  # no timeout acts on an agent that is shutting down
+        await self.repos.close()
         self.killswitch.close()
         for loop_task in (self._watchdog_task, self._retention_task):
             if loop_task is not None:
@@ -542,6 +635,8 @@ class AgentPool:
             logger.exception("could not record the shutdown in the store")
         finally:
             await self.storage.close()  # after a delete or replace: the copy, up to date
+            if self.session_store is not None:
+                self.session_store.close()
             if self._deps is not None:
                 await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
 

@@ -23,7 +23,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -292,8 +292,19 @@ class AgentProcess:
                     self.cli_pid = child
                     break
 
-    async def query(self, prompt: str) -> None:
-        await self.client.query(prompt)
+    async def query(self, prompt: str, note: str | None = None) -> None:
+        """Send a turn. `note` (from Switchboard, e.g. "you were restarted") goes first, as a
+        text block of its own: the prompt stays the message's last text block."""
+        if note is None:
+            await self.client.query(prompt)
+            return
+
+        async def message() -> AsyncIterator[dict[str, Any]]:
+            yield {"type": "user", "parent_tool_use_id": None,
+                   "message": {"role": "user", "content": [{"type": "text", "text": note},
+                                                           {"type": "text", "text": prompt}]}}
+
+        await self.client.query(message())
 
     def responses(self) -> AsyncIterator[Message]:
         return self.client.receive_response()

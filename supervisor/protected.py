@@ -96,12 +96,17 @@ class ProtectedPaths:
     extra: tuple[Path | str, ...] = ()  # more files or directories (CLAUDE_CONFIG_DIR...)
     _home: tuple[str, ...] = field(init=False, repr=False, compare=False, default=())
     _files: tuple[str, ...] = field(init=False, repr=False, compare=False, default=())
+    _shared: tuple[str, ...] = field(init=False, repr=False, compare=False, default=())
 
     def __post_init__(self) -> None:
         def forms(p: Path | str | None) -> tuple[str, ...]:
             return () if p is None or str(p) == "" else _forms(normpath(str(p), os.getcwd()))
 
         object.__setattr__(self, "_home", forms(self.home))
+        # home/context, the shared context every agent reads and writes, is theirs, not ours
+        # (a link in it to anything else of ours is still ours: its target is checked too).
+        object.__setattr__(self, "_shared", tuple(h.rstrip("/") + "/context"
+                                                  for h in self._home))
         files = [self.settings, self.policy, self.credentials, *self.extra]
         object.__setattr__(self, "_files", tuple(f for p in files for f in forms(p)))
 
@@ -120,6 +125,7 @@ class ProtectedPaths:
             return True
         mine = self.workspace(agent_cwd)
         return any(_under(p, h) and not (mine and _under(p, mine))
+                   and not any(_under(p, s) for s in self._shared)
                    for p in paths for h in self._home)
 
     def holds(self, root: str) -> bool:

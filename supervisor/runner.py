@@ -14,17 +14,26 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKError, ResultMessage
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+    ClaudeSDKError,
+    ResultMessage,
+    SessionStore,
+    SystemMessage,
+)
+from claude_agent_sdk.types import SystemPromptPreset
 
 from store import Store
 from store.agents import AgentRow
 from store.errors import StoreError
 from supervisor import launcher as launcher_module
+from supervisor.charter import system_prompt as charter_prompt
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
-from supervisor.errors import AgentFailed, AgentNotRunning, InvalidRequest
+from supervisor.context_sync import context_note
+from supervisor.errors import AgentFailed, AgentNotRunning, InvalidRequest, ResumeFailed
 from supervisor.escalations import Escalations
 from supervisor.events import AgentOutput, AgentState, EventHub, StateChanged, TurnFinished
 from supervisor.gate import GateDeps, ToolGate
@@ -43,10 +52,13 @@ from supervisor.records import (
     turn_status,
 )
 from supervisor.sandbox import Isolation, agent_dirs, bwrap_args, prepare, sandbox_env
+from supervisor.scheduler import quiet_turn
+from supervisor.transcripts import FRESH_TOOL, MirrorOnly, bring_back, report_resume_failed
 
 logger = logging.getLogger(__name__)
 
 IDLE_POLL_S = 1.0
+NO_SESSION = "No conversation found with session ID"  # the CLI's words for a lost session
 # A turn the API failed with a passing error is continued after each of these waits.
 API_RETRY_WAITS_S = (0.5, 4.0, 15.0)
 API_RETRY_PROMPT = ("[Switchboard] The API failed with a passing error (HTTP {status}) before "
@@ -70,6 +82,12 @@ class RunnerDeps:
     peer_dirs: Callable[[str], tuple[str, ...]] = lambda _agent_id: ()  # others' --cwd
     clock: Clock = SYSTEM_CLOCK
     agent_tools: Callable[[AgentRunner], list[Any]] = lambda _runner: []  # the bus's MCP tools
+    session_store: Any = None  # store.gcs_sessions.GcsSessionStore when a bucket is configured
+    # The agent's worktree as its sandbox sees it (supervisor/repos: mounts and environment).
+    repo_wall: Callable[[str], Any] = lambda _agent_id: None
+    # Awaited before the agent's process starts; raises AgentFailed to refuse (the lease in the
+    # bucket is held by another supervisor: supervisor/persistence.py).
+    before_start: Callable[[str], Awaitable[None]] | None = None
     ingest: EventIngest | None = None  # batched event writes; None: each event written alone
 
 
@@ -84,8 +102,10 @@ NATIVE_TOOLS_DISALLOWED = (
 
 
 class AgentRunner:
-    def __init__(self, row: AgentRow, deps: RunnerDeps, inbox: Inbox | None = None) -> None:
+    def __init__(self, row: AgentRow, deps: RunnerDeps, inbox: Inbox | None = None,
+                 charter: str | None = None) -> None:
         self.id = row.id
+        self.charter = charter  # a standing agent's (docs/standing-agents.md), else None
         self.name = row.name
         self.parent_id = row.parent_id
         self.model = row.model
@@ -102,6 +122,12 @@ class AgentRunner:
         self._not_paused = asyncio.Event()
         if self.state != AgentState.PAUSED:
             self._not_paused.set()
+        # Cleared in resume_failed: the loop holds its message until the operator chooses.
+        self._resumable = asyncio.Event()
+        if self.state != AgentState.RESUME_FAILED:
+            self._resumable.set()
+        self._note: str | None = None  # told the agent with its next turn (a restart, a summary)
+        self._mirror_warned = False
         self._proc: AgentProcess | None = None
         self._turn_done = asyncio.Event()
         self._turn_done.set()
@@ -114,15 +140,19 @@ class AgentRunner:
         self.turn_started_at: float | None = None
         self.first_event_at: float | None = None
         self._open_escalations = 0
-        # An interrupt that came before the turn's prompt reached the CLI: sent right after.
+        # An interrupt that came before the CLI began the turn: sent once it has.
         self._interrupt_pending = False
-        self._query_sent = False
+        self._turn_begun = False
         self._paused_by_timeout = False
         self.budget_blocked: str | None = None
         self._budget_day = 0
         self.session_started_at: float | None = None  # when the current CLI process started
         self.last_activity_at = deps.clock.now()
         self.ttl_warned = False
+        # A scheduled run's agent: a turn that went well is no news (the schedule's notify
+        # policy says what reaches the operator); a failed one still is.
+        self.quiet_turns = False
+        self._quiet_turn = False  # this turn: quiet_turns, or only such scheduled messages
         self.gate = ToolGate(self, GateDeps(deps.store, deps.policy, deps.escalations,
                                             lambda: deps.killswitch.halted,
                                             lambda: deps.agent_tools(self)))
@@ -145,11 +175,35 @@ class AgentRunner:
     def busy(self) -> bool:
         return not self._turn_done.is_set()
 
+    @property
+    def standing(self) -> bool:
+        """Spawned with a charter: no session TTL, parked when idle, irreversible steps ask."""
+        return self.charter is not None
+
     async def submit(self, text: str) -> int:
         """Queue a message (stored before this returns); it becomes the next turn. Returns
         how many are ahead of it."""
+        if self.state == AgentState.RESUME_FAILED and not any(
+                e.tool_name == FRESH_TOOL for e in await self._deps.escalations.pending(self.id)):
+            # "Leave it" was the answer before: asked again, since a message came.
+            await report_resume_failed(self._deps.escalations, self.id, self.name,
+                                       self._resume_reason, text)
+        self.admit(text)
+        ahead = len(self._inbox) + (1 if self.busy else 0)
+        await self._inbox.put(text)
+        return ahead
+
+    @property
+    def _resume_reason(self) -> str:
+        return (self.last_error or "").removeprefix("resume failed: ")
+
+    def admit(self, text: str) -> None:
+        """Raises what would refuse `text` as a next turn: killed, the kill switch, over
+        budget, in a crash loop, too long or empty (a wake is checked like an /ask)."""
         if self.state == AgentState.KILLED:
             raise AgentNotRunning(self.name, self.state, "message")
+        if self.state == AgentState.RESUME_FAILED:
+            raise ResumeFailed(self.name, self._resume_reason)
         self._deps.killswitch.check()
         if self.budget_blocked and self._budget_day != int(day_start(clock=self._deps.clock)):
             self.budget_blocked = None  # budgets are per day: a new day, a new budget
@@ -172,9 +226,6 @@ class AgentRunner:
             )
         if not text.strip():
             raise InvalidRequest("the message is empty")
-        ahead = len(self._inbox) + (1 if self.busy else 0)
-        await self._inbox.put(text)
-        return ahead
 
     async def run(self) -> None:
         """The agent's loop: one turn at a time, for as long as it is not killed."""
@@ -188,6 +239,7 @@ class AgentRunner:
                 await self._inbox.ack(item, consumed=False)
                 break
             await self._not_paused.wait()
+            await self._resumable.wait()  # resume failed: held until the operator chooses
             if self.state == AgentState.KILLED:
                 break
             if self._deps.killswitch.halted:
@@ -261,6 +313,23 @@ class AgentRunner:
             finally:
                 self._stopping = False
 
+    async def park(self, idle_s: float) -> bool:
+        """A standing agent idle for `idle_s`: its CLI is closed, the agent stays idle with its
+        session, and the next message starts the CLI again with resume=<session id>."""
+        async with self._lifecycle:
+            proc = self._proc
+            if (proc is None or self.busy or self._stopping or self.queued
+                    or self.state != AgentState.IDLE or self._open_escalations):
+                return False
+            self._proc = None  # from here a new turn starts a CLI of its own
+            await proc.close(kill=True, timeout_s=self._deps.settings.stop_grace_s)
+            with contextlib.suppress(StoreError):
+                await self._deps.store.agents.update(self.id, launcher_pid=None, cli_pid=None)
+            if self.state == AgentState.IDLE:
+                await self._set_state(AgentState.IDLE, f"parked after {idle_s:.0f}s idle; a "
+                                      "message or schedule resumes its session")
+            return True
+
     async def kill(self, reason: str = "killed by operator") -> list[int]:
         """SIGTERM, bounded wait, SIGKILL, sweep. Returns the pids that had to be SIGKILLed."""
         async with self._lifecycle:
@@ -277,6 +346,7 @@ class AgentRunner:
                 forced = await asyncio.to_thread(sweep, self.tag + "\0")
             await self._set_state_held(AgentState.KILLED, reason)
             self._not_paused.set()
+            self._resumable.set()
             self._inbox.wake()
             return forced
 
@@ -285,7 +355,7 @@ class AgentRunner:
         proc = self._proc
         if not self.busy:
             return False
-        if proc is None or not proc.alive() or not self._query_sent:
+        if proc is None or not proc.alive() or not self._turn_begun:
             self._interrupt_pending = True  # the turn is being set up: interrupted once sent
             return True
         await self._interrupt(proc)
@@ -332,12 +402,43 @@ class AgentRunner:
         if self._paused_by_timeout and self.state == AgentState.PAUSED:
             await self.resume()
 
-    async def recover(self) -> None:
-        """After a supervisor restart: no process yet; the session resumes on the next message."""
+    async def recover(self, note: str | None = None) -> None:
+        """After a supervisor restart: no process yet; the session resumes on the next message,
+        which tells the agent `note` (that it was restarted, and whether its turn was cut)."""
+        if self.session_id and note:
+            self._note = note
         if self.state.live and self.state != AgentState.PAUSED:
             await self._set_state(
                 AgentState.IDLE, "supervisor restarted; the session resumes on the next message"
             )
+
+    async def start_fresh(self, summary: str, *, by: str, prompt: str = "") -> None:
+        """The operator's answer to a failed resume: a new session whose first turn tells the
+        agent `summary`, with `prompt` (the message that met the failure) as its message."""
+        async with self._lifecycle:
+            if self.state != AgentState.RESUME_FAILED:
+                raise AgentNotRunning(self.name, self.state, "start a fresh session of")
+            self.session_id = None
+            self._baseline = {}  # the CLI's cumulative cost starts again with a new session
+            await self._deps.store.agents.update(self.id, session_id=None, cost_baseline={},
+                                                 last_error=None)
+            self.last_error = None
+            self._note = summary
+            await self._set_state(AgentState.IDLE, f"fresh session, asked by {by}")
+            # The failed turn's message went back to the queue held (an operator's was dropped,
+            # as with any failed turn): a new message releases what is held and is the turn.
+            await self._inbox.put(prompt if prompt and not len(self._inbox) else
+                                  "[Switchboard] Continue your task from where it was.")
+            self._resumable.set()
+
+    async def _resume_failed(self, reason: str, prompt: str) -> None:
+        """Deterministic: the state says so, the operator is asked once, nothing retries."""
+        self._resumable.clear()
+        self.last_error = f"resume failed: {reason}"
+        logger.warning("resume failed agent=%s name=%s: %s", self.id, self.name, reason)
+        await self._deps.store.agents.update(self.id, last_error=self.last_error)
+        await self._set_state(AgentState.RESUME_FAILED, reason)
+        await report_resume_failed(self._deps.escalations, self.id, self.name, reason, prompt)
 
     def halting(self) -> None:
         """The kill switch is about to SIGKILL everything: a dying CLI is not a failure."""
@@ -355,6 +456,7 @@ class AgentRunner:
             await self._deps.escalations.cancel_for_agent(self.id, reason)
         await self._set_state_held(AgentState.KILLED, reason)
         self._not_paused.set()
+        self._resumable.set()
         self._inbox.wake()
 
     async def close_for_shutdown(self) -> None:
@@ -414,18 +516,19 @@ class AgentRunner:
         if not iso.ok:
             if not deps.settings.allow_unisolated_agents:
                 raise AgentFailed(None, "", f"agents are not started unisolated: {iso.problem}")
-            return {}
+            wall = deps.repo_wall(self.id)
+            return dict(wall.env) if wall is not None else {}
         dirs = agent_dirs(deps.settings, self.id)
         prepare(deps.settings, iso, dirs, Path(self.cwd), env)
+        wall = deps.repo_wall(self.id)
         argv = bwrap_args(deps.settings, iso, dirs, Path(self.cwd), env, deps.real_cli,
                           ro_extra=(deps.launcher,),
-                          peers=(Path(p) for p in deps.peer_dirs(self.id)))
-        return sandbox_env(iso, dirs, argv, Path(self.cwd))
+                          peers=(Path(p) for p in deps.peer_dirs(self.id)),
+                          binds=wall.binds if wall is not None else ())
+        return sandbox_env(iso, dirs, argv, Path(self.cwd)) | (wall.env if wall else {})
 
-    def _options(self) -> ClaudeAgentOptions:
+    def _options(self, env: dict[str, str]) -> ClaudeAgentOptions:
         settings = self._deps.settings
-        env = settings.agent_environment()
-        env.update(self._sandbox(env))
         keys = sorted(k for k in env if k not in launcher_module.CONTROL)
         env.update(
             {
@@ -444,7 +547,7 @@ class AgentRunner:
             hooks=self.gate.hooks(),  # type: ignore[arg-type]
             mcp_servers=self.gate.mcp_servers(),
             permission_mode=self.permission_mode,  # type: ignore[arg-type]
-            system_prompt={"type": "preset", "preset": "claude_code"},
+            system_prompt=self._system_prompt(),
             resume=self.session_id,
             max_buffer_size=settings.max_line_bytes,
             # Only what Switchboard gives the agent: no user, project or local settings (their
@@ -453,21 +556,58 @@ class AgentRunner:
             setting_sources=["project"] if self.project_settings else [],
             strict_mcp_config=not self.project_settings,
             disallowed_tools=list(NATIVE_TOOLS_DISALLOWED),
+            # The bucket gets every transcript line as it is written ("eager"), so a container
+            # lost in the middle of a turn loses none of it.
+            session_store=cast(SessionStore, MirrorOnly(self._deps.session_store))
+            if self._deps.session_store is not None else None,
+            session_store_flush="eager",
         )
 
-    async def _start_process(self) -> AgentProcess:
+    def _system_prompt(self) -> SystemPromptPreset:
+        notes = [context_note(self._deps.settings)]
+        if self.charter is not None:
+            notes.append(charter_prompt(self.charter))
+        return {"type": "preset", "preset": "claude_code", "append": "\n\n".join(notes)}
+
+
+    def _env(self) -> dict[str, str]:
+        env = self._deps.settings.agent_environment()
+        cwd = Path(self.cwd)
+        if not cwd.is_dir() and cwd.is_relative_to(self._deps.settings.workspaces.resolve()):
+            cwd.mkdir(parents=True)  # a new container: the workspace comes back empty
+        env.update(self._sandbox(env))
+        return env
+
+    async def _start_process(self, prompt: str = "") -> AgentProcess | None:
+        """A new CLI, resuming the session if there is one; None if it cannot be resumed."""
+        if self._deps.before_start is not None:
+            await self._deps.before_start(self.id)
         await self._set_state(
             AgentState.STARTING, f"resuming session {self.session_id}" if self.session_id else ""
         )
-        proc = AgentProcess(tag=self.tag, options=self._options())
+        env = self._env()
+        if self.session_id and self._deps.session_store is not None:
+            why = await bring_back(self._deps.session_store, env, self.cwd, self.session_id,
+                                   self._deps.isolation)
+            if why is not None:
+                await self._resume_failed(why, prompt)
+                return None
+        proc = AgentProcess(tag=self.tag, options=self._options(env))
         try:
             await proc.start()
         except (ClaudeSDKError, OSError, TimeoutError) as exc:
             await proc.kill(0)
+            if self.session_id and NO_SESSION in f"{exc} {proc.stderr_text()}":
+                # The CLI has no such session (no transcript on this disk and no bucket, or
+                # one it cannot read): the same every time, so not a crash to retry.
+                await self._resume_failed(f"the claude CLI found no conversation with session "
+                                          f"id {self.session_id}", prompt)
+                return None
             raise AgentFailed(None, proc.stderr_text(), f"the claude CLI did not start: {exc}") \
                 from exc
         self._proc = proc
         self.session_started_at = self._deps.clock.now()
+        self._mirror_warned = False
         self.ttl_warned = False
         await self._deps.store.agents.update(
             self.id, launcher_pid=proc.launcher_pid, cli_pid=proc.cli_pid
@@ -486,23 +626,23 @@ class AgentRunner:
     async def _turn(self, prompt: str) -> bool:
         """One turn; whether its input was consumed (False: the CLI failed, deliver again)."""
         self._turn_done.clear()
+        self._quiet_turn = self.quiet_turns or quiet_turn(prompt)
         turn_id: int | None = None
         try:
             proc = self._proc
             if proc is None or not proc.alive():
                 if proc is not None:
                     await proc.kill(0)
-                proc = await self._start_process()
+                proc = await self._start_process(prompt)
+                if proc is None:
+                    return False  # held: the loop waits for the operator's choice
             turn_id = await self._deps.store.turns.start(self.id, prompt)
             await self._log(turn_id, "prompt", prompt[:200], {"prompt": prompt})
             self.turn_started_at = self.last_activity_at = self._deps.clock.now()
             # Paused while the turn was being set up: it is working once resumed.
             await self._set_state(AgentState.WORKING, "", unless_paused=True)
-            await proc.query(prompt)
-            self._query_sent = True
-            if self._interrupt_pending:
-                self._interrupt_pending = False
-                await self._interrupt(proc)
+            await proc.query(prompt, note=self._note)
+            self._note = None
             result = await self._retry_api_errors(proc, turn_id, await self._result(proc, turn_id))
             await self._finish_turn(turn_id, result)
             return True
@@ -534,12 +674,20 @@ class AgentRunner:
         finally:
             self.current_tool = None
             self.turn_started_at = None
-            self._query_sent = self._interrupt_pending = False
+            self._turn_begun = self._interrupt_pending = False
             self._turn_done.set()
 
     async def _result(self, proc: AgentProcess, turn_id: int) -> ResultMessage:
         result: ResultMessage | None = None
         async for msg in proc.responses():
+            if not self._turn_begun:
+                # The CLI has begun the turn (its first message, the turn's system/init): an
+                # interrupt written before this could reach it between turns, where it is a
+                # no-op, so one that came early is sent now.
+                self._turn_begun = True
+                if self._interrupt_pending and not isinstance(msg, ResultMessage):
+                    self._interrupt_pending = False
+                    await self._interrupt(proc)
             await self._record(msg, turn_id)
             if isinstance(msg, ResultMessage):
                 result = msg
@@ -563,6 +711,7 @@ class AgentRunner:
                            attempt)
             await self._log(turn_id, "retry", note, {"status": status, "attempt": attempt})
             self._deps.hub.publish(AgentOutput(self.id, self.name, "system", note))
+            self._turn_begun = False  # an interrupt meanwhile goes to the continuation
             await self._deps.clock.sleep(wait_s)
             await proc.query(API_RETRY_PROMPT.format(status=status))
             result = await self._result(proc, turn_id)
@@ -619,6 +768,8 @@ class AgentRunner:
             await self._deps.escalations.published(notice.id)
 
     async def _record(self, msg: Any, turn_id: int) -> None:
+        if isinstance(msg, SystemMessage) and msg.subtype == "mirror_error":
+            await self._mirror_error(msg)
         rec = record_of(msg)
         deps = self._deps
         self.last_activity_at = deps.clock.now()
@@ -654,6 +805,23 @@ class AgentRunner:
         if self._deps.ingest is not None:
             await self._deps.ingest.flush()
 
+    async def _mirror_error(self, msg: SystemMessage) -> None:
+        """The SDK could not copy part of the transcript to the bucket (after its retries; the
+        store keeps it and sends it again with the next batch). Logged each time, told to the
+        operator once per process."""
+        error = str(getattr(msg, "error", "") or msg.data.get("error") or "?")
+        logger.warning("transcript mirror failed agent=%s name=%s: %s", self.id, self.name,
+                       error)
+        if self._mirror_warned:
+            return
+        self._mirror_warned = True
+        await self._deps.escalations.notify(
+            self.id, f"{self.name}: its transcript is not fully in the bucket",
+            f"Copying its session to the bucket failed: {error[:500]}. The copy on this disk is "
+            "whole, and what the bucket refused is kept in memory and sent again with the next "
+            "copy; if the supervisor stops before the bucket takes it, a new container resumes "
+            "without that part. Check the bucket's permissions and reachability.")
+
     async def _finish_turn(self, turn_id: int, msg: ResultMessage) -> None:
         status = turn_status(msg)
         ok = status == "ok"
@@ -664,7 +832,7 @@ class AgentRunner:
             self.session_id = msg.session_id
         # The notice is written with the turn's end, in one transaction: a crash right after
         # cannot lose it, and the outbox delivers it after a restart.
-        notice = await self._deps.escalations.draft_notice(
+        notice = None if self._quiet_turn and ok else await self._deps.escalations.draft_notice(
             self.id, f"{self.name} {'finished' if ok else 'ended with an error'}",
             text[:200_000])
         await self._flush_events()
@@ -684,7 +852,8 @@ class AgentRunner:
             self.id, cost_baseline=self._baseline, session_id=self.session_id
         )
         self._deps.hub.publish(TurnFinished(self.id, self.name, turn_id, ok, text, cost))
-        await self._deps.escalations.published(notice.id)
+        if notice is not None:
+            await self._deps.escalations.published(notice.id)
         if self.state in (AgentState.WORKING, AgentState.STALLED):
             await self._set_state(AgentState.IDLE, "turn finished" if ok else f"turn ended: {text}")
         reason = await self._deps.over_budget(self)

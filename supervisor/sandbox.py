@@ -154,6 +154,7 @@ def hidden_paths(settings: Settings, agent_env: Mapping[str, str]) -> tuple[list
         # Also the file the process environment names: google-auth reads it from there
         # whatever our settings say, so it is a credential of this process either way.
         settings.gcs_credentials_file, os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"),
+        settings.repo_ssh_key,  # the key Switchboard's own git fetches with
         *DANGEROUS_SOCKETS,
         *(p for p in settings.sandbox_hide),
     ]
@@ -212,10 +213,15 @@ def prepare(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: Path
         src = Path(source).expanduser() / name
         if src.is_file():
             _place_file(src.read_bytes(), dirs.config / name, iso)
+    shared = settings.context_dir
+    shared.mkdir(parents=True, exist_ok=True)
     if iso.drops_uid:
         _write_identity(dirs, iso)
         for d in (dirs.home, dirs.config, dirs.tmp):
             _chown_tree(d, iso)
+        # Every agent writes the shared context (they share one uid); only it, and no link
+        # is followed (the tree walk does not follow links, chown is told not to).
+        _chown_tree(shared, iso)
         ws = workspace.resolve()
         if _under(ws, settings.workspaces.resolve()):
             _chown_tree(ws, iso)
@@ -278,10 +284,12 @@ def _write_identity(dirs: AgentDirs, iso: Isolation) -> None:
 
 def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: Path,
                agent_env: Mapping[str, str], real_cli: Path,
-               ro_extra: Iterable[Path] = (), peers: Iterable[Path] = ()) -> list[str]:
+               ro_extra: Iterable[Path] = (), peers: Iterable[Path] = (),
+               binds: Iterable[tuple[Path, Path, bool]] = ()) -> list[str]:
     """bwrap's argv (up to and without the command) for one agent. `peers` are other agents'
     working directories (an operator's --cwd projects): hidden, so agents that share the
-    agent uid cannot read each other's projects."""
+    agent uid cannot read each other's projects. `binds` (source, target, writable) are
+    mounted after the workspace, in order: a worktree's repository (supervisor/repos)."""
     assert iso.bwrap is not None
     m = _Mounts()
     m.args += [iso.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
@@ -297,8 +305,13 @@ def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: P
     for d in outside:
         m.tmpfs(d)
     writable = [ws, dirs.home, dirs.config]
+    shared = settings.context_dir.resolve()
+    if shared.is_dir() and not shared.is_symlink():
+        writable.append(shared)  # the shared context: every agent's, inside the hidden home
     for w in writable:
         m.bind(w, w, writable=True)
+    for src, dest, rw in binds:
+        m.bind(src, dest, writable=rw)
     # A hidden file inside a bound directory (a settings file in the workspace's parent...)
     # must stay hidden: blank files after the binds.
     for f in hide_files:

@@ -48,6 +48,7 @@ class AgentDetail(AgentView):
     launcher_pid: int | None
     last_error: str | None
     last_answer: str | None
+    charter: str | None = None  # a standing agent's (docs/standing-agents.md)
 
 
 @dataclass(frozen=True, slots=True)

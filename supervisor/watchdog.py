@@ -43,19 +43,14 @@ class Watchdog:
         s = self.settings
         notify = self.pool.escalations.notify
         for r in self.pool.runners():
-            # The TTL bounds one CLI session: a stopped agent asked again starts a new one.
-            age = now - r.session_started_at if r.process is not None and \
-                r.session_started_at else 0.0
-            if s.session_ttl_s and age >= s.session_ttl_s and r.state.live:
-                await self._end_ttl(r)
+            # A standing agent has no TTL: its idle CLI is parked instead, and the next message
+            # or schedule firing resumes its session (docs/standing-agents.md).
+            if getattr(r, "standing", False):
+                idle_for = s.standing_idle_stop_s
+                if idle_for and now - r.last_activity_at >= idle_for and await r.park(idle_for):
+                    logger.info("standing agent parked agent=%s name=%s", r.id, r.name)
+            elif await self._ttl(r, now):
                 continue
-            if (s.session_ttl_s and not r.ttl_warned and r.state.live
-                    and age >= s.session_ttl_s - s.ttl_warn_s):
-                r.ttl_warned = True
-                left = max(0.0, s.session_ttl_s - age)
-                await notify(r.id, f"{r.name} reaches its session TTL in {left / 60:.1f} min",
-                             f"It will be stopped then (session_ttl_s={s.session_ttl_s:g}). "
-                             f"Its session is kept: /ask {r.name} resumes it afterwards.")
             idle = now - r.last_activity_at
             if r.state == AgentState.WORKING and idle >= s.stall_s and await r.mark_stalled(idle):
                 await notify(r.id, f"{r.name} is stalled: no output for {idle:.0f}s",
@@ -68,6 +63,25 @@ class Watchdog:
                          f"{reading.used_bytes / 2**30:.1f} of {reading.limit_bytes / 2**30:.1f}"
                          f" GiB ({reading.source}). New agents are refused above "
                          f"{s.memory_refuse_pct:g}%.")
+
+    async def _ttl(self, r: Any, now: float) -> bool:
+        """The session TTL of one agent: warned, then stopped. True when it was stopped."""
+        s = self.settings
+        # The TTL bounds one CLI session: a stopped agent asked again starts a new one.
+        age = now - r.session_started_at if r.process is not None and \
+            r.session_started_at else 0.0
+        if s.session_ttl_s and age >= s.session_ttl_s and r.state.live:
+            await self._end_ttl(r)
+            return True
+        if (s.session_ttl_s and not r.ttl_warned and r.state.live
+                and age >= s.session_ttl_s - s.ttl_warn_s):
+            r.ttl_warned = True
+            left = max(0.0, s.session_ttl_s - age)
+            await self.pool.escalations.notify(
+                r.id, f"{r.name} reaches its session TTL in {left / 60:.1f} min",
+                f"It will be stopped then (session_ttl_s={s.session_ttl_s:g}). "
+                f"Its session is kept: /ask {r.name} resumes it afterwards.")
+        return False
 
     async def _end_ttl(self, runner: Any) -> None:
         with contextlib.suppress(Exception):

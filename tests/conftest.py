@@ -27,6 +27,7 @@ from supervisor.events import EventHub
 from supervisor.pool import AgentPool
 from supervisor.process import ns_pid
 from supervisor.sandbox import agent_ids
+from tests.fakes.gcs import Emulator
 from tests.fakes.mock_anthropic import MockAnthropic
 
 
@@ -114,6 +115,19 @@ def gcs_emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     yield host
     proc.terminate()
     proc.wait(10)
+
+
+@pytest.fixture
+def gcs(monkeypatch: pytest.MonkeyPatch,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+    """The GCS emulator keeping its objects on disk (it can be stopped and started again),
+    with the bucket `sb` made; STORAGE_EMULATOR_HOST points at it."""
+    emu = Emulator(tmp_path_factory.mktemp("gcs"))
+    emu.start()
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", emu.host)
+    emu.bucket("sb")
+    yield emu
+    emu.stop()
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from commands.render import money
 logger = logging.getLogger(__name__)
 
 ICONS = {"working": "⚙️", "waiting": "⏳", "idle": "💤", "paused": "⏸", "stalled": "🐢",
-         "starting": "🚀", "stopped": "⏹", "failed": "💥", "killed": "💀"}
+         "starting": "🚀", "stopped": "⏹", "failed": "💥", "killed": "💀", "resume_failed": "🧩"}
 LINES = 4  # the agent's latest lines of text a card shows
 LINE_CHARS = 160
 

@@ -111,7 +111,7 @@ def outcome(row: Escalation) -> str:
     answer = row.answer or {}
     when = time.strftime("%H:%M:%S", time.localtime(row.answered_at or time.time()))
     text = str(answer.get("text") or "")
-    if row.status in ("expired", "cancelled"):
+    if row.status in ("expired", "cancelled", "interrupted"):
         return f"{row.status.capitalize()} at {when}: {text}".rstrip(": ")
     verdict = VERDICTS.get(str(answer.get("decision")), row.status)
     via = f" via {row.answered_via}" if row.answered_via else ""

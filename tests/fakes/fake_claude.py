@@ -25,6 +25,9 @@ message; ``content`` may be a string or a block list):
   is the turn's only message) is applied.
 * ``STREAM <n>``    - stream ``n`` assistant text messages (``chunk <i>``) as fast as it
   can, then reply ``STREAMED <n>``: many events from one turn, for the event ingest.
+* ``SLOWSTART <n>: <rest>`` - take n seconds to begin the turn (before its ``system/init``),
+  as the real CLI can under load; an ``interrupt`` meanwhile finds no turn running and is a
+  no-op (it answers ``still_queued``), as in the real CLI; then apply the rules to ``<rest>``.
 * anything else     - reply ``ECHO: <text>``.
 
 Each completed turn adds 0.001 USD to the process's cumulative ``total_cost_usd``
@@ -48,6 +51,7 @@ COST_PER_TURN = 0.001
 INPUT_TOKENS = 10
 OUTPUT_TOKENS = 12
 
+_SLOWSTART_RE = re.compile(r"SLOWSTART (\d+(?:\.\d+)?):")
 _SLEEP_RE = re.compile(r"^SLEEP\s+(\d+(?:\.\d+)?)\s*(?::\s?(.*))?$", re.DOTALL)
 _STDERR_RE = re.compile(r"^STDERR\s+(.*)$", re.DOTALL)
 _MCP_RE = re.compile(r"^MCP\s+(\S+)\s+(.*)$", re.DOTALL)
@@ -222,7 +226,9 @@ class FakeClaude:
             with self.lock:
                 if self.current is not None:
                     self.current.abort.set()
-            response = {"still_queued": []}
+                    response = {"still_queued": []}
+                else:  # between turns: nothing to interrupt; a queued message stays queued
+                    response = {"still_queued": ["queued"] if not self.turns.empty() else []}
         elif subtype == "set_model":
             self.model = request.get("model") or DEFAULT_MODEL
             response = {"model": self.model}
@@ -253,6 +259,9 @@ class FakeClaude:
             turn = self.turns.get()
             if turn is None:
                 break
+            slow = _SLOWSTART_RE.match(user_text(turn.line).strip())
+            if slow:
+                time.sleep(float(slow.group(1)))
             with self.lock:
                 self.current = turn
             try:
@@ -465,6 +474,9 @@ class FakeClaude:
     def reply_for(self, text, turn):
         """The reply text, or None if the turn was interrupted."""
         directive = text.strip()
+        slow = _SLOWSTART_RE.match(directive)
+        if slow:
+            directive = directive[slow.end():].strip()
         while True:
             m = _SLEEP_RE.match(directive)
             if not m:
@@ -496,6 +508,10 @@ class FakeClaude:
         items = _BUS_RE.findall(directive)
         if items:
             return self.bus_turn(items, turn)
+        return self.tool_reply(directive, turn)
+
+    def tool_reply(self, directive, turn):
+        """MCP, SPAM, STREAM, STDERR, else the echo."""
         m = _MCP_RE.match(directive)
         if m:
             return "MCP RESULT: " + self.mcp(m.group(1), json.loads(m.group(2)))

@@ -24,6 +24,9 @@ last ``role:"user"`` message (``<system-reminder>`` blocks are skipped). Rules, 
 * ``TEXT: <t>``                -> exactly ``<t>``
 * anything else                -> ``ECHO: <directive>``
 
+Like the real API, a request whose ``tool_use`` blocks are not answered by ``tool_result``
+blocks in the next message is refused with a 400 (``mock.unpaired`` lists the ids refused).
+
 ``mock.on_request`` (``Callable[[dict], dict | None]``) may override a reply: return
 ``{"text": ...}``, ``{"tool": name, "input": {...}}`` or ``{"error": status}`` (optionally
 with ``"message"``); ``None`` falls through to the directive rules.
@@ -56,7 +59,7 @@ if __package__:
 else:  # run as a script: python tests/fakes/mock_anthropic.py [port]
     from _http import ClientGone, LoopbackServer, QuietHandler, serve_in_thread, stop_serving
 
-__all__ = ["MockAnthropic", "directive_of", "user_directives"]
+__all__ = ["MockAnthropic", "directive_of", "unpaired_tool_uses", "user_directives"]
 
 SYSTEM_REMINDER = "<system-reminder>"
 TOOL_RESULT_MAX = 2000
@@ -142,6 +145,26 @@ def user_directives(body: dict[str, Any]) -> list[str]:
         if isinstance(message, dict) and message.get("role") == "user":
             out.extend(_user_texts_of(message))
     return out
+
+
+def unpaired_tool_uses(body: dict[str, Any]) -> list[str]:
+    """The ids of tool_use blocks not answered by a tool_result in the next user/assistant
+    message: the real API refuses such a request with a 400."""
+    turns = [m for m in body.get("messages") or [] if isinstance(m, dict)
+             and m.get("role") in ("user", "assistant")]
+    missing: list[str] = []
+    for i, message in enumerate(turns):
+        if message.get("role") != "assistant":
+            continue
+        ids = [b.get("id") for b in _blocks(message.get("content")) if b.get("type") == "tool_use"]
+        if not ids:
+            continue
+        nxt = turns[i + 1] if i + 1 < len(turns) else None
+        answered = {b.get("tool_use_id") for b in _blocks((nxt or {}).get("content"))
+                    if b.get("type") == "tool_result"} if nxt and nxt.get("role") == "user" \
+            else set()
+        missing += [str(t) for t in ids if t not in answered]
+    return missing
 
 
 def _tool_result_text(message: dict[str, Any]) -> str | None:
@@ -269,6 +292,7 @@ class MockAnthropic:
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._tmpdirs: list[str] = []
+        self.unpaired: list[str] = []  # tool_use ids of requests refused for want of a result
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> MockAnthropic:
@@ -363,19 +387,30 @@ class MockAnthropic:
             self.requests.append(body)
             self._cond.notify_all()
 
+    def _override(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The real API's 400 for a tool_use with no tool_result in the next message, else
+        what `on_request` says (a hook that raises becomes a 500)."""
+        missing = unpaired_tool_uses(body)
+        if missing:
+            self.unpaired += missing
+            return {"error": 400, "message": "messages: `tool_use` ids were found without "
+                    f"`tool_result` blocks immediately after: {', '.join(missing)}. Each "
+                    "`tool_use` block must have a corresponding `tool_result` block in the "
+                    "next message."}
+        if self.on_request is None:
+            return None
+        try:
+            return self.on_request(body)
+        except Exception as e:  # noqa: BLE001 - a broken hook becomes a 500
+            self.errors.append(f"on_request raised {e!r}")
+            return {"error": 500, "message": f"mock on_request raised: {e!r}"}
+
     def _handle_messages(self, h: _Handler, body: dict[str, Any]) -> None:
         self._record(body)
         streaming = bool(body.get("stream"))
         model = body.get("model") or "claude-mock"
 
-        reply: dict[str, Any] | None = None
-        if self.on_request is not None:
-            try:
-                reply = self.on_request(body)
-            except Exception as e:  # noqa: BLE001 - a broken hook becomes a 500
-                self.errors.append(f"on_request raised {e!r}")
-                h._send_error_json(500, f"mock on_request raised: {e!r}")
-                return
+        reply = self._override(body)
         if reply is not None and "error" in reply:
             h._send_error_json(int(reply["error"]), reply.get("message"))
             return

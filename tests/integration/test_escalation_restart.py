@@ -1,4 +1,4 @@
-"""SIGKILL of the supervisor with open escalations: none is lost, each is closed as expired with
+"""SIGKILL of the supervisor with open escalations: none is lost, each is closed as interrupted with
 a notice, the agent is told on resume, and a front end that reconnects gets every undelivered
 row exactly once by id."""
 
@@ -49,8 +49,8 @@ def test_open_escalations_survive_a_supervisor_sigkill(short_home, mock_api, tmp
     sup2 = Supervisor(home)
     try:
         sup2.expect("Switchboard console")
-        sup2.expect("Expired: w1 wants to use Bash")
-        sup2.expect("Expired: w2 wants to use Bash")
+        sup2.expect("Interrupted: w1 wants to use Bash")
+        sup2.expect("Interrupted: w2 wants to use Bash")
         # The agents resume with a note that their request went unanswered.
         sup2.expect("not answered because the supervisor restarted", 90)
         # What waits now is the operator's choice about each interrupted turn, not replayed.
@@ -63,9 +63,9 @@ def test_open_escalations_survive_a_supervisor_sigkill(short_home, mock_api, tmp
         sup2.close()
     assert not (tmp_path / "w1" / "one.txt").exists()
     after = asyncio.run(_rows(home))
-    assert all(after[i].status == "expired" for i in asked)
+    assert all(after[i].status == "interrupted" for i in asked)
     # A phone front end that never saw any of this gets each row once, nothing lost or doubled.
     assert set(before) <= set(after)
     ids = list(after)
     assert len(ids) == len(set(ids))
-    assert any(r.title.startswith("Expired:") for r in after.values())
+    assert any(r.title.startswith("Interrupted:") for r in after.values())

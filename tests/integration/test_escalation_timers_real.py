@@ -14,6 +14,10 @@ pytestmark = [pytest.mark.real_cli, pytest.mark.timeout(180)]
 ALICE = Caller("tg:1", "alice", Role.OPERATOR, "telegram")
 
 
+async def _two(titles) -> bool:
+    return len(await titles()) >= 2
+
+
 async def test_pause_timeout_pauses_then_the_late_answer_resumes(short_home, mock_api, tmp_path):
     settings = make_settings(short_home, mock_api, approval_reminder_s=0.5,
                              approval_timeout_s=1.0, approval_on_timeout="pause")
@@ -26,9 +30,15 @@ async def test_pause_timeout_pauses_then_the_late_answer_resumes(short_home, moc
         await wait_for(lambda: runner.state == "paused", 30, "the pause after the timeout")
         still = await app.store.escalations.get(row.id)
         assert still.status == "open" and still.timed_out_at is not None
-        titles = [r.title for r in await app.store.escalations.undelivered("t")
-                  if r.ref_id == row.id]
-        assert titles == [f"Reminder: {row.title}", f"No answer to {row.id}: agent paused"]
+
+        async def titles() -> list[str]:
+            return [r.title for r in await app.store.escalations.undelivered("t")
+                    if r.ref_id == row.id]
+
+        # The state flips before the notice about it is written: wait for the notice.
+        await wait_for(lambda: _two(titles), 30, "the timeout's notice")
+        assert await titles() == [f"Reminder: {row.title}",
+                                  f"No answer to {row.id}: agent paused"]
         assert (await app.run_command(ALICE, f"/approve {row.id}")).ok
         await wait_for(lambda: runner.state == "idle", 60, "the resumed agent's turn ending")
         assert (tmp_path / "late.txt").exists()

@@ -176,6 +176,23 @@ def _body(*user_contents: Any, stream: bool = True, **extra: Any) -> dict[str, A
 
 
 @pytest.mark.timeout(30)
+def test_mock_refuses_an_unpaired_tool_use_like_the_real_api(mock: MockAnthropic) -> None:
+    use = {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "toolu_9", "name": "Bash", "input": {"command": "ls"}}]}
+    cut = {"model": "m", "stream": True, "messages": [
+        {"role": "user", "content": "BASH: ls"}, use, {"role": "user", "content": "TEXT: next"}]}
+    status, _, text = _post(mock, "/v1/messages", cut)
+    assert status == 400 and "toolu_9" in text and "invalid_request_error" in text
+    assert mock.unpaired == ["toolu_9"]
+    answered = {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_9", "content": "interrupted"},
+        {"type": "text", "text": "TEXT: next"}]}
+    status, _, _ = _post(mock, "/v1/messages", {**cut, "messages": [cut["messages"][0], use,
+                                                                      answered]})
+    assert status == 200
+
+
+@pytest.mark.timeout(30)
 def test_mock_wire_formats(mock: MockAnthropic) -> None:
     reminder = {"type": "text", "text": "<system-reminder>\nignore me\n</system-reminder>"}
 

@@ -181,18 +181,18 @@ async def test_copies_of_an_escalation_that_expires_while_the_front_ends_start_a
         await desk.stop()
     # The supervisor restarts: the pool expires the question before any front end listens.
     async with Switchboard(fake_settings) as app:
-        assert (await app.pool.escalations.get(row.id)).status == "expired"
+        assert (await app.pool.escalations.get(row.id)).status == "interrupted"
         copies = [chat.messages[(c, m)]
                   for c, m in await app.store.operators.copies(row.id, PLATFORM)]
         assert all(m.buttons for m in copies)  # still asking, until the front end starts
         desk = await open_desk(app, chat)
         try:
             def edited():
-                return all("Expired" in m.text and not m.buttons for m in copies)
+                return all("Interrupted" in m.text and not m.buttons for m in copies)
 
-            await wait_for(edited, 10, "every copy marked expired")
+            await wait_for(edited, 10, "every copy marked interrupted")
             assert await app.fleet.unsettled(PLATFORM) == []
-            await wait_for(lambda: chat.find(dm(ALICE), f"Expired: {row.title}"), 10,
+            await wait_for(lambda: chat.find(dm(ALICE), f"Interrupted: {row.title}"), 10,
                            "the expiry notice")
         finally:
             await desk.stop()

@@ -114,7 +114,11 @@ async def test_restart_resumes_the_same_session(real_settings, mock_api):
         await wait_for(lambda: len(mock_api.requests) > before and runner.state == "idle", 90)
         assert runner.session_id == session
         turns = await app.store.turns.recent(runner.id)
-        assert turns[0].result_text == "HISTORY: TEXT: remembered | RECALL"
+        # The first turn after the restart says so, then the message.
+        remembered, note, recall = (turns[0].result_text or "").split(" | ")
+        assert (remembered, recall) == ("HISTORY: TEXT: remembered", "RECALL")
+        assert note.startswith("[Switchboard] The supervisor was restarted at ")
+        assert "Your last turn had finished" in note
         # The mock saw the earlier conversation, including the first answer.
         last = mock_api.requests[-1]
         texts = str(last["messages"])

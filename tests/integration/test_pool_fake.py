@@ -178,3 +178,20 @@ async def test_no_agent_process_shares_the_supervisors_group_or_session(fake_app
     for pid in members:
         assert os.getpgid(pid) != os.getpgrp(), pid
         assert os.getsid(pid) != os.getsid(0), pid
+
+
+async def test_an_interrupt_before_the_cli_begins_the_turn_still_interrupts_it(fake_app):
+    """The CLI takes its time to begin a turn (under load); an interrupt written meanwhile
+    would find no turn running and do nothing, so the runner holds it until the turn has
+    begun (its system/init) and sends it then."""
+    await _idle_spawn(fake_app, "late")
+    runner = await fake_app.pool.get("late")
+    assert (await run(fake_app, "/ask late SLOWSTART 0.5: SLEEP 60")).ok
+    await wait_for(lambda: runner.busy, 30, "late busy")
+    reply = await run(fake_app, "/send --type interrupt late stop now")
+    assert reply.ok, reply.plain()
+    await wait_for(lambda: runner.state == "idle" and not runner.busy and not runner.queued, 30,
+                   "the interrupted turn and the interrupt's own turn ending")
+    turns = await fake_app.store.turns.recent(runner.id, 10)
+    slow = next(t for t in turns if t.prompt.startswith("SLOWSTART"))
+    assert slow.status == "interrupted", slow

@@ -149,15 +149,19 @@ def host_processes() -> dict[int, tuple[str, int, int, str]]:
     return table
 
 
-def processes_of(launcher_pid: int, namespace: str | None) -> list[Proc]:
+def processes_of(launcher_pid: int, namespace: str | None,
+                 launcher_start: int | None = None) -> list[Proc]:
     """Every live process under the launcher (bwrap's outer process) on the host, plus every
-    process whose pid namespace is the agent's: two independent views, united."""
+    process whose pid namespace is the agent's: two independent views, united. With
+    `launcher_start`, a pid reused by another process (pids wrap at 32768 here, and the other
+    tests' agents start all the time) is not walked as the launcher."""
     table = host_processes()
     children: dict[int, list[int]] = {}
     for pid, (_state, ppid, _start, _comm) in table.items():
         children.setdefault(ppid, []).append(pid)
     found: set[int] = set()
-    stack = [launcher_pid] if launcher_pid in table else []
+    ours = launcher_pid in table and launcher_start in (None, table[launcher_pid][2])
+    stack = [launcher_pid] if ours else []
     while stack:
         pid = stack.pop()
         if pid not in found:
@@ -180,8 +184,10 @@ class Watched:
 
     runner: AgentRunner
     launcher_pid: int
+    launcher_start: int
     init_pid: int
     namespace: str
+    ns_fd: int  # held open: a freed namespace's inode number is reused by the next sandbox
     seen: dict[tuple[int, int], Proc]
 
     @classmethod
@@ -190,10 +196,17 @@ class Watched:
         assert proc is not None and proc.launcher_pid and proc.init_pid, runner.name
         ns = pid_ns(proc.init_pid)
         assert ns is not None and ns != pid_ns(os.getpid()), "the agent has no pid namespace"
-        return cls(runner, proc.launcher_pid, proc.init_pid, ns, {})
+        fd = os.open(f"/proc/{proc.init_pid}/ns/pid", os.O_RDONLY)
+        assert pid_ns(proc.init_pid) == ns, "the init changed while we looked"
+        st = _stat(proc.launcher_pid)
+        assert st is not None, f"{runner.name}: the launcher is gone"
+        return cls(runner, proc.launcher_pid, st[2], proc.init_pid, ns, fd, {})
+
+    def release(self) -> None:
+        os.close(self.ns_fd)
 
     def look(self) -> list[Proc]:
-        now = processes_of(self.launcher_pid, self.namespace)
+        now = processes_of(self.launcher_pid, self.namespace, self.launcher_start)
         for p in now:
             self.seen[(p.pid, p.start)] = p
         return now
@@ -204,7 +217,7 @@ class Watched:
 
     def survivors(self) -> list[Proc]:
         return [p for p in self.seen.values() if p.alive()] + [
-            p for p in processes_of(self.launcher_pid, self.namespace)
+            p for p in processes_of(self.launcher_pid, self.namespace, self.launcher_start)
             if (p.pid, p.start) not in self.seen]
 
 
@@ -226,11 +239,13 @@ def wait_dead(watched: list[Watched], bound_s: float) -> tuple[float, list[str]]
 # workspace so the test can tell a frozen process from a running one: a shell and a python fork
 # chain (the pid changes all the time, each parent exits), setsid with a double fork, nohup,
 # env -i (drops the agent tag), setsid -f env -i, a loop that ignores TERM, INT and HUP, and one
-# in a nested user and pid namespace of its own (unshare -Urpf).
+# in a nested user and pid namespace of its own (unshare -Urpf). They tick a few times a second,
+# not faster: twenty agents' worth of forks at 20/s took a core from the suite, and a process
+# that runs at all while frozen still ticks within the one-second pause check.
 ESCAPERS = r"""W=$PWD
 cat > /tmp/chain.sh <<'EOF'
 echo c >> "$1/sh-chain.count"
-sleep 0.1
+sleep 0.5
 sh /tmp/chain.sh "$1" </dev/null >/dev/null 2>&1 &
 EOF
 sh /tmp/chain.sh "$W" </dev/null >/dev/null 2>&1 &
@@ -241,16 +256,16 @@ while True:
         os._exit(0)
     with open(w + "/py-chain.count", "a") as f:
         f.write("p")
-    time.sleep(0.05)
+    time.sleep(0.25)
 ' "$W" </dev/null >/dev/null 2>&1 &
 setsid sh -c 'sh -c "exec sleep 1001" & exit' </dev/null >/dev/null 2>&1 &
 nohup sleep 1002 </dev/null >/dev/null 2>&1 &
 env -i sleep 1003 </dev/null >/dev/null 2>&1 &
-setsid -f env -i sh -c 'while :; do echo e >> "$0/envi.count"; sleep 0.2; done' "$W" \
+setsid -f env -i sh -c 'while :; do echo e >> "$0/envi.count"; sleep 0.5; done' "$W" \
     </dev/null >/dev/null 2>&1
-sh -c 'trap "" TERM INT HUP; while :; do echo t >> "$0/term.count"; sleep 0.2; done' "$W" \
+sh -c 'trap "" TERM INT HUP; while :; do echo t >> "$0/term.count"; sleep 0.5; done' "$W" \
     </dev/null >/dev/null 2>&1 &
-unshare -Urpf sh -c 'while :; do echo u >> "$0/userns.count"; sleep 0.2; done' "$W" \
+unshare -Urpf sh -c 'while :; do echo u >> "$0/userns.count"; sleep 0.5; done' "$W" \
     </dev/null >/dev/null 2>&1 &
 sleep 0.5
 echo escaped

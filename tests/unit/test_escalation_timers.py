@@ -182,7 +182,7 @@ async def test_an_asker_gone_with_the_old_process_expires_and_its_timers_never_f
         assert [r.id for r in expired] == [row.id]
         clock.advance(10_000)
         assert await sup.timers.tick() == []
-        assert await notices(sup.store, row.id) == ["Expired: Bash"]
+        assert await notices(sup.store, row.id) == ["Interrupted: Bash"]
         assert (await sup.esc.get(row.id)).answer["text"] == "the supervisor restarted"
 
 

@@ -259,6 +259,10 @@ async def test_status_cost_and_budget_read_aggregates_equal_to_the_rows(store):
         assert "turns" not in plan and "costs" not in plan
 
 
+# The schema version just before the migration that adds the roll-ups and cursors.
+BEFORE_ROLLUPS = next(i for i, m in enumerate(MIGRATIONS) if "CREATE TABLE agent_totals" in m)
+
+
 def _at_version(path: Path, version: int) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None)
     for script in MIGRATIONS[:version]:
@@ -269,7 +273,7 @@ def _at_version(path: Path, version: int) -> sqlite3.Connection:
 
 async def test_the_migration_fills_aggregates_and_cursors_from_the_rows_there(tmp_path):
     path = tmp_path / "old.db"
-    conn = _at_version(path, len(MIGRATIONS) - 1)
+    conn = _at_version(path, BEFORE_ROLLUPS)
     conn.execute("INSERT INTO agents (id, name, cwd, prompt, state, created_at, updated_at)"
                  " VALUES ('a1', 'a', '/w', 'p', 'idle', 0, 0)")
     conn.execute("INSERT INTO turns (agent_id, prompt, status, cost_usd, input_tokens,"
@@ -398,7 +402,7 @@ async def test_a_read_only_look_at_an_older_database_still_totals_from_the_rows(
     """`switchboard status` after an upgrade, before the new version's first run: read-only,
     so not migrated, and the roll-ups do not exist yet."""
     path = tmp_path / "old.db"
-    conn = _at_version(path, len(MIGRATIONS) - 1)
+    conn = _at_version(path, BEFORE_ROLLUPS)
     conn.execute("INSERT INTO agents (id, name, cwd, prompt, state, created_at, updated_at)"
                  " VALUES ('a1', 'a', '/w', 'p', 'idle', 0, 0)")
     conn.execute("INSERT INTO turns (agent_id, prompt, status, cost_usd, started_at)"

@@ -144,8 +144,8 @@ async def test_restart_expires_orphans_and_says_so(tmp_path):
         esc2 = Escalations(store, EventHub(), Timeouts())
         expired = await esc2.expire_orphans("the supervisor restarted")
         assert [r.id for r in expired] == [row.id]
-        assert (await esc2.get(row.id)).status == "expired"
-        assert any(r.title == "Expired: lost" for r in await store.escalations.undelivered("x"))
+        assert (await esc2.get(row.id)).status == "interrupted"
+        assert any(r.title == "Interrupted: lost" for r in await store.escalations.undelivered("x"))
         assert await esc2.expire_orphans("again") == []
     finally:
         await store.db.close()

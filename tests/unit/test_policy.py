@@ -281,7 +281,7 @@ ASKED = [
     ("ls > out.txt", "default"),
     ("ls >> out.txt", "default"),
     ("echo x | tee out.txt", "default"),
-    ("git push origin main", "default"),
+    ("git push origin main", "rules[12]: git push"),  # asked by its own rule (repositories)
     ("make test", "default"),
     ("python -c 'print(1)'", "default"),
     ("find . -name '*.py'", "default"),

@@ -1,0 +1,47 @@
+"""The supervisor API's part for standing agents: wake one, read its charter and send-backs.
+
+Exposed as `SupervisorAPI.standing`. The scheduler (or anything in supervisor/) may call the
+pool's `StandingAgents.wake` directly; this is the same path for callers above supervisor/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from store.errors import StoreError
+from supervisor.bus import Sent
+from supervisor.errors import StoreFailed
+
+if TYPE_CHECKING:
+    from supervisor.pool import AgentPool
+
+
+@dataclass(frozen=True, slots=True)
+class SendBackView:
+    question: str
+    lines: tuple[str, ...]
+    at: float
+
+
+class StandingAPI:
+    def __init__(self, pool: AgentPool) -> None:
+        self._pool = pool
+
+    async def wake(self, ref: str, text: str, *, by: str = "scheduler",
+                   dedup_key: str | None = None) -> Sent:
+        """Wake an agent with a message (see StandingAgents.wake): never consent."""
+        self._pool.killswitch.check()
+        try:
+            return await self._pool.standing.wake(ref, text, by=by, dedup_key=dedup_key)
+        except StoreError as exc:
+            raise StoreFailed(exc) from exc
+
+    async def send_backs(self, ref: str) -> tuple[SendBackView, ...]:
+        """The questions this agent's charter sent back to it, oldest first."""
+        r = await self._pool.get(ref)
+        try:
+            rows = await self._pool.store.charters.sendbacks(r.id)
+        except StoreError as exc:
+            raise StoreFailed(exc) from exc
+        return tuple(SendBackView(s.question, s.lines, s.at) for s in rows)

@@ -1,0 +1,125 @@
+"""Standing agents: agents spawned with a charter that live past the session TTL.
+
+Three things live here: reading a charter (`charter_text`), sending a question the charter
+decides back to its agent once (`send_back`), and the fleet side (`StandingAgents`): the one
+wake path (`wake`, what the scheduler calls). Parking idle CLIs is the watchdog's (it has no
+session TTL for them).
+What a charter decides is supervisor/charter.py; what a standing agent may not do unasked is the
+policy's [standing] table (supervisor/policy.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from store import Store
+from supervisor.bus import SYSTEM, Sender, Sent
+from supervisor.charter import MAX_CHARTER_CHARS, judge, question_key, send_back_text
+from supervisor.errors import AgentNotRunning, InvalidRequest
+from supervisor.events import AgentState
+
+if TYPE_CHECKING:
+    from supervisor.pool import AgentPool
+
+logger = logging.getLogger(__name__)
+
+WAKE_KIND = "task"
+
+
+def charter_text(value: str, *, refused: Callable[[Path], str | None] = lambda _p: None,
+                 redact: Callable[[str], str] = lambda text: text) -> str:
+    """The charter given to /spawn --charter: the text itself, or @path for a file's text.
+    `refused(path)` says why a file may not be read for an agent (the policy's Read rules:
+    credentials, Switchboard's own files); `redact` masks secrets, and a charter it changes
+    is refused, since the charter goes into the agent's system prompt."""
+    value = value.strip()
+    if value.startswith("@"):
+        path = Path(value[1:].strip()).expanduser()
+        if (why := refused(path)) is not None:
+            raise InvalidRequest(f"--charter {value}: {why}. A charter goes to the agent; give "
+                                 "a file that holds only the charter.")
+        try:
+            value = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidRequest(f"--charter {value}: cannot read {path} ({exc}). Give the "
+                                 "charter's text, or @ and a readable UTF-8 file.") from exc
+    if not value:
+        raise InvalidRequest("the charter is empty: say the agent's goal, its authority, what "
+                             "needs approval, what not to do and when to escalate")
+    if redact(value) != value:
+        raise InvalidRequest("the charter holds what looks like a secret (a token, key or "
+                             "password), and a charter goes to the agent. Take it out.")
+    if len(value) > MAX_CHARTER_CHARS:
+        raise InvalidRequest(f"the charter is {len(value):,} characters; the limit is "
+                             f"{MAX_CHARTER_CHARS:,}. Keep it to the decisions that matter.")
+    return value
+
+
+async def send_back(store: Store, now: float, agent_id: str, charter: str | None,
+                    question: str, scope: str = "") -> str | None:
+    """A standing agent's question to the operator: the text to send back to it instead
+    ("decide this within your charter: ..."), or None to let it reach the operator. A
+    question goes back at most once per `scope` (the turn; recorded in the store), so asked
+    again in that turn it reaches the operator; one the charter says to ask, or no charter
+    line covers, goes through at once."""
+    if not charter or not question.strip():
+        return None
+    verdict = judge(question, charter)
+    if not verdict.send_back:
+        logger.info("standing question to the operator agent=%s why=%s", agent_id, verdict.why)
+        return None
+    if not await store.charters.claim_sendback(agent_id, question_key(question, scope),
+                                               question, verdict.lines, now=now):
+        logger.info("standing question asked again, to the operator agent=%s", agent_id)
+        return None
+    text = send_back_text(verdict.lines)
+    await store.events.append(agent_id, None, "charter_send_back",
+                              f"sent back to its charter: {question[:200]}",
+                              {"question": question, "lines": list(verdict.lines)})
+    return text
+
+
+def turn_scope(agent: object) -> str:
+    """What "once" means for a send-back: once per question in one turn (a later wake may
+    meet the same question and is sent back again; within the turn, the second ask goes up)."""
+    started = getattr(agent, "turn_started_at", None)
+    return "" if started is None else repr(started)
+
+
+class StandingAgents:
+    """The fleet side of standing agents, over the pool."""
+
+    def __init__(self, pool: AgentPool) -> None:
+        self._pool = pool
+
+    async def wake(self, ref: str, text: str, *, by: str = "scheduler",
+                   dedup_key: str | None = None) -> Sent:
+        """THE wake path, for the scheduler and anything else that wakes an agent: a bus
+        message of type `task` from `by` to exactly this agent. An idle agent runs it at once;
+        a parked (or stopped) one starts its CLI again on its session (resume=<session id>)
+        to run it; a busy one gets it when its turn ends; a paused one when resumed. With
+        `dedup_key` (e.g. the schedule's slot key) a second wake with the same key is stored
+        once: Sent.duplicate. A wake is never consent: it reaches the agent as a message, and
+        nothing but an operator's answer settles an escalation. Refused (raised, nothing
+        stored) as an /ask would be: killed, the kill switch on, over its daily budget, in a
+        crash loop, the text empty or too long."""
+        runner = await self._pool.get(ref)
+        if runner.state == AgentState.KILLED:
+            raise AgentNotRunning(runner.name, runner.state, "wake")
+        runner.admit(text)  # over budget, crash loop, kill switch: refused like an /ask
+        return await self._pool.bus.send(Sender(SYSTEM, by), runner.name, WAKE_KIND, text,
+                                         dedup_key=dedup_key, agent_id=runner.id)
+
+    async def send_back_for(self, agent_id: str, question: str) -> str | None:
+        """For a question from the bus to the operator: the send-back text if its agent is
+        standing and its charter decides the question (see send_back), else None."""
+        runner = next((r for r in self._pool.runners(include_dead=True) if r.id == agent_id),
+                      None)
+        if runner is None or runner.charter is None:
+            return None
+        return await send_back(self._pool.store, self._pool.clock.now(), agent_id,
+                               runner.charter, question, turn_scope(runner))
+
