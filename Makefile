@@ -68,6 +68,9 @@ bench: $(TEST_STAMP)
 	$(PY) bench/bus_throughput.py
 	$(PY) bench/operator_attention.py
 	$(PY) bench/snapshot.py
+	$(PY) bench/ingest.py
+	$(PY) bench/status_cost.py
+	$(PY) bench/escalation_roundtrip.py --in-process 1000000
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,6 +1,14 @@
 """Escalation round trip: what an operator approval costs, human time excluded.
 
 Run from the repository root:  .venv/bin/python bench/escalation_roundtrip.py
+                               [--stored N | --compare N]
+
+`--stored N` runs with N delivered notices already in the escalated instance's database (what
+a long-lived fleet leaves: every finished turn adds one); `--compare N` runs on an empty
+database, then with N, and prints the escalated round trip of both (goal: within 1.2x);
+`--in-process N` compares the same without the CLI (open -> delivered -> answered -> the
+waiting call returns, then a notice, 200 times): the store's and the outbox's part alone,
+which the CLI's tens of milliseconds would otherwise drown on a busy machine.
 
 Two Switchboard instances run side by side in this process, each with one agent on the REAL
 bundled `claude` CLI against one mock Anthropic API, and get the same kind of turn, alternately:
@@ -33,6 +41,7 @@ sets up its shell). Prints median and p90 (linear interpolation) in ms.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -47,9 +56,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench._common import percentile, quiet_logging, scratch_dir, wait_until  # noqa: E402
+from bench._figures import Figure, table  # noqa: E402
+from bench._fill import fill  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
+from store import open_store  # noqa: E402
+from supervisor.clock import SYSTEM_CLOCK  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
-from supervisor.escalations import Answer, Decision, Kind  # noqa: E402
+from supervisor.escalations import Answer, Decision, Escalations, Kind, Timeouts  # noqa: E402
+from supervisor.events import EventHub  # noqa: E402
 from supervisor.gate import ToolGate  # noqa: E402
 from supervisor.runner import AgentRunner  # noqa: E402
 from supervisor.sandbox import agent_ids  # noqa: E402
@@ -76,6 +90,10 @@ class Marks:
     def set(self, point: str, command: str, at: float | None = None) -> None:
         with self._lock:
             self._marks.setdefault((point, command), time.time() if at is None else at)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._marks.clear()
 
     def get(self, point: str, command: str) -> float | None:
         with self._lock:
@@ -205,12 +223,17 @@ def compare(label: str, sample: list[float], base: list[float]) -> str:
     return f"  {label:<48} " + "   ".join(parts)
 
 
-async def main() -> int:
-    quiet_logging()
-    started = time.monotonic()
-    print(f"escalation round trip, python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
-          f"N={N} turns per variant after {WARMUP} warm-up", flush=True)
-    time_can_use_tool()
+async def permission_requests(app: Switchboard) -> int:
+    row = await app.store.db.fetchone("SELECT COUNT(*) AS n FROM escalations WHERE kind = ?",
+                                      (Kind.PERMISSION,))
+    return int(row["n"]) if row else 0
+
+
+async def session(stored: int) -> tuple[list[str], list[str], int, int, int]:
+    """One run of both variants; `stored`: delivered notices already in the escalated
+    instance's database (a long-lived one). (escalated, baseline commands, asked, never,
+    mock requests)."""
+    MARKS.clear()
     esc_cmds: list[str] = []
     base_cmds: list[str] = []
     with scratch_dir("sbe") as home:
@@ -223,6 +246,13 @@ async def main() -> int:
                     os.chown(d, uid, gid)  # sandboxed agents run as this uid when we are root
             escalated = make_settings(home / "e", mock)
             permissive = make_settings(home / "b", mock, policy_file=PERMISSIVE_POLICY)
+            if stored:
+                escalated.db_path.parent.mkdir(parents=True, exist_ok=True)
+                t = time.monotonic()
+                fill(escalated.db_path, agents=1, notices=stored,
+                     frontends=(FRONTEND,))
+                print(f"  {stored:,} delivered notices stored in "
+                      f"{time.monotonic() - t:.1f}s", flush=True)
             async with Switchboard(escalated) as esc_app, Switchboard(permissive) as base_app:
                 fe = asyncio.create_task(front_end(esc_app), name="bench-front-end")
                 try:
@@ -238,16 +268,37 @@ async def main() -> int:
                         c = await one_turn(base_app, base_agent, base_cwd, n)
                         if i >= WARMUP:
                             base_cmds.append(c)
-                    asked = [r for r in await esc_app.store.escalations.undelivered("nobody")
-                             if r.kind == Kind.PERMISSION]
-                    never = [r for r in await base_app.store.escalations.undelivered("nobody")
-                             if r.kind == Kind.PERMISSION]
+                    asked = await permission_requests(esc_app)
+                    never = await permission_requests(base_app)
                 finally:
                     fe.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await fe
             requests = len(mock.requests)
+    return esc_cmds, base_cmds, asked, never, requests
 
+
+async def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--stored", type=int, default=0,
+                        help="delivered notices already in the escalated instance's database")
+    parser.add_argument("--compare", type=int, metavar="N", default=0,
+                        help="run on an empty database and on one with N stored notices, "
+                        "and compare (goal: within 1.2x)")
+    parser.add_argument("--in-process", type=int, metavar="N", default=0,
+                        help="the same comparison without the CLI: the store's and the "
+                        "outbox's part alone")
+    args = parser.parse_args()
+    quiet_logging()
+    started = time.monotonic()
+    print(f"escalation round trip, python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
+          f"N={N} turns per variant after {WARMUP} warm-up", flush=True)
+    time_can_use_tool()
+    if args.in_process:
+        return await compare_in_process(args.in_process)
+    if args.compare:
+        return await compare_stored(args.compare, started)
+    esc_cmds, base_cmds, asked, never, requests = await session(args.stored)
     a = [span(c, "created", "delivered") for c in esc_cmds]
     b = [span(c, "delivered", "answered") for c in esc_cmds]
     c_ = [span(c, "answered", "tool_result") for c in esc_cmds]
@@ -259,7 +310,7 @@ async def main() -> int:
     base = [span(c, "served", "tool_result") for c in base_cmds]
 
     print(f"\n== escalated: default policy, `touch` asks; the front end approves at once "
-          f"({len(asked)} permission requests, all answered) ==")
+          f"({asked} permission requests, all answered, {args.stored:,} notices stored) ==")
     print(summary("(a) created -> delivered to the front end", a))
     print(summary("(b) delivered -> answer committed", b))
     print(summary("(c) answer committed -> tool_result at the mock", c_))
@@ -270,7 +321,7 @@ async def main() -> int:
     print(summary("can_use_tool -> tool_result", from_cut))
     print(summary("served tool_use -> tool_result", esc_e2e))
     print(f"\n== baseline: permissive policy, no escalation "
-          f"({len(never)} permission requests) ==")
+          f"({never} permission requests) ==")
     print(summary("served tool_use -> tool_result", base))
     print("\n== overhead of an escalation answered at once (escalated - baseline, ratio) ==")
     print(compare("total (created -> tool_result) vs baseline", total, base))
@@ -280,10 +331,91 @@ async def main() -> int:
           " cost of asking)")
     print(f"\n  mock API requests served: {requests}")
     print(f"done in {time.monotonic() - started:.1f}s")
-    if len(asked) != WARMUP + N or never:
+    if asked != WARMUP + N or never:
         print("unexpected: the escalated agent should ask once per turn, the baseline never")
         return 1
     return 0
+
+
+async def in_process(stored: int, rounds: int = 200) -> list[float]:
+    """The store's and the outbox's part alone, no CLI: open a permission request, the front
+    end (following the outbox) answers it the moment it is delivered and acks it, the waiting
+    call returns; then a finished-turn notice, delivered and acked, as every turn adds one.
+    ms per request, open -> answer returned."""
+    with scratch_dir("sbo") as home:
+        path = home / "switchboard.db"
+        fill(path, agents=1, notices=stored, frontends=(FRONTEND,))
+        store = await open_store(path)
+        hub = EventHub()
+        esc = Escalations(store, hub, Timeouts(), SYSTEM_CLOCK)
+
+        async def answer_all() -> None:
+            async for row in esc.follow(FRONTEND):
+                if row.kind == Kind.PERMISSION and row.status == "open":
+                    await esc.answer(row.id, Answer(Decision.ALLOW, "", "bench", "bench"))
+                await esc.ack(row.id, FRONTEND)
+
+        fe = asyncio.create_task(answer_all())
+        times = []
+        try:
+            for i in range(rounds):
+                t = time.perf_counter()
+                row = await esc.open(agent_id="f0000", kind=Kind.PERMISSION, title="Bash",
+                                     body=f"touch f{i}", tool_name="Bash",
+                                     tool_input={"command": f"touch f{i}"})
+                await esc.wait(row)
+                times.append((time.perf_counter() - t) * 1000)
+                await esc.notify("f0000", "agent finished", "done")
+        finally:
+            fe.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await fe
+            await store.db.close()
+    return times[len(times) // 10:]  # the first tenth warms up
+
+
+async def compare_in_process(stored: int) -> int:
+    results = []
+    for n in (0, stored):
+        t = time.monotonic()
+        results.append(await in_process(n))
+        r = results[-1]
+        print(f"  in process, {n:,} stored: open -> answered: median {percentile(r, 50):.2f} ms,"
+              f" p90 {percentile(r, 90):.2f} ms ({time.monotonic() - t:.0f}s with the fill)",
+              flush=True)
+    m0, m1 = (percentile(r, 50) for r in results)
+    figures = [Figure(f"escalation round trip in process, {stored:,} notices", "<= 1.20x",
+                      m1, m0, "ms", m1 <= 1.2 * m0)]
+    print()
+    print(table(figures))
+    return 0 if figures[0].ok else 1
+
+
+async def compare_stored(stored: int, started: float) -> int:
+    """The escalated variant's round trip (created -> tool_result, and the outbox's part,
+    created -> delivered) on an empty database, then with `stored` delivered notices."""
+    results = []
+    for n in (0, stored):
+        esc_cmds, _, asked, _, _ = await session(n)
+        if asked != WARMUP + N:
+            print(f"unexpected: {asked} permission requests with {n:,} stored")
+            return 1
+        results.append(([span(c, "created", "tool_result") for c in esc_cmds],
+                         [span(c, "created", "delivered") for c in esc_cmds]))
+        print(summary(f"{n:,} stored: created -> tool_result", results[-1][0]), flush=True)
+        print(summary(f"{n:,} stored: created -> delivered", results[-1][1]), flush=True)
+    (total0, out0), (total1, out1) = results
+    m0, m1 = percentile(total0, 50), percentile(total1, 50)
+    figures = [
+        Figure(f"escalation round trip, {stored:,} notices stored", "<= 1.20x", m1, m0,
+               "ms", m1 <= 1.2 * m0),
+        Figure(f"  its outbox part (created -> delivered), {stored:,}", "-",
+               percentile(out1, 50), percentile(out0, 50), "ms", None),
+    ]
+    print()
+    print(table(figures))
+    print(f"done in {time.monotonic() - started:.1f}s")
+    return 0 if figures[0].ok else 1
 
 
 if __name__ == "__main__":

@@ -140,7 +140,8 @@ class Status:
         if not args["agent"]:
             fleet = await ctx.api.fleet()
             summary = ", ".join(f"{n} {s}" for s, n in fleet.counts) or "no live agents"
-            text = f"Switchboard: {summary}. Spent {money(fleet.spent_usd)} in all."
+            text = (f"Switchboard: {summary}. Spent {money(fleet.spent_usd)} in all."
+                    f" Database {fleet.db_bytes / 1e6:.1f} MB ({fleet.retention}).")
             snap = ctx.api.persistence.snapshot()
             return Reply.text(text + ("\n" + snapshot_line(snap) if snap else ""))
         r = await ctx.api.agent(args["agent"])

@@ -132,6 +132,10 @@ class Database:
             tmp.unlink(missing_ok=True)
             raise StoreUnavailable(str(target), f"could not save a copy: {exc}") from exc
 
+    def report_write_error(self, reason: str) -> None:
+        """A write on another connection (a batched writer's) failed for the database's sake."""
+        self._write_failed(reason)
+
     def _write_failed(self, reason: str) -> None:
         for listener in list(self.write_error_listeners):
             try:

@@ -107,6 +107,29 @@ class EscalationDraft:
     survives_restart: bool = False
 
 
+async def _advance(conn: aiosqlite.Connection, frontend: str) -> None:
+    """Move `frontend`'s cursor up to just before its first undelivered row (or the last row)."""
+    async with conn.execute("SELECT seq FROM outbox_cursors WHERE frontend = ?",
+                            (frontend,)) as cur:
+        row = await cur.fetchone()
+    at = int(row[0]) if row else 0
+    async with conn.execute(
+            "SELECT e.seq FROM escalations e LEFT JOIN deliveries d ON d.escalation_id = e.id"
+            " AND d.frontend = ? WHERE e.seq > ? AND d.escalation_id IS NULL ORDER BY e.seq"
+            " LIMIT 1", (frontend, at)) as cur:
+        gap = await cur.fetchone()
+    if gap is not None:
+        new = int(gap[0]) - 1
+    else:
+        async with conn.execute("SELECT MAX(seq) FROM escalations") as cur:
+            top = await cur.fetchone()
+        new = int(top[0] or 0) if top else 0
+    if new > at or row is None:
+        await conn.execute(
+            "INSERT INTO outbox_cursors (frontend, seq) VALUES (?,?) ON CONFLICT (frontend)"
+            " DO UPDATE SET seq = excluded.seq", (frontend, new))
+
+
 class EscalationRepo:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -250,32 +273,61 @@ class EscalationRepo:
     async def undelivered(self, frontend: str, limit: int = 200,
                           after_seq: int = 0) -> list[EscalationRow]:
         """Rows `frontend` has not acknowledged, oldest first, from after `after_seq` (to
-        page through a long backlog)."""
+        page through a long backlog) and after its delivery cursor (below which everything
+        is delivered): a range of the primary key, never the whole history."""
         rows = await self.db.fetchall(
             "SELECT e.* FROM escalations e LEFT JOIN deliveries d"
             " ON d.escalation_id = e.id AND d.frontend = ?"
-            " WHERE d.escalation_id IS NULL AND e.seq > ? ORDER BY e.seq LIMIT ?",
-            (frontend, after_seq, limit),
+            " WHERE d.escalation_id IS NULL AND e.seq > MAX(?, COALESCE((SELECT seq FROM"
+            " outbox_cursors WHERE frontend = ?), 0)) ORDER BY e.seq LIMIT ?",
+            (frontend, after_seq, frontend, limit),
         )
         return [EscalationRow.from_row(r) for r in rows]
 
+    async def cursor(self, frontend: str) -> int:
+        """Every row up to this seq is delivered to `frontend`."""
+        row = await self.db.fetchone("SELECT seq FROM outbox_cursors WHERE frontend = ?",
+                                     (frontend,))
+        return int(row["seq"]) if row else 0
+
     async def ack(self, esc_id: str, frontend: str, *, now: float | None = None) -> None:
-        await self.db.execute(
-            "INSERT OR IGNORE INTO deliveries (escalation_id, frontend, delivered_at)"
-            " VALUES (?,?,?)",
-            (esc_id, frontend, _stamp(now)),
-        )
+        """Record a delivery, and move the front end's cursor past every row now delivered
+        in a row (from the cursor to the first gap: a few rows, not the history)."""
+        async with self.db.transaction() as conn:
+            await conn.execute(
+                "INSERT OR IGNORE INTO deliveries (escalation_id, frontend, delivered_at)"
+                " VALUES (?,?,?)",
+                (esc_id, frontend, _stamp(now)),
+            )
+            await _advance(conn, frontend)
 
     async def mark_all_delivered(self, frontend: str, *, before: float,
                                  now: float | None = None) -> None:
         """A front end seen for the first time starts from now, not from the beginning: every
         row but the open ones, created before `before` (the supervisor's start), counts as
-        delivered to it."""
-        await self.db.execute(
-            "INSERT OR IGNORE INTO deliveries (escalation_id, frontend, delivered_at)"
-            " SELECT id, ?, ? FROM escalations WHERE status != 'open' AND created_at < ?",
-            (frontend, _stamp(now), before),
-        )
+        delivered to it. The cursor goes to the last such row before the first open one;
+        only rows after it get a delivery row each."""
+        async with self.db.transaction() as conn:
+            async with conn.execute(
+                    "SELECT seq FROM escalations WHERE created_at < ? ORDER BY seq DESC LIMIT 1",
+                    (before,)) as cur:
+                last = await cur.fetchone()
+            async with conn.execute(
+                    "SELECT MIN(seq) FROM escalations WHERE status = 'open'") as cur:
+                first_open = await cur.fetchone()
+            last_old = int(last[0]) if last else 0
+            start = min(last_old, int(first_open[0]) - 1) \
+                if first_open and first_open[0] is not None else last_old
+            await conn.execute(
+                "INSERT OR IGNORE INTO deliveries (escalation_id, frontend, delivered_at)"
+                " SELECT id, ?, ? FROM escalations WHERE seq > ? AND seq <= ?"
+                " AND status != 'open'",
+                (frontend, _stamp(now), start, last_old),
+            )
+            await conn.execute(
+                "INSERT INTO outbox_cursors (frontend, seq) VALUES (?,?) ON CONFLICT (frontend)"
+                " DO UPDATE SET seq = MAX(seq, excluded.seq)", (frontend, start))
+            await _advance(conn, frontend)
 
     async def allow_for_session(self, agent_id: str, session_id: str | None, key: str,
                                 tool_name: str, by: str, *, now: float | None = None) -> None:

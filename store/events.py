@@ -2,12 +2,36 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import sqlite3
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from store.db import Database
+
+# One raw event as the ingest queues it: (agent_id, turn_id, kind, summary, data, at); `data`
+# is serialised by the writer (in its thread), not by whoever queued the row.
+RawEvent = tuple[str, int | None, str, str, dict[str, Any], float]
+# What json.dumps(default=str) gives, made once (json.dumps makes an encoder per call).
+_STD_ENCODE = json.JSONEncoder(default=str).encode
+
+
+def _encode(data: dict[str, Any]) -> str:
+    """A row's JSON: orjson (an eighth of the standard encoder's time), or the standard
+    encoder for what orjson refuses (a lone surrogate, an integer past 64 bits)."""
+    try:
+        return orjson.dumps(data, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # orjson.JSONEncodeError is one
+        return _STD_ENCODE(data)
+
+
+_INSERT = ("INSERT INTO agent_events (agent_id, turn_id, kind, summary, data, at)"
+           " VALUES (?,?,?,?,?,?)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +43,32 @@ class EventRow:
     summary: str
     data: dict[str, Any]
     at: float
+
+
+VALUES_ROWS = 256  # rows in one INSERT: 1536 parameters, under SQLite's 32766
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_sql(n: int) -> str:
+    return ("INSERT INTO agent_events (agent_id, turn_id, kind, summary, data, at) VALUES "
+            + ",".join(["(?,?,?,?,?,?)"] * n))
+
+
+def _insert(conn: sqlite3.Connection, rows: Sequence[RawEvent],
+            text: Callable[[str], str] | None = None) -> None:
+    dumps = _encode
+    for i in range(0, len(rows), VALUES_ROWS):
+        chunk = rows[i:i + VALUES_ROWS]
+        if text is None:
+            params = [v for a, t, k, s, d, at in chunk for v in (a, t, k, s, dumps(d), at)]
+        else:
+            params = [v for a, t, k, s, d, at in chunk
+                      for v in (text(a), t, text(k), text(s), dumps(d), at)]
+        conn.execute(_insert_sql(len(chunk)), params)
+
+
+def _safe(text: str) -> str:
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 class EventRepo:
@@ -33,6 +83,28 @@ class EventRepo:
             " VALUES (?,?,?,?,?,?)",
             (agent_id, turn_id, kind, summary, json.dumps(data, default=str), time.time()),
         )
+
+    @staticmethod
+    def insert_rows(conn: sqlite3.Connection, rows: Sequence[RawEvent]) -> int:
+        """In a writer's thread, inside its transaction: up to VALUES_ROWS rows a statement.
+
+        One multi-row INSERT rather than `executemany`: sqlite3 lets go of the GIL around every
+        step, so `executemany` takes it back once per row, and on a busy event loop each of
+        those waits for the loop to let go; one statement binds its rows at once and steps
+        once."""
+        conn.execute("SAVEPOINT events")
+        try:
+            _insert(conn, rows)
+        except UnicodeEncodeError:  # a lone surrogate in a summary: that row's text repaired
+            conn.execute("ROLLBACK TO events")
+            _insert(conn, rows, _safe)
+        conn.execute("RELEASE events")
+        return len(rows)
+
+    async def append_many(self, rows: Sequence[RawEvent]) -> None:
+        """The rows of `insert_rows`, through the store's own writer connection."""
+        await self.db.executemany(_INSERT, [(a, t, k, s, json.dumps(d, default=str), at)
+                                            for a, t, k, s, d, at in rows])
 
     async def tail(self, agent_id: str, n: int) -> list[EventRow]:
         rows = await self.db.fetchall(
@@ -49,3 +121,53 @@ class EventRepo:
             "SELECT COUNT(*) AS n FROM agent_events WHERE agent_id = ?", (agent_id,)
         )
         return int(row["n"]) if row else 0
+
+    # -- retention: in a writer's thread, one bounded transaction per call ---------------------
+
+    @staticmethod
+    def first_kept(conn: sqlite3.Connection, cutoff: float) -> int | None:
+        """The lowest id whose event is not older than `cutoff`, None if every event is:
+        a binary search over ids (which grow with `at`), a few primary-key lookups, no
+        index on `at` for every insert to keep up."""
+        lo, hi = conn.execute("SELECT MIN(id), MAX(id) FROM agent_events").fetchone()
+        if lo is None:
+            return None
+        hi += 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            row = conn.execute("SELECT id, at FROM agent_events WHERE id >= ? ORDER BY id"
+                               " LIMIT 1", (mid,)).fetchone()
+            if row is None or row[1] >= cutoff:
+                hi = mid
+            else:
+                lo = row[0] + 1
+        return lo
+
+    @staticmethod
+    def delete_before(conn: sqlite3.Connection, first_kept: int, limit: int) -> int:
+        """Delete up to `limit` of the oldest events with an id below `first_kept`."""
+        cur = conn.execute(
+            "DELETE FROM agent_events WHERE id IN (SELECT id FROM agent_events WHERE id < ?"
+            " ORDER BY id LIMIT ?)", (first_kept, limit))
+        return cur.rowcount
+
+    @staticmethod
+    def delete_beyond(conn: sqlite3.Connection, agent_id: str, keep: int, limit: int) -> int:
+        """Delete up to `limit` of the oldest events of `agent_id` beyond its newest `keep`
+        (the agent index: no scan of other agents' rows)."""
+        row = conn.execute("SELECT id FROM agent_events WHERE agent_id = ? ORDER BY id DESC"
+                           " LIMIT 1 OFFSET ?", (agent_id, keep)).fetchone()
+        if row is None:
+            return 0
+        cur = conn.execute(
+            "DELETE FROM agent_events WHERE id IN (SELECT id FROM agent_events WHERE"
+            " agent_id = ? AND id <= ? ORDER BY id LIMIT ?)", (agent_id, row[0], limit))
+        return cur.rowcount
+
+    @staticmethod
+    def agents_over(conn: sqlite3.Connection, keep: int) -> list[str]:
+        """Agents with more than `keep` events: one probe of the agent index per agent."""
+        ids = [r[0] for r in conn.execute("SELECT id FROM agents")]
+        return [a for a in ids if conn.execute(
+            "SELECT 1 FROM agent_events WHERE agent_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?",
+            (a, keep)).fetchone() is not None]

@@ -373,4 +373,54 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX schedule_runs_recent ON schedule_runs(schedule_id, slot_at);
     CREATE INDEX schedule_runs_live ON schedule_runs(status) WHERE status = 'running';
     """,
+    # 15 (fleet ingest): aggregates kept with each turn in the same transaction, so /status,
+    # /cost and the budget check never scan turns or costs: per agent (turns, spend, tokens),
+    # per agent and model, and per agent and UTC day (by the day a turn started); each front
+    # end's delivery cursor, below which every escalation and notice is delivered to it, so the
+    # outbox reads from there, never the whole history. Filled from the rows already there.
+    """
+    CREATE TABLE agent_totals (
+        agent_id      TEXT PRIMARY KEY,
+        turns         INTEGER NOT NULL DEFAULT 0,
+        cost_usd      REAL NOT NULL DEFAULT 0,
+        input_tokens  INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0
+    );
+    INSERT INTO agent_totals (agent_id, turns, cost_usd, input_tokens, output_tokens)
+        SELECT agent_id, COUNT(*), SUM(cost_usd), SUM(input_tokens), SUM(output_tokens)
+        FROM turns GROUP BY agent_id;
+    CREATE TABLE model_totals (
+        agent_id      TEXT NOT NULL,
+        model         TEXT NOT NULL,
+        turns         INTEGER NOT NULL DEFAULT 0,
+        cost_usd      REAL NOT NULL DEFAULT 0,
+        input_tokens  INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (agent_id, model)
+    );
+    INSERT INTO model_totals (agent_id, model, turns, cost_usd, input_tokens, output_tokens)
+        SELECT agent_id, model, COUNT(DISTINCT turn_id), SUM(cost_usd), SUM(input_tokens),
+               SUM(output_tokens)
+        FROM costs GROUP BY agent_id, model;
+    CREATE TABLE spend_days (
+        day      INTEGER NOT NULL,
+        agent_id TEXT NOT NULL,
+        cost_usd REAL NOT NULL DEFAULT 0,
+        PRIMARY KEY (day, agent_id)
+    );
+    INSERT INTO spend_days (day, agent_id, cost_usd)
+        SELECT CAST(started_at / 86400 AS INTEGER), agent_id, SUM(cost_usd)
+        FROM turns GROUP BY 1, 2;
+    CREATE TABLE outbox_cursors (
+        frontend TEXT PRIMARY KEY,
+        seq      INTEGER NOT NULL
+    );
+    INSERT INTO outbox_cursors (frontend, seq)
+        SELECT f.frontend, COALESCE((SELECT MIN(e.seq) - 1 FROM escalations e
+                                     WHERE NOT EXISTS (SELECT 1 FROM deliveries d
+                                                       WHERE d.escalation_id = e.id
+                                                       AND d.frontend = f.frontend)),
+                                    (SELECT COALESCE(MAX(seq), 0) FROM escalations))
+        FROM (SELECT DISTINCT frontend FROM deliveries) f;
+    """,
 )

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
+
+import aiosqlite
 
 from store.db import Database
 from store.escalations import EscalationDraft, EscalationRepo
@@ -43,6 +46,31 @@ class Tally:
     costs: tuple[tuple[str, str, float], ...]  # (agent_id, model, cost_usd)
 
 
+DAY_S = 86400
+
+
+async def _add_totals(conn: aiosqlite.Connection, row: Any, cost_usd: float,
+                      input_tokens: int, output_tokens: int) -> None:
+    """A turn's new cost and tokens into the roll-ups, as the change from what it had (a turn
+    finished twice is counted once)."""
+    agent_id, _, old_cost, old_in, old_out, started_at = row
+    d_cost, d_in, d_out = cost_usd - old_cost, input_tokens - old_in, output_tokens - old_out
+    if not (d_cost or d_in or d_out):
+        return
+    await conn.execute(
+        "INSERT INTO agent_totals (agent_id, cost_usd, input_tokens, output_tokens)"
+        " VALUES (?,?,?,?) ON CONFLICT (agent_id) DO UPDATE SET"
+        " cost_usd = cost_usd + excluded.cost_usd,"
+        " input_tokens = input_tokens + excluded.input_tokens,"
+        " output_tokens = output_tokens + excluded.output_tokens",
+        (agent_id, d_cost, d_in, d_out))
+    if d_cost:
+        await conn.execute(
+            "INSERT INTO spend_days (day, agent_id, cost_usd) VALUES (?,?,?)"
+            " ON CONFLICT (day, agent_id) DO UPDATE SET cost_usd = cost_usd + excluded.cost_usd",
+            (int(started_at // DAY_S), agent_id, d_cost))
+
+
 class TurnRepo:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -50,6 +78,7 @@ class TurnRepo:
         # rows, so it always equals what a GROUP BY over turns and costs would say.
         self._outcomes: dict[str, int] | None = None
         self._costs: dict[tuple[str, str], float] = {}
+        self._has_rollups: bool | None = None  # migration 12's tables (read-only: maybe not)
 
     async def tally(self) -> Tally:
         if self._outcomes is None:
@@ -58,8 +87,8 @@ class TurnRepo:
                 async with conn.execute("SELECT status, COUNT(*) FROM turns WHERE status !="
                                         " 'running' GROUP BY status") as cur:
                     outcomes = {str(r[0]): int(r[1]) for r in await cur.fetchall()}
-                async with conn.execute("SELECT agent_id, model, SUM(cost_usd) FROM costs"
-                                        " GROUP BY agent_id, model") as cur:
+                async with conn.execute("SELECT agent_id, model, cost_usd FROM model_totals")\
+                        as cur:
                     costs = {(str(r[0]), str(r[1])): float(r[2] or 0.0)
                              for r in await cur.fetchall()}
             self._outcomes, self._costs = outcomes, costs
@@ -74,10 +103,16 @@ class TurnRepo:
         self._outcomes[new] = self._outcomes.get(new, 0) + n
 
     async def start(self, agent_id: str, prompt: str) -> int:
-        return await self.db.execute(
-            "INSERT INTO turns (agent_id, prompt, status, started_at) VALUES (?,?,?,?)",
-            (agent_id, prompt, "running", time.time()),
-        )
+        async with self.db.transaction() as conn:
+            async with conn.execute(
+                "INSERT INTO turns (agent_id, prompt, status, started_at) VALUES (?,?,?,?)",
+                (agent_id, prompt, "running", time.time()),
+            ) as cur:
+                turn_id = cur.lastrowid or 0
+            await conn.execute(
+                "INSERT INTO agent_totals (agent_id, turns) VALUES (?, 1)"
+                " ON CONFLICT (agent_id) DO UPDATE SET turns = turns + 1", (agent_id,))
+        return turn_id
 
     async def finish(
         self,
@@ -99,10 +134,13 @@ class TurnRepo:
         async with self.db.transaction() as conn:
             if notice is not None:
                 await EscalationRepo.insert(conn, notice, now)
-            async with conn.execute("SELECT agent_id, status FROM turns WHERE id=?",
+            async with conn.execute("SELECT agent_id, status, cost_usd, input_tokens,"
+                                    " output_tokens, started_at FROM turns WHERE id=?",
                                     (turn_id,)) as cur:
                 row = await cur.fetchone()
             agent_id, old = (row[0], row[1]) if row else (None, None)
+            if row is not None:
+                await _add_totals(conn, row, cost_usd, input_tokens, output_tokens)
             await conn.execute(
                 "UPDATE turns SET status=?, result_text=?, error=?, session_id=?, cost_usd=?,"
                 " input_tokens=?, output_tokens=?, ended_at=? WHERE id=?",
@@ -115,6 +153,13 @@ class TurnRepo:
                     " output_tokens, at) VALUES (?,?,?,?,?,?,?)",
                     (agent_id, turn_id, model, m_cost, m_in, m_out, now),
                 )
+                await conn.execute(
+                    "INSERT INTO model_totals (agent_id, model, turns, cost_usd, input_tokens,"
+                    " output_tokens) VALUES (?,?,1,?,?,?) ON CONFLICT (agent_id, model) DO"
+                    " UPDATE SET turns = turns + 1, cost_usd = cost_usd + excluded.cost_usd,"
+                    " input_tokens = input_tokens + excluded.input_tokens,"
+                    " output_tokens = output_tokens + excluded.output_tokens",
+                    (agent_id, model, m_cost, m_in, m_out))
         # Committed: now the tally (a row that was not there changes nothing).
         if row is not None:
             self._count(old, status)
@@ -162,9 +207,17 @@ class TurnRepo:
         return closed
 
     async def spent_since(self, since: float, agent_id: str | None) -> float:
+        """Spend of the turns started since `since`. From a UTC day's start (the budgets'
+        case) it is read from the per-day roll-up: a row per agent and day, never the turns."""
         where, params = ("AND agent_id = ?", (since, agent_id)) if agent_id else ("", (since,))
-        row = await self.db.fetchone(
-            f"SELECT SUM(cost_usd) AS c FROM turns WHERE started_at >= ? {where}", params)
+        if since % DAY_S == 0:
+            day = int(since // DAY_S)
+            params = (day, agent_id) if agent_id else (day,)
+            row = await self.db.fetchone(
+                f"SELECT SUM(cost_usd) AS c FROM spend_days WHERE day >= ? {where}", params)
+        else:
+            row = await self.db.fetchone(
+                f"SELECT SUM(cost_usd) AS c FROM turns WHERE started_at >= ? {where}", params)
         return float(row["c"] or 0.0) if row else 0.0
 
     async def recent(self, agent_id: str, n: int = 5) -> list[TurnRow]:
@@ -174,19 +227,29 @@ class TurnRepo:
         return [TurnRow(**dict(r)) for r in rows]
 
     async def totals_by_agent(self, agent_id: str | None = None) -> list[CostLine]:
+        """Every turn and dollar per agent: the roll-up kept with each turn, one row an agent."""
         where, params = ("WHERE agent_id = ?", (agent_id,)) if agent_id else ("", ())
-        rows = await self.db.fetchall(
-            "SELECT agent_id AS key, SUM(cost_usd) AS c, SUM(input_tokens) AS i,"
-            f" SUM(output_tokens) AS o, COUNT(*) AS n FROM turns {where} GROUP BY agent_id",
-            params,
-        )
+        if await self._rollups():
+            sql = ("SELECT agent_id AS key, cost_usd AS c, input_tokens AS i,"
+                   f" output_tokens AS o, turns AS n FROM agent_totals {where} ORDER BY agent_id")
+        else:  # a database an older version left, opened read-only (not migrated): the rows
+            sql = ("SELECT agent_id AS key, SUM(cost_usd) AS c, SUM(input_tokens) AS i,"
+                   f" SUM(output_tokens) AS o, COUNT(*) AS n FROM turns {where}"
+                   " GROUP BY agent_id")
+        rows = await self.db.fetchall(sql, params)
         return [CostLine(r["key"], r["c"] or 0.0, r["i"] or 0, r["o"] or 0, r["n"]) for r in rows]
+
+    async def _rollups(self) -> bool:
+        if self._has_rollups is None:
+            self._has_rollups = not self.db.read_only or await self.db.fetchone(
+                "SELECT 1 FROM sqlite_master WHERE name = 'agent_totals'") is not None
+        return self._has_rollups
 
     async def totals_by_model(self, agent_id: str | None = None) -> list[CostLine]:
         where, params = ("WHERE agent_id = ?", (agent_id,)) if agent_id else ("", ())
         rows = await self.db.fetchall(
             "SELECT model AS key, SUM(cost_usd) AS c, SUM(input_tokens) AS i,"
-            f" SUM(output_tokens) AS o, COUNT(DISTINCT turn_id) AS n FROM costs {where}"
+            f" SUM(output_tokens) AS o, SUM(turns) AS n FROM model_totals {where}"
             " GROUP BY model ORDER BY c DESC",
             params,
         )

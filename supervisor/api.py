@@ -48,6 +48,7 @@ from supervisor.guardrails import RateLimiter
 from supervisor.killswitch import KillReport, KillSwitch
 from supervisor.policy import Action as PolicyAction
 from supervisor.redact import SECRETS
+from supervisor.retention import database_bytes, retention_words
 from supervisor.sanitize import clean
 from supervisor.schedule_tools import schedule_tools
 from supervisor.standing import charter_text
@@ -209,12 +210,15 @@ class SupervisorAPI:
         for r in self._pool.runners():
             counts[r.state] = counts.get(r.state, 0) + 1
         totals = await self._store.turns.totals_by_agent()
-        return FleetView(tuple(sorted(counts.items())), sum(t.cost_usd for t in totals))
+        return FleetView(tuple(sorted(counts.items())), sum(t.cost_usd for t in totals),
+                         db_bytes=database_bytes(self._store.db.path),
+                         retention=retention_words(self.settings))
 
     @_store_errors
     async def logs(self, ref: str, n: int = 20) -> AgentLog:
         """The agent's last `n` events, oldest first."""
         r = await self._pool.get(ref)
+        await self._pool.ingest.flush()  # the events still in the open batch too
         events = await self._store.events.tail(r.id, n)
         return AgentLog(_view(r), tuple(LogEntry(e.kind, e.summary, e.at, e.turn_id)
                                         for e in events))

@@ -467,6 +467,24 @@ class Settings(BaseSettings):
     repo_push_intentions: Annotated[Flag, Key("SWITCHBOARD_REPO_PUSH_INTENTIONS",
                                               "repos.push_intentions")] = False
 
+    # The event ingest and its retention (supervisor/ingest.py, supervisor/retention.py): how
+    # long raw events wait to be written with others, the most in one batch; raw events older
+    # than event_retention_days or beyond event_retention_per_agent per agent are pruned every
+    # retention_interval_s (turns, costs, escalations and audit rows are kept).
+    ingest_window_s: Annotated[Interval, Key("SWITCHBOARD_INGEST_WINDOW_S", "store.ingest_window_s",
+                                             "ingest_window_s")] = 0.02
+    ingest_max_batch: Annotated[Whole, Key("SWITCHBOARD_INGEST_MAX_BATCH",
+                                           "store.ingest_max_batch", "ingest_max_batch")] = 2000
+    event_retention_days: Annotated[Seconds, Key("SWITCHBOARD_EVENT_RETENTION_DAYS",
+                                                 "store.event_retention_days",
+                                                 "event_retention_days")] = 7.0
+    event_retention_per_agent: Annotated[Whole, Key("SWITCHBOARD_EVENT_RETENTION_PER_AGENT",
+                                                    "store.event_retention_per_agent",
+                                                    "event_retention_per_agent")] = 5000
+    retention_interval_s: Annotated[Interval, Key("SWITCHBOARD_RETENTION_INTERVAL_S",
+                                                  "store.retention_interval_s",
+                                                  "retention_interval_s")] = 600.0
+
     # Where memory.current/memory.max live (auto-detected; not configurable, tests inject it).
     cgroup_dir: UserPath | None = None
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pydantic_settings import BaseSettings
 
 # Sections of the settings file; every other table in it is a mistake, except [agent_env].
-SECTIONS = ("telegram", "slack", "limits", "gcs", "bus", "repos", "scheduler")
+SECTIONS = ("telegram", "slack", "limits", "gcs", "bus", "repos", "scheduler", "store")
 AGENT_ENV_TABLE = "agent_env"
 OUR_PREFIX = "SWITCHBOARD_"
 ENVIRONMENT = "environment"  # where a value was given, when not in the file

@@ -24,6 +24,7 @@ from supervisor.errors import AgentExists, ConfigError, InvalidRequest, Shutting
 from supervisor.escalations import Decision, Escalations, Kind, Timeouts
 from supervisor.events import AgentState, EventHub, StateChanged
 from supervisor.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
+from supervisor.ingest import EventIngest
 from supervisor.killswitch import KillSwitch
 from supervisor.persistence import Persistence
 from supervisor.policy import Policy, PolicyError
@@ -32,6 +33,7 @@ from supervisor.protected import ProtectedPaths
 from supervisor.recovery import RERUN_TOOL, answer_hook, report_interrupted
 from supervisor.repos import Repos
 from supervisor.repos.tools import repo_tools
+from supervisor.retention import Retention
 from supervisor.runner import AgentRunner, RunnerDeps
 from supervisor.sandbox import Isolation, describe, hide_in, probe, unwritable_reason
 from supervisor.standing import StandingAgents
@@ -151,6 +153,12 @@ class AgentPool:
                            agent_id, title, body),
                        halted=lambda: self.killswitch.halted,
                        ask_operator=self._ask_operator)
+        self.ingest = EventIngest(store, window_s=settings.ingest_window_s,
+                                  max_batch=settings.ingest_max_batch, clock=clock)
+        self.retention = Retention(self.ingest, max_age_days=settings.event_retention_days,
+                                   per_agent=settings.event_retention_per_agent,
+                                   interval_s=settings.retention_interval_s, clock=clock)
+        self._retention_task: asyncio.Task[None] | None = None
         self.standing = StandingAgents(self)  # the wake path (the scheduler's), send-backs
         self._watchdog_task: asyncio.Task[None] | None = None
         self.roles: dict[str, tuple[str, ...]] = {}  # agent id -> its roles (from /team)
@@ -206,7 +214,9 @@ class AgentPool:
             repo_wall=self.repos.wall,
             session_store=self.session_store,
             before_start=self._before_start,
+            ingest=self.ingest,
         )
+        await self.ingest.start()
         await self.killswitch.start()
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
         self.settings.context_dir.mkdir(parents=True, exist_ok=True)  # the shared context
@@ -271,6 +281,7 @@ class AgentPool:
         await self.repos.start()  # the agents are known: dead agents' worktrees are collected
         self.recovery = RecoveryReport(tuple(swept), tuple(resumed), interrupted)
         self._watchdog_task = asyncio.create_task(self.watchdog.run(), name="watchdog")
+        self._retention_task = asyncio.create_task(self.retention.run(), name="retention")
         self.storage.start()
         return self.recovery
 
@@ -596,15 +607,17 @@ class AgentPool:
         await self.timers.stop()  # no timeout acts on an agent that is shutting down
         await self.repos.close()
         self.killswitch.close()
-        if self._watchdog_task is not None:
-            self._watchdog_task.cancel()
-            await asyncio.gather(self._watchdog_task, return_exceptions=True)
+        for loop_task in (self._watchdog_task, self._retention_task):
+            if loop_task is not None:
+                loop_task.cancel()
+                await asyncio.gather(loop_task, return_exceptions=True)
         await self.watchdog.close()
         runners = list(self._runners.values())
         await asyncio.gather(*(r.close_for_shutdown() for r in runners), return_exceptions=True)
         for task in self._tasks.values():
             task.cancel()
         await self.bus.close()  # leases still held stay: the next start delivers them again
+        await self.ingest.close()  # the events still waiting are written
         if self._tasks:
             # Bounded: a loop that ignores its cancellation must not hang shutdown.
             _, stuck = await asyncio.wait(self._tasks.values(), timeout=10)

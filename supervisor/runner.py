@@ -39,6 +39,7 @@ from supervisor.events import AgentOutput, AgentState, EventHub, StateChanged, T
 from supervisor.gate import GateDeps, ToolGate
 from supervisor.guardrails import CrashTracker, LimitExceeded, day_start
 from supervisor.inbox import Inbox, MemoryInbox
+from supervisor.ingest import EventIngest
 from supervisor.lifecycle import check as check_transition
 from supervisor.policy import Policy
 from supervisor.process import AgentProcess, sweep
@@ -87,6 +88,7 @@ class RunnerDeps:
     # Awaited before the agent's process starts; raises AgentFailed to refuse (the lease in the
     # bucket is held by another supervisor: supervisor/persistence.py).
     before_start: Callable[[str], Awaitable[None]] | None = None
+    ingest: EventIngest | None = None  # batched event writes; None: each event written alone
 
 
 # Claude Code's own tools that would bypass the supervisor: cross-session messaging, session
@@ -483,6 +485,7 @@ class AgentRunner:
             if old == new and not reason:
                 return
             check_transition(old, new)
+            await self._flush_events()
             await self._deps.store.agents.set_state(self.id, old, new, reason)
             if remember:
                 self._state_before_pause = old
@@ -634,8 +637,7 @@ class AgentRunner:
                 if proc is None:
                     return False  # held: the loop waits for the operator's choice
             turn_id = await self._deps.store.turns.start(self.id, prompt)
-            await self._deps.store.events.append(self.id, turn_id, "prompt", prompt[:200],
-                                                 {"prompt": prompt})
+            await self._log(turn_id, "prompt", prompt[:200], {"prompt": prompt})
             self.turn_started_at = self.last_activity_at = self._deps.clock.now()
             # Paused while the turn was being set up: it is working once resumed.
             await self._set_state(AgentState.WORKING, "", unless_paused=True)
@@ -649,6 +651,8 @@ class AgentRunner:
                 pass  # left running: the pool reports it to the operator (supervisor/recovery)
             elif self._stopping or self._deps.killswitch.halted:
                 if turn_id is not None:
+                    with contextlib.suppress(StoreError):
+                        await self._flush_events()
                     await self._deps.store.turns.finish(
                         turn_id, status="interrupted",
                         error="the kill switch was triggered" if self._deps.killswitch.halted
@@ -705,8 +709,7 @@ class AgentRunner:
                     f"(retry {attempt} of {len(API_RETRY_WAITS_S)})")
             logger.warning("turn retried agent=%s status=%s attempt=%d", self.id, status,
                            attempt)
-            await self._deps.store.events.append(self.id, turn_id, "retry", note,
-                                                 {"status": status, "attempt": attempt})
+            await self._log(turn_id, "retry", note, {"status": status, "attempt": attempt})
             self._deps.hub.publish(AgentOutput(self.id, self.name, "system", note))
             self._turn_begun = False  # an interrupt meanwhile goes to the continuation
             await self._deps.clock.sleep(wait_s)
@@ -746,6 +749,7 @@ class AgentRunner:
             title += " again: crash loop, it will not be restarted for now"
         try:
             notice = await self._deps.escalations.draft_notice(self.id, title, message)
+            await self._flush_events()
             if turn_id is not None:  # the notice goes with the turn's end (see _finish_turn)
                 await self._deps.store.turns.finish(turn_id, status="failed", error=message,
                                                     notice=notice)
@@ -767,7 +771,8 @@ class AgentRunner:
         if isinstance(msg, SystemMessage) and msg.subtype == "mirror_error":
             await self._mirror_error(msg)
         rec = record_of(msg)
-        self.last_activity_at = self._deps.clock.now()
+        deps = self._deps
+        self.last_activity_at = deps.clock.now()
         if self.first_event_at is None:
             self.first_event_at = self.last_activity_at
         if self.state == AgentState.STALLED:
@@ -778,8 +783,27 @@ class AgentRunner:
         if rec.tool is not None:
             self.current_tool = rec.tool if rec.tool != NO_TOOL else None
         for out in rec.outputs:
-            self._deps.hub.publish(AgentOutput(self.id, self.name, out.kind, out.text))
-        await self._deps.store.events.append(self.id, turn_id, rec.kind, rec.summary, rec.data)
+            deps.hub.publish(AgentOutput(self.id, self.name, out.kind, out.text))
+        ingest = deps.ingest
+        if ingest is not None:  # the hot path: queued, written with its batch
+            ingest.add(self.id, turn_id, rec.kind, rec.summary, rec.data, self.last_activity_at)
+        else:
+            await self._deps.store.events.append(self.id, turn_id, rec.kind, rec.summary,
+                                                 rec.data)
+
+    async def _log(self, turn_id: int | None, kind: str, summary: str,
+                   data: dict[str, Any]) -> None:
+        ingest = self._deps.ingest
+        if ingest is not None:
+            ingest.add(self.id, turn_id, kind, summary, data)
+        else:
+            await self._deps.store.events.append(self.id, turn_id, kind, summary, data)
+
+    async def _flush_events(self) -> None:
+        """Before a turn end, a cost, a failure or a state change is written and reported: the
+        events that led to it are committed first (supervisor/ingest.py)."""
+        if self._deps.ingest is not None:
+            await self._deps.ingest.flush()
 
     async def _mirror_error(self, msg: SystemMessage) -> None:
         """The SDK could not copy part of the transcript to the bucket (after its retries; the
@@ -811,6 +835,7 @@ class AgentRunner:
         notice = None if self._quiet_turn and ok else await self._deps.escalations.draft_notice(
             self.id, f"{self.name} {'finished' if ok else 'ended with an error'}",
             text[:200_000])
+        await self._flush_events()
         await self._deps.store.turns.finish(
             turn_id,
             notice=notice,

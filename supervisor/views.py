@@ -55,6 +55,8 @@ class AgentDetail(AgentView):
 class FleetView:
     counts: tuple[tuple[str, int], ...]  # live agents per state, by state name
     spent_usd: float
+    db_bytes: int = 0  # the database file and its WAL, bytes
+    retention: str = ""  # how raw events are bounded, in words
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,8 +21,10 @@ message; ``content`` may be a string or a block list):
   with a dedup key; every id the bus returns is appended to ``./bus-sent.log``.
 * a bus turn (``<message ... id="N" from="X" ...>`` blocks): every id is appended to
   ``./bus-received.log``; a body ``PINGPONG <k>`` is answered with ``PINGPONG <k+1>`` to its
-  sender; a body that is itself a directive (``MCP``, ``SPAM``; ``SLEEP`` when it is the
-  turn's only message) is applied.
+  sender; a body that is itself a directive (``MCP``, ``SPAM``, ``STREAM``; ``SLEEP`` when it
+  is the turn's only message) is applied.
+* ``STREAM <n>``    - stream ``n`` assistant text messages (``chunk <i>``) as fast as it
+  can, then reply ``STREAMED <n>``: many events from one turn, for the event ingest.
 * ``SLOWSTART <n>: <rest>`` - take n seconds to begin the turn (before its ``system/init``),
   as the real CLI can under load; an ``interrupt`` meanwhile finds no turn running and is a
   no-op (it answers ``still_queued``), as in the real CLI; then apply the rules to ``<rest>``.
@@ -54,6 +56,7 @@ _SLEEP_RE = re.compile(r"^SLEEP\s+(\d+(?:\.\d+)?)\s*(?::\s?(.*))?$", re.DOTALL)
 _STDERR_RE = re.compile(r"^STDERR\s+(.*)$", re.DOTALL)
 _MCP_RE = re.compile(r"^MCP\s+(\S+)\s+(.*)$", re.DOTALL)
 _SPAM_RE = re.compile(r"^SPAM\s+(\d+)\s+(\S+)\s*$")
+_STREAM_RE = re.compile(r"^STREAM\s+(\d+)\s*$")
 _BUS_RE = re.compile(
     r'<message n="\d+" of="\d+" id="(\d+)" from="([^"]*)"[^>]*>\n(.*?)\n</message>', re.DOTALL)
 _SENT_ID_RE = re.compile(r"^message #(\d+)")
@@ -440,6 +443,19 @@ class FakeClaude:
                     sent += 1
         return "SPAM SENT %d of %d" % (sent, count)
 
+    def stream(self, count, turn):
+        for i in range(count):
+            if turn.abort.is_set():
+                return None
+            emit({"type": "assistant",
+                  "message": {"id": "msg_fake_%d" % i, "type": "message", "role": "assistant",
+                              "content": [{"type": "text", "text": "chunk %d" % i}],
+                              "model": self.model, "stop_reason": None, "stop_sequence": None,
+                              "usage": {"input_tokens": INPUT_TOKENS, "output_tokens": 1}},
+                  "parent_tool_use_id": None, "session_id": self.session_id,
+                  "uuid": str(uuid.uuid4())})
+        return "STREAMED %d" % count
+
     def bus_turn(self, items, turn):
         with open("bus-received.log", "a") as fh:
             fh.write("".join(i + "\n" for i, _, _ in items))
@@ -450,7 +466,7 @@ class FakeClaude:
                 k = int(body.split()[1]) + 1
                 replies.append(self.mcp("send_message", {"to": sender, "type": "info",
                                                          "body": "PINGPONG %d" % k}))
-            elif body.startswith(("MCP ", "SPAM ")) or body == "CRASH" or (
+            elif body.startswith(("MCP ", "SPAM ", "STREAM ")) or body == "CRASH" or (
                     len(items) == 1 and body.startswith("SLEEP ")):
                 replies.append(self.reply_for(body, turn) or "")
         return "BUS: %d message(s)%s" % (len(items), "".join("\n" + r for r in replies))
@@ -492,12 +508,19 @@ class FakeClaude:
         items = _BUS_RE.findall(directive)
         if items:
             return self.bus_turn(items, turn)
+        return self.tool_reply(directive, turn)
+
+    def tool_reply(self, directive, turn):
+        """MCP, SPAM, STREAM, STDERR, else the echo."""
         m = _MCP_RE.match(directive)
         if m:
             return "MCP RESULT: " + self.mcp(m.group(1), json.loads(m.group(2)))
         m = _SPAM_RE.match(directive)
         if m:
             return self.spam(int(m.group(1)), m.group(2).split(","))
+        m = _STREAM_RE.match(directive)
+        if m:
+            return self.stream(int(m.group(1)), turn)
         m = _STDERR_RE.match(directive)
         if m:
             sys.stderr.write(m.group(1) + "\n")

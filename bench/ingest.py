@@ -1,0 +1,214 @@
+"""Event ingest: events/s through the runner's record path into the real store, against a raw
+batched sqlite3 insert of the same rows.
+
+Run from the repository root:  .venv/bin/python bench/ingest.py [--before] [--events N]
+
+N fake agents (10, 100, 300) are real `AgentRunner`s over the real store (SQLite, WAL, the
+event ingest and its writer thread), each an asyncio task that feeds its share of parsed SDK
+messages (text, tool use, tool result; the mix of a working agent) to `runner._record` one at
+a time, yielding to the loop between two (as awaiting the CLI's stream does), with one front
+end subscribed to the hub. Spawning 300 CLIs is not what is measured: the SDK's own parsing of
+the CLI's JSON is the same with or without Switchboard, so messages are built once, up front.
+The figure is events/s from the first message to the last event committed (a final flush);
+each fleet size is run `--repeat` times (default 3), ingest and raw interleaved, the best of
+each kept. Events per CPU second (the process's CPU, every thread) are printed too: on a
+machine shared with other work the wall-clock figure of a two-thread pipeline (loop and
+writer) suffers more than the single-thread raw insert; the CPU figure does not.
+
+The baseline: the same rows (read back from that database), inserted into an empty database
+of the same schema by plain sqlite3 `executemany`, 2000 rows to a transaction. Goal: the
+ingest at least 30% of it.
+
+`--before`: the record path as it was before batching, for comparison: every event its own
+transaction through the store's connection, and `dataclasses.asdict` for the row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import os
+import shutil
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from claude_agent_sdk import (  # noqa: E402
+    AssistantMessage,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+)
+
+from bench._common import quiet_logging, scratch_dir  # noqa: E402
+from bench._figures import Figure, table  # noqa: E402
+from store import Store, open_store  # noqa: E402
+from supervisor import records  # noqa: E402
+from supervisor.config import Settings  # noqa: E402
+from supervisor.events import AgentState, EventHub  # noqa: E402
+from supervisor.ingest import EventIngest  # noqa: E402
+from supervisor.runner import AgentRunner, RunnerDeps  # noqa: E402
+
+FLEETS = (10, 100, 300)
+EVENTS = 60_000  # per fleet size
+GOAL = 0.30
+BATCH = 2000
+
+
+def messages(agent: int) -> list[Any]:
+    """One working agent's cycle of messages: text, a tool call, its result, more text."""
+    text = ("Looking at the failing test: the parser drops the timezone when the offset is "
+            "written without a colon, so the comparison below is off by the offset. ") * 2
+    return [
+        AssistantMessage(content=[TextBlock(text)], model="claude-sonnet"),
+        AssistantMessage(content=[ToolUseBlock(f"toolu_{agent}", "Bash",
+                                               {"command": "pytest -q tests/test_dates.py",
+                                                "description": "run the tests"})],
+                         model="claude-sonnet"),
+        UserMessage(content=[ToolResultBlock(f"toolu_{agent}", "F.." + "x" * 300, False)]),
+        AssistantMessage(content=[TextBlock("Fixed: the offset is parsed both ways now.")],
+                         model="claude-sonnet"),
+    ]
+
+
+async def make_store(path: Path, agents: int) -> Store:
+    store = await open_store(path)
+    await store.db.executemany(
+        "INSERT INTO agents (id, name, cwd, prompt, state, created_at, updated_at)"
+        " VALUES (?,?,?,?,?,?,?)",
+        [(f"a{i:03d}", f"agent{i}", "/w", "p", "working", 0.0, 0.0) for i in range(agents)])
+    return store
+
+
+def runner(store: Store, hub: EventHub, settings: Settings, agent: int,
+           ingest: EventIngest | None) -> AgentRunner:
+    row = type("Row", (), dict(
+        id=f"a{agent:03d}", name=f"agent{agent}", parent_id=None, model=None, cwd="/w",
+        permission_mode="default", project_settings=False, session_id="s", state="working",
+        created_at=0.0, last_error=None, cost_baseline={}))()
+    deps = RunnerDeps(settings=settings, store=store, hub=hub, launcher=Path("/nonexistent"),
+                      real_cli=Path("/nonexistent"), policy=None,  # type: ignore[arg-type]
+                      escalations=None, killswitch=None, crashes=None,  # type: ignore[arg-type]
+                      over_budget=None, isolation=None,  # type: ignore[arg-type]
+                      ingest=ingest)
+    r = AgentRunner(row, deps)  # type: ignore[arg-type]
+    r.state = AgentState.WORKING
+    return r
+
+
+async def feed(r: AgentRunner, msgs: list[Any], n: int, turn_id: int) -> None:
+    record = r._record
+    for i in range(n):
+        await record(msgs[i % len(msgs)], turn_id)
+        await asyncio.sleep(0)  # the next message is awaited from the CLI's stream
+
+
+async def drain(hub: EventHub) -> None:
+    async for _ in hub.stream():
+        pass
+
+
+async def ingest_rate(home: Path, agents: int, events: int,
+                      before: bool) -> tuple[float, float]:
+    store = await make_store(home / "ingest.db", agents)
+    hub = EventHub()
+    ingest = None if before else EventIngest(store)
+    if ingest is not None:
+        await ingest.start()
+    settings = Settings(home=home)
+    runners = [runner(store, hub, settings, i, ingest) for i in range(agents)]
+    turn = await store.turns.start(runners[0].id, "p")
+    front = asyncio.create_task(drain(hub))
+    await asyncio.sleep(0)
+    per = events // agents
+    started, cpu = time.perf_counter(), time.process_time()
+    await asyncio.gather(*(feed(r, messages(i), per, turn) for i, r in enumerate(runners)))
+    if ingest is not None:
+        await ingest.flush()
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    front.cancel()
+    stored = await store.db.fetchone("SELECT COUNT(*) AS n FROM agent_events")
+    assert stored is not None and stored["n"] == per * agents, (stored, per * agents)
+    if ingest is not None:
+        await ingest.close()
+    await store.db.close()
+    return per * agents / elapsed, per * agents / cpu
+
+
+def raw_rate(home: Path) -> tuple[float, float]:
+    """The rows the ingest stored, inserted again by plain sqlite3, batched."""
+    src = sqlite3.connect(home / "ingest.db")
+    rows = src.execute("SELECT agent_id, turn_id, kind, summary, data, at FROM agent_events"
+                       " ORDER BY id").fetchall()
+    src.close()
+    path = home / "raw.db"
+    shutil.copyfile(home / "empty.db", path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.executemany("INSERT OR IGNORE INTO agents (id, name, cwd, prompt, state, created_at,"
+                     " updated_at) VALUES (?, ?, '/w', 'p', 'working', 0, 0)",
+                     [(a, a) for a in sorted({r[0] for r in rows})])
+    conn.execute("INSERT INTO turns (agent_id, prompt, status, started_at)"
+                 " VALUES (?, 'p', 'running', 0)", (rows[0][0],))
+    started, cpu = time.perf_counter(), time.process_time()
+    for i in range(0, len(rows), BATCH):
+        conn.execute("BEGIN")
+        conn.executemany("INSERT INTO agent_events (agent_id, turn_id, kind, summary, data, at)"
+                         " VALUES (?,?,?,?,?,?)", rows[i:i + BATCH])
+        conn.execute("COMMIT")
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    conn.close()
+    return len(rows) / elapsed, len(rows) / cpu
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--before", action="store_true",
+                        help="each event its own transaction, rows made with asdict")
+    parser.add_argument("--events", type=int, default=EVENTS)
+    parser.add_argument("--fleets", default=",".join(map(str, FLEETS)))
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    quiet_logging()
+    if args.before:
+        records.plain = dataclasses.asdict  # type: ignore[assignment]
+    print(f"event ingest{' (before: unbatched, asdict)' if args.before else ''}, python "
+          f"{sys.version.split()[0]}, {os.cpu_count()} cpus, {args.events:,} events per fleet",
+          flush=True)
+    figures = []
+    for agents in (int(x) for x in args.fleets.split(",")):
+        runs = []
+        for _ in range(args.repeat):  # interleaved, best of each: the machine is shared
+            with scratch_dir("sbi") as home:
+                empty = await open_store(home / "empty.db")
+                await empty.db.close()
+                shutil.copyfile(home / "empty.db", home / "ingest.db")
+                runs.append((await ingest_rate(home, agents, args.events, args.before),
+                             raw_rate(home)))
+        best = [max(r[0][k] for r in runs) for k in (0, 1)], \
+            [max(r[1][k] for r in runs) for k in (0, 1)]
+        measured, baseline = best[0][0], best[1][0]
+        figures.append(Figure(f"ingest, {agents} agents", f">= {GOAL:.2f}x", measured,
+                              baseline, "ev/s", measured >= GOAL * baseline))
+        figures.append(Figure("  same, per CPU second (all threads)", "-", best[0][1],
+                              best[1][1], "ev/cpu-s", None))
+        print(f"  {agents} agents: best of {args.repeat}, ingest/raw events/s: " + ", ".join(
+            f"{a[0]:,.0f}/{b[0]:,.0f}" for a, b in runs) + "; per CPU second: " + ", ".join(
+            f"{a[1]:,.0f}/{b[1]:,.0f}" for a, b in runs), flush=True)
+    print()
+    print(table(figures))
+    return 0 if all(f.ok is not False for f in figures) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
