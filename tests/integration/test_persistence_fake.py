@@ -67,6 +67,7 @@ async def test_a_new_data_directory_comes_back_from_the_bucket(bucket_settings: 
 
         await wait_for(asked, 30, "the open question")
         await _idle(app, "a")
+        await _idle(app, "b")  # its turn ends after the question is sent: idle when restored
     before = _rows(settings.db_path)
     assert before["escalations"] and before["messages"] and before["audit"]
     assert sum(float(c) for _, c in before["turns"]) > 0  # type: ignore[arg-type]
