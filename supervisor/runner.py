@@ -10,29 +10,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from claude_agent_sdk import (
-    ClaudeAgentOptions,
     ClaudeSDKError,
     ResultMessage,
-    SessionStore,
     SystemMessage,
 )
-from claude_agent_sdk.types import SystemPromptPreset
 
 from store import Store
 from store.agents import AgentRow
 from store.errors import StoreError
-from supervisor import launcher as launcher_module
-from supervisor.charter import system_prompt as charter_prompt
+from supervisor.cli_launch import NATIVE_TOOLS_DISALLOWED, agent_env, cli_options
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
-from supervisor.context_sync import context_note
 from supervisor.errors import AgentFailed, AgentNotRunning, InvalidRequest, ResumeFailed
 from supervisor.escalations import Escalations
 from supervisor.events import AgentOutput, AgentState, EventHub, StateChanged, TurnFinished
@@ -51,9 +45,9 @@ from supervisor.records import (
     summarize_tool,
     turn_status,
 )
-from supervisor.sandbox import Isolation, agent_dirs, bwrap_args, prepare, sandbox_env
+from supervisor.sandbox import Isolation
 from supervisor.scheduler import quiet_turn
-from supervisor.transcripts import FRESH_TOOL, MirrorOnly, bring_back, report_resume_failed
+from supervisor.transcripts import FRESH_TOOL, bring_back, report_resume_failed
 
 logger = logging.getLogger(__name__)
 
@@ -89,16 +83,6 @@ class RunnerDeps:
     # bucket is held by another supervisor: supervisor/persistence.py).
     before_start: Callable[[str], Awaitable[None]] | None = None
     ingest: EventIngest | None = None  # batched event writes; None: each event written alone
-
-
-# Claude Code's own tools that would bypass the supervisor: cross-session messaging, session
-# cron, remote triggers, workflows, monitors, worktrees and agent teams. Our MCP tools (bus,
-# scheduler, worktrees) replace them. Checked against the real CLI's request in the tests.
-NATIVE_TOOLS_DISALLOWED = (
-    "SendMessage", "ListAgents", "CronCreate", "CronDelete", "CronList", "ScheduleWakeup",
-    "RemoteTrigger", "PushNotification", "Workflow", "Monitor", "EnterWorktree",
-    "ExitWorktree", "TeamCreate", "TeamDelete", "SendUserMessage",
-)
 
 
 class AgentRunner:
@@ -509,75 +493,6 @@ class AgentRunner:
                 f"{exc}. After a restart it would show as {old} until the database works "
                 "again; nothing else is needed.")
 
-    def _sandbox(self, env: dict[str, str]) -> dict[str, str]:
-        """Prepare the agent's private directory; the variables that put it in its sandbox."""
-        deps = self._deps
-        iso = deps.isolation
-        if not iso.ok:
-            if not deps.settings.allow_unisolated_agents:
-                raise AgentFailed(None, "", f"agents are not started unisolated: {iso.problem}")
-            wall = deps.repo_wall(self.id)
-            return dict(wall.env) if wall is not None else {}
-        dirs = agent_dirs(deps.settings, self.id)
-        prepare(deps.settings, iso, dirs, Path(self.cwd), env)
-        wall = deps.repo_wall(self.id)
-        argv = bwrap_args(deps.settings, iso, dirs, Path(self.cwd), env, deps.real_cli,
-                          ro_extra=(deps.launcher,),
-                          peers=(Path(p) for p in deps.peer_dirs(self.id)),
-                          binds=wall.binds if wall is not None else ())
-        return sandbox_env(iso, dirs, argv, Path(self.cwd)) | (wall.env if wall else {})
-
-    def _options(self, env: dict[str, str]) -> ClaudeAgentOptions:
-        settings = self._deps.settings
-        keys = sorted(k for k in env if k not in launcher_module.CONTROL)
-        env.update(
-            {
-                launcher_module.TAG_VAR: self.tag,
-                launcher_module.CLI_VAR: str(self._deps.real_cli),
-                launcher_module.KEYS_VAR: ",".join(keys),
-                launcher_module.PARENT_VAR: str(os.getpid()),
-            }
-        )
-        return ClaudeAgentOptions(
-            cwd=self.cwd,
-            model=self.model or settings.default_model,
-            cli_path=str(self._deps.launcher),
-            env=env,
-            can_use_tool=self.gate.can_use_tool,
-            hooks=self.gate.hooks(),  # type: ignore[arg-type]
-            mcp_servers=self.gate.mcp_servers(),
-            permission_mode=self.permission_mode,  # type: ignore[arg-type]
-            system_prompt=self._system_prompt(),
-            resume=self.session_id,
-            max_buffer_size=settings.max_line_bytes,
-            # Only what Switchboard gives the agent: no user, project or local settings (their
-            # hooks would run unchecked), no MCP servers but ours, unless the operator allowed
-            # the project's own for this agent (/spawn --project-settings).
-            setting_sources=["project"] if self.project_settings else [],
-            strict_mcp_config=not self.project_settings,
-            disallowed_tools=list(NATIVE_TOOLS_DISALLOWED),
-            # The bucket gets every transcript line as it is written ("eager"), so a container
-            # lost in the middle of a turn loses none of it.
-            session_store=cast(SessionStore, MirrorOnly(self._deps.session_store))
-            if self._deps.session_store is not None else None,
-            session_store_flush="eager",
-        )
-
-    def _system_prompt(self) -> SystemPromptPreset:
-        notes = [context_note(self._deps.settings)]
-        if self.charter is not None:
-            notes.append(charter_prompt(self.charter))
-        return {"type": "preset", "preset": "claude_code", "append": "\n\n".join(notes)}
-
-
-    def _env(self) -> dict[str, str]:
-        env = self._deps.settings.agent_environment()
-        cwd = Path(self.cwd)
-        if not cwd.is_dir() and cwd.is_relative_to(self._deps.settings.workspaces.resolve()):
-            cwd.mkdir(parents=True)  # a new container: the workspace comes back empty
-        env.update(self._sandbox(env))
-        return env
-
     async def _start_process(self, prompt: str = "") -> AgentProcess | None:
         """A new CLI, resuming the session if there is one; None if it cannot be resumed."""
         if self._deps.before_start is not None:
@@ -585,14 +500,14 @@ class AgentRunner:
         await self._set_state(
             AgentState.STARTING, f"resuming session {self.session_id}" if self.session_id else ""
         )
-        env = self._env()
+        env = agent_env(self, self._deps)
         if self.session_id and self._deps.session_store is not None:
             why = await bring_back(self._deps.session_store, env, self.cwd, self.session_id,
                                    self._deps.isolation)
             if why is not None:
                 await self._resume_failed(why, prompt)
                 return None
-        proc = AgentProcess(tag=self.tag, options=self._options(env))
+        proc = AgentProcess(tag=self.tag, options=cli_options(self, self._deps, env))
         try:
             await proc.start()
         except (ClaudeSDKError, OSError, TimeoutError) as exc:
