@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from store.db import Database
 from store.errors import Conflict, StoreUnavailable
@@ -32,8 +32,9 @@ OPEN_STATES = (QUEUED, LEASED)
 RECENT_MESSAGES = 20_000  # messages the writer keeps after storing them, for their leases
 
 
-@dataclass(frozen=True, slots=True)
-class MessageRow:
+# The rows are named tuples, not dataclasses: one is built per message in the send and lease
+# paths (thousands a second under a storm), and a tuple costs a fraction of a frozen dataclass.
+class MessageRow(NamedTuple):
     id: int
     sender: str  # an agent id, or "operator"
     sender_name: str
@@ -46,8 +47,7 @@ class MessageRow:
     created_at: float
 
 
-@dataclass(frozen=True, slots=True)
-class DeliveryRow:
+class DeliveryRow(NamedTuple):
     message_id: int
     recipient_id: str
     seq: int
@@ -62,12 +62,19 @@ class DeliveryRow:
     reason: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class Leased:
+class Leased(NamedTuple):
     """One delivery handed to a turn, with its message."""
 
     message: MessageRow
     delivery: DeliveryRow
+
+
+class Taking(NamedTuple):
+    """What the bus's own lease path needs of one leased delivery (`BusRepo.take`)."""
+
+    message: MessageRow
+    seq: int
+    attempts: int  # this delivery's attempts, this one included
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,14 +86,16 @@ class Lease:
     seqs: tuple[int, ...]
 
     def where(self, alias: str = "") -> tuple[str, tuple[Any, ...]]:
-        marks = ", ".join("?" for _ in self.seqs)
-        return (f"{alias}recipient_id = ? AND {alias}seq IN ({marks}) AND "
+        """The deliveries of this lease: those of its recipient between its first and last
+        sequence that still hold its token (a token is one lease's alone), so the statement
+        is the same text for every lease, whatever its size."""
+        return (f"{alias}recipient_id = ? AND {alias}seq BETWEEN ? AND ? AND "
                 f"{alias}lease_token = ? AND {alias}state = 'leased'",
-                (self.recipient_id, *self.seqs, self.token))
+                (self.recipient_id, min(self.seqs, default=0), max(self.seqs, default=-1),
+                 self.token))
 
 
-@dataclass(frozen=True, slots=True)
-class NewMessage:
+class NewMessage(NamedTuple):
     sender: str
     sender_name: str
     recipient: str
@@ -107,11 +116,11 @@ _D_COLS = ("message_id, recipient_id, seq, lane, state, attempts, lease_holder, 
 
 
 def _message(row: Sequence[Any]) -> MessageRow:
-    return MessageRow(*row[:10])
+    return MessageRow._make(row[:10])
 
 
 def _delivery(row: Sequence[Any]) -> DeliveryRow:
-    return DeliveryRow(*row[:12])
+    return DeliveryRow._make(row[:12])
 
 
 def _all(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -165,7 +174,7 @@ class BusRepo:
             self._next_seq.update({rid: 1 for rid in missing})
             self._next_seq.update({str(r[0]): int(r[1]) + 1 for r in rows})
         out: list[tuple[int, bool]] = []
-        message_rows: list[tuple[Any, ...]] = []
+        message_rows: list[MessageRow] = []
         delivery_rows: list[tuple[Any, ...]] = []
         for msg in msgs:
             key = (msg.sender, msg.dedup_key or "")
@@ -176,9 +185,9 @@ class BusRepo:
             if msg.dedup_key is not None:
                 seen[key] = next_id
             out.append((next_id, False))
-            message_rows.append((next_id, msg.sender, msg.sender_name, msg.recipient, msg.type,
-                                 msg.body, msg.reply_to, msg.dedup_key, msg.expires_at,
-                                 msg.created_at))
+            message_rows.append(MessageRow(next_id, msg.sender, msg.sender_name, msg.recipient,
+                                           msg.type, msg.body, msg.reply_to, msg.dedup_key,
+                                           msg.expires_at, msg.created_at))
             for rid in msg.recipients:
                 seq = self._next_seq[rid]
                 self._next_seq[rid] = seq + 1
@@ -203,18 +212,26 @@ class BusRepo:
                     token: str, until: float, now: float, limit: int) -> list[Leased]:
         """Lease up to `limit` open deliveries of one recipient (queued ones, and leased ones
         whose lease has run out): interrupts first, then in sequence order."""
-        return (self.take(conn, recipient_id, holder=holder, token=token, until=until,
-                                now=now, limit=limit))[1]
+        taken = self.take(conn, recipient_id, holder=holder, token=token, until=until,
+                          now=now, limit=limit)[1]
+        if not taken:
+            return []
+        marks = ", ".join("?" for _ in taken)
+        rows = _all(conn, f"SELECT {_D_COLS} FROM bus_deliveries WHERE recipient_id = ? AND "
+                          f"seq IN ({marks})", (recipient_id, *(t.seq for t in taken)))
+        by_seq = {int(r[2]): _delivery(r) for r in rows}
+        return [Leased(t.message, by_seq[t.seq]) for t in taken]
 
     def take(self, conn: sqlite3.Connection, recipient_id: str, *, holder: str,
              token: str, until: float, now: float,
-             limit: int) -> tuple[list[MessageRow], list[Leased]]:
-        """`lease`, and the queued messages found expired on the way ended as expired
-        (returned first, so their senders can be told). The messages come from what this
-        writer stored recently, else from one query."""
+             limit: int) -> tuple[list[MessageRow], list[Taking]]:
+        """`lease`, for the bus's own path: the queued messages found expired on the way are
+        ended as expired (returned first, so their senders can be told), and each leased one
+        comes back as its message, sequence and attempts (no row objects it does not use). The
+        messages come from what this writer stored recently, else from one query."""
         rows = _all(
-            conn, f"SELECT {_D_COLS} FROM bus_deliveries WHERE recipient_id = ? AND "
-            "state IN ('queued', 'leased') AND "  # the partial index's own term
+            conn, "SELECT message_id, seq, state, attempts FROM bus_deliveries WHERE "
+            "recipient_id = ? AND state IN ('queued', 'leased') AND "  # the partial index's term
             "(state = 'queued' OR lease_expires_at <= ?) ORDER BY lane, seq LIMIT ?",
             (recipient_id, now, limit))
         if not rows:
@@ -224,12 +241,12 @@ class BusRepo:
         live: list[Any] = []
         for r in rows:
             m = messages[r[0]]
-            (expired if r[4] == QUEUED and m.expires_at is not None and m.expires_at <= now
+            (expired if r[2] == QUEUED and m.expires_at is not None and m.expires_at <= now
              else live).append(r)
         if expired:
             conn.executemany(
                 "UPDATE bus_deliveries SET state = 'expired', reason = 'expired unread' "
-                "WHERE recipient_id = ? AND seq = ?", [(recipient_id, r[2]) for r in expired])
+                "WHERE recipient_id = ? AND seq = ?", [(recipient_id, r[1]) for r in expired])
         if live:
             marks = ", ".join("?" for _ in live)
             conn.execute(
@@ -237,11 +254,9 @@ class BusRepo:
                 "lease_holder = ?, lease_token = ?, lease_expires_at = ?, "
                 "delivered_at = COALESCE(delivered_at, ?) WHERE recipient_id = ? AND "
                 f"seq IN ({marks})", (holder, token, until, now, recipient_id,
-                                      *(r[2] for r in live)))
-        out = [Leased(messages[r[0]],
-                      DeliveryRow(r[0], r[1], r[2], r[3], LEASED, r[5] + 1, holder, token,
-                                  until, r[9] or now, None, None)) for r in live]
-        return [messages[r[0]] for r in expired], out
+                                      *(r[1] for r in live)))
+        return ([messages[r[0]] for r in expired],
+                [Taking(messages[r[0]], r[1], r[3] + 1) for r in live])
 
     def _messages(self, conn: sqlite3.Connection, ids: list[int]) -> dict[int, MessageRow]:
         cache = self._recent
@@ -251,14 +266,14 @@ class BusRepo:
             marks = ", ".join("?" for _ in missing)
             for r in _all(conn, f"SELECT {_M_COLS} FROM bus_messages WHERE id IN ({marks})",
                           missing):
-                found[int(r[0])] = MessageRow(*r)
+                found[int(r[0])] = MessageRow._make(r)
         return found
 
-    def _remember(self, rows: list[tuple[Any, ...]]) -> None:
+    def _remember(self, rows: list[MessageRow]) -> None:
         """Messages just stored, for the leases that follow (bounded: the oldest go)."""
         cache = self._recent
         for r in rows:
-            cache[r[0]] = MessageRow(*r)
+            cache[r.id] = r
         if len(cache) > RECENT_MESSAGES:
             for old in list(itertools.islice(cache, len(cache) - RECENT_MESSAGES // 2)):
                 del cache[old]

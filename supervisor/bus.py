@@ -19,13 +19,13 @@ import logging
 import secrets
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from store import Store
-from store.bus import DEAD, Lease, Leased, MessageRow, NewMessage
+from store.bus import DEAD, Lease, MessageRow, NewMessage, Taking
 from store.errors import StoreError
 from supervisor.bus_guards import GuardLimits, Guards
 from supervisor.bus_writer import BatchWriter
@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 OPERATOR = "operator"
 SYSTEM = "switchboard"
 TYPES = ("task", "result", "question", "info", "status", "interrupt")
+_PREFIXES = ("role:", "topic:", "#")
 T = TypeVar("T")
 
 
@@ -77,8 +78,7 @@ OPERATOR_SENDER = Sender(OPERATOR, OPERATOR)
 SYSTEM_SENDER = Sender(SYSTEM, SYSTEM)
 
 
-@dataclass(frozen=True, slots=True)
-class Sent:
+class Sent(NamedTuple):  # one per send: a tuple is cheaper to build than a frozen dataclass
     message_id: int | None
     duplicate: bool
     targets: tuple[tuple[str, str, int], ...]  # (name, state, queued) of each recipient
@@ -128,11 +128,20 @@ def bus_limits(settings: Settings) -> GuardLimits:
                        rate_alarm_per_min=settings.bus_rate_alarm_per_min)
 
 
+_STAMPS: dict[int, str] = {}  # whole second -> its stamp: a turn's messages share a few
+
+
 def _stamp(at: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+    second = int(at)
+    text = _STAMPS.get(second)
+    if text is None:
+        if len(_STAMPS) > 4096:
+            _STAMPS.clear()
+        text = _STAMPS[second] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+    return text
 
 
-def render(items: list[Leased], more: int) -> str:
+def render(items: Sequence[Taking], more: int) -> str:
     """The text of one turn: an operator's lone task as it was written, anything else as
     numbered messages with sender, type, time written and how many more are queued."""
     if len(items) == 1 and more == 0:
@@ -145,16 +154,13 @@ def render(items: list[Leased], more: int) -> str:
              "tool (to = the sender, reply_to = the message id)."]
     for i, it in enumerate(items, 1):
         m = it.message
-        attrs = [f'n="{i}"', f'of="{n}"', f'id="{m.id}"', f'from="{m.sender_name}"',
-                 f'type="{m.type}"', f'written="{_stamp(m.created_at)}"',
-                 f'more_after="{n - i + more}"']
-        if m.reply_to:
-            attrs.append(f'reply_to="{m.reply_to}"')
-        if it.delivery.attempts > 1:
-            attrs.append(f'attempt="{it.delivery.attempts}"')
+        extra = (f' reply_to="{m.reply_to}"' if m.reply_to else "") + \
+            (f' attempt="{it.attempts}"' if it.attempts > 1 else "")
         # A body cannot close its own element and forge the next header.
         body = m.body.replace("</message", "<\\/message").replace("<message ", "<\\message ")
-        lines.append(f"<message {' '.join(attrs)}>\n{body}\n</message>")
+        lines.append(f'<message n="{i}" of="{n}" id="{m.id}" from="{m.sender_name}" '
+                     f'type="{m.type}" written="{_stamp(m.created_at)}" '
+                     f'more_after="{n - i + more}"{extra}>\n{body}\n</message>')
     return "\n".join(lines)
 
 
@@ -263,11 +269,11 @@ class Bus:
         directory = self._directory()
         if to == "*":
             return "*", [i for i in self._names if i != sender_id and is_live(i)]
-        for prefix in ("role:", "topic:", "#"):
-            if to.startswith(prefix):
-                topic = ("role:" if prefix == "role:" else "topic:") + to[len(prefix):].strip()
-                subs = await self.store.bus.subscribers(topic)
-                return topic, [i for i in subs if i != sender_id and is_live(i)]
+        if to.startswith(_PREFIXES):  # one test for the common case, a name
+            prefix = next(p for p in _PREFIXES if to.startswith(p))
+            topic = ("role:" if prefix == "role:" else "topic:") + to[len(prefix):].strip()
+            subs = await self.store.bus.subscribers(topic)
+            return topic, [i for i in subs if i != sender_id and is_live(i)]
         for agent_id in directory.get(to, ()):
             if is_live(agent_id):
                 return self._names[agent_id], [agent_id]
@@ -307,15 +313,14 @@ class Bus:
         guarded = sender.id not in (OPERATOR, SYSTEM)
         if guarded and (why := self.guards.check_round(reply_to)) is not None:
             raise LimitExceeded(why.reason, "Stop replying, or ask the operator.")
-        admitted, refused = await self._admit(sender, targets, kind, body, guarded)
+        mono = self.clock.monotonic()
+        admitted, refused = await self._admit(sender, targets, kind, body, guarded, mono)
         if targets and not admitted:
             return Sent(None, False, (), tuple(refused))
         now = self.clock.now()
-        msg = NewMessage(sender=sender.id, sender_name=sender.name, recipient=address,
-                         type=kind, body=body, recipients=tuple(admitted), created_at=now,
-                         reply_to=reply_to, dedup_key=dedup_key,
-                         expires_at=now + self.settings.bus_message_ttl_s,
-                         lane=0 if kind == "interrupt" else 1)
+        msg = NewMessage(sender.id, sender.name, address, kind, body, tuple(admitted), now,
+                         reply_to, dedup_key, now + self.settings.bus_message_ttl_s,
+                         0 if kind == "interrupt" else 1)
         if self.state != BusState.RUNNING:
             raise ShuttingDown()
         message_id, duplicate = await self.writer.insert(msg)
@@ -324,10 +329,10 @@ class Bus:
             if address == OPERATOR:
                 await self._to_operator(sender, kind, body, message_id)
             if guarded:
-                await self._rate_alarm(len(admitted) or 1)
+                await self._rate_alarm(len(admitted) or 1, mono)
         state_of, names, boxes = self.members.state_of, self._names, self._inboxes
         return Sent(message_id, duplicate,
-                    tuple((names.get(i, i), state_of(i), boxes[i].queued) for i in admitted),
+                    tuple([(names.get(i, i), state_of(i), boxes[i].queued) for i in admitted]),
                     tuple(refused), address == OPERATOR)
 
     async def _to_operator(self, sender: Sender, kind: str, body: str, message_id: int) -> None:
@@ -348,19 +353,22 @@ class Bus:
         self._spawn(f"bus-question:{message_id}", answer_back())
 
     async def _admit(self, sender: Sender, targets: list[str], kind: str, body: str,
-                     guarded: bool) -> tuple[list[str], list[str]]:
+                     guarded: bool, mono: float) -> tuple[list[str], list[str]]:
+        if not guarded:
+            for rid in targets:
+                self.inbox(rid)  # counted from now on
+            return targets, []
         admitted: list[str] = []
         refused: list[str] = []
-        mono = self.clock.monotonic()
+        cap, names, boxes = self.settings.bus_inbox_cap, self._names, self._inboxes
         for rid in targets:
-            name = self._name(rid)
-            box = self.inbox(rid)
-            if guarded and box.queued >= self.settings.bus_inbox_cap:
+            name = names.get(rid, rid)
+            box = boxes.get(rid) or self.inbox(rid)
+            if box.queued >= cap:
                 refused.append(f"refused for {name}: its inbox is full "
                                f"({box.queued} queued); wait, or batch the rest into one message")
                 continue
-            why = self.guards.check_pair(sender.id, rid, kind, body, mono, name) \
-                if guarded else None
+            why = self.guards.check_pair(sender.id, rid, kind, body, mono, name)
             if why is not None:
                 refused.append(why.reason)
                 if why.cut_off:
@@ -374,8 +382,8 @@ class Bus:
             admitted.append(rid)
         return admitted, refused
 
-    async def _rate_alarm(self, n: int) -> None:
-        rate = self.guards.fleet_rate(self.clock.monotonic(), n)
+    async def _rate_alarm(self, n: int, mono: float) -> None:
+        rate = self.guards.fleet_rate(mono, n)
         if rate is not None:
             await self.notify(None, "Bus: message rate alarm",
                               f"{rate} messages in the last minute (alarm above "
@@ -383,8 +391,9 @@ class Bus:
                               "traffic; /messages who sends it.")
 
     def _stored(self, msg: NewMessage, _message_id: int) -> None:
+        boxes = self._inboxes
         for rid in msg.recipients:
-            self.inbox(rid).arrived(1)
+            (boxes.get(rid) or self.inbox(rid)).arrived(1)
             if msg.type == "interrupt" and self.members.state_of(rid) == "busy":
                 self._spawn(f"bus-interrupt:{rid}", self.members.interrupt(rid))
 
@@ -409,7 +418,7 @@ class Bus:
         holder = f"{self.run_id}:{box.agent_id}"
         until = now + self.settings.bus_lease_s
 
-        def op(conn: sqlite3.Connection) -> tuple[list[MessageRow], list[Leased]]:
+        def op(conn: sqlite3.Connection) -> tuple[list[MessageRow], list[Taking]]:
             return self.store.bus.take(conn, box.agent_id, holder=holder, token=token,
                                              until=until, now=now,
                                              limit=self.settings.bus_turn_max_messages)
@@ -422,7 +431,7 @@ class Bus:
             await self._tell_sender(msg, "expired before it was read")
         if not items:
             return None
-        self._active[token] = Lease(token, box.agent_id, tuple(i.delivery.seq for i in items))
+        self._active[token] = Lease(token, box.agent_id, tuple(i.seq for i in items))
         return Taken(render(items, box.queued), token, len(items))
 
     async def _keep_leases(self) -> None:
