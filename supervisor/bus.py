@@ -234,7 +234,7 @@ class Bus:
         return task
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self.state != BusState.RUNNING:
+        if self.state is not BusState.RUNNING:
             raise ShuttingDown()
         return await self.writer.submit(fn)
 
@@ -259,6 +259,18 @@ class Bus:
                 self._by_name.setdefault(name, []).append(agent_id)
                 self._by_name.setdefault(agent_id, []).append(agent_id)
         return self._by_name
+
+    def _resolve_name(self, to: str) -> tuple[str, list[str]] | None:
+        """`resolve` for the common case, a live agent's name, without a coroutine; None for
+        anything else (the operator, everyone, a role or topic, nobody)."""
+        to = to.strip()
+        if to == OPERATOR or to == "*" or to.startswith(_PREFIXES):
+            return None
+        is_live = self.members.is_live
+        for agent_id in self._directory().get(to, ()):
+            if is_live(agent_id):
+                return self._names[agent_id], [agent_id]
+        return None
 
     async def resolve(self, to: str, sender_id: str) -> tuple[str, list[str]]:
         """The address as stored and the agent ids it reaches (OPERATOR: none)."""
@@ -305,7 +317,7 @@ class Bus:
         if agent_id is not None:
             address, targets = to, [agent_id]
         else:
-            address, targets = await self.resolve(to, sender.id)
+            address, targets = self._resolve_name(to) or await self.resolve(to, sender.id)
         if address != OPERATOR and not targets:
             raise InvalidRequest(f"{to!r} reaches no live agent right now")
         if dedup_key is not None:
@@ -314,22 +326,24 @@ class Bus:
         if guarded and (why := self.guards.check_round(reply_to)) is not None:
             raise LimitExceeded(why.reason, "Stop replying, or ask the operator.")
         mono = self.clock.monotonic()
-        admitted, refused = await self._admit(sender, targets, kind, body, guarded, mono)
+        admitted, refused, cut_off = self._admit(sender, targets, kind, body, guarded, mono)
+        for name in cut_off:
+            await self._tell_cut_off(sender, name)
         if targets and not admitted:
             return Sent(None, False, (), tuple(refused))
         now = self.clock.now()
         msg = NewMessage(sender.id, sender.name, address, kind, body, tuple(admitted), now,
                          reply_to, dedup_key, now + self.settings.bus_message_ttl_s,
                          0 if kind == "interrupt" else 1)
-        if self.state != BusState.RUNNING:
+        if self.state is not BusState.RUNNING:
             raise ShuttingDown()
         message_id, duplicate = await self.writer.insert(msg)
         if not duplicate:
             self.guards.stored(message_id, reply_to)
             if address == OPERATOR:
                 await self._to_operator(sender, kind, body, message_id)
-            if guarded:
-                await self._rate_alarm(len(admitted) or 1, mono)
+            if guarded and (rate := self.guards.fleet_rate(mono, len(admitted) or 1)):
+                await self._rate_alarm(rate)
         state_of, names, boxes = self.members.state_of, self._names, self._inboxes
         return Sent(message_id, duplicate,
                     tuple([(names.get(i, i), state_of(i), boxes[i].queued) for i in admitted]),
@@ -352,18 +366,23 @@ class Bus:
 
         self._spawn(f"bus-question:{message_id}", answer_back())
 
-    async def _admit(self, sender: Sender, targets: list[str], kind: str, body: str,
-                     guarded: bool, mono: float) -> tuple[list[str], list[str]]:
+    def _admit(self, sender: Sender, targets: list[str], kind: str, body: str,
+               guarded: bool, mono: float) -> tuple[list[str], list[str], list[str]]:
+        """(admitted, refused: one explanation each, names whose pair this cut off). Not a
+        coroutine: it runs for every message, and only a cut-off needs to await (a notice)."""
         if not guarded:
             for rid in targets:
                 self.inbox(rid)  # counted from now on
-            return targets, []
+            return targets, [], []
         admitted: list[str] = []
         refused: list[str] = []
+        cut_off: list[str] = []
         cap, names, boxes = self.settings.bus_inbox_cap, self._names, self._inboxes
         for rid in targets:
             name = names.get(rid, rid)
-            box = boxes.get(rid) or self.inbox(rid)
+            box = boxes.get(rid)
+            if box is None:  # not `or`: an empty inbox is falsy (its __len__)
+                box = self.inbox(rid)
             if box.queued >= cap:
                 refused.append(f"refused for {name}: its inbox is full "
                                f"({box.queued} queued); wait, or batch the rest into one message")
@@ -372,28 +391,29 @@ class Bus:
             if why is not None:
                 refused.append(why.reason)
                 if why.cut_off:
-                    await self.notify(None, f"Bus: {sender.name} ↔ {name} cut off",
-                                      f"{sender.name} sent {name} "
-                                      f"{self.guards.limits.pair_limit} messages in "
-                                      f"{self.guards.limits.pair_window_s:.0f}s; further ones "
-                                      f"are refused for {self.guards.limits.pair_cooldown_s:.0f}s."
-                                      " The rest of the fleet is not affected.")
+                    cut_off.append(name)
                 continue
             admitted.append(rid)
-        return admitted, refused
+        return admitted, refused, cut_off
 
-    async def _rate_alarm(self, n: int, mono: float) -> None:
-        rate = self.guards.fleet_rate(mono, n)
-        if rate is not None:
-            await self.notify(None, "Bus: message rate alarm",
-                              f"{rate} messages in the last minute (alarm above "
-                              f"{self.guards.limits.rate_alarm_per_min}). /bus shows the "
-                              "traffic; /messages who sends it.")
+    async def _tell_cut_off(self, sender: Sender, name: str) -> None:
+        lim = self.guards.limits
+        await self.notify(None, f"Bus: {sender.name} ↔ {name} cut off",
+                          f"{sender.name} sent {name} {lim.pair_limit} messages in "
+                          f"{lim.pair_window_s:.0f}s; further ones are refused for "
+                          f"{lim.pair_cooldown_s:.0f}s. The rest of the fleet is not affected.")
+
+    async def _rate_alarm(self, rate: int) -> None:
+        await self.notify(None, "Bus: message rate alarm",
+                          f"{rate} messages in the last minute (alarm above "
+                          f"{self.guards.limits.rate_alarm_per_min}). /bus shows the "
+                          "traffic; /messages who sends it.")
 
     def _stored(self, msg: NewMessage, _message_id: int) -> None:
         boxes = self._inboxes
         for rid in msg.recipients:
-            (boxes.get(rid) or self.inbox(rid)).arrived(1)
+            box = boxes.get(rid)
+            (self.inbox(rid) if box is None else box).arrived(1)
             if msg.type == "interrupt" and self.members.state_of(rid) == "busy":
                 self._spawn(f"bus-interrupt:{rid}", self.members.interrupt(rid))
 
