@@ -36,6 +36,7 @@ from bench._common import percentile, quiet_logging, scratch_dir, wait_until  # 
 from bot.app import Switchboard  # noqa: E402
 from store import open_store  # noqa: E402
 from store.migrations import MIGRATIONS  # noqa: E402
+from supervisor import heap  # noqa: E402
 from supervisor.bus import Bus, Sender  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
 from tests.conftest import make_settings, run  # noqa: E402
@@ -83,6 +84,7 @@ async def bus_rate(home: Path, turn_s: float = 0.0) -> tuple[float, int]:
     fleet = Fleet(RECIPIENTS)
     bus = Bus(store, settings, fleet, notify=_nothing)
     await bus.start()
+    heap.settle()  # as `switchboard run` does once it has started (supervisor/heap.py)
     per_sender = MESSAGES // SENDERS
 
     async def sender(k: int) -> None:

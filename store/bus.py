@@ -176,21 +176,22 @@ class BusRepo:
         out: list[tuple[int, bool]] = []
         message_rows: list[MessageRow] = []
         delivery_rows: list[tuple[Any, ...]] = []
+        next_seq = self._next_seq
         for msg in msgs:
-            key = (msg.sender, msg.dedup_key or "")
-            if msg.dedup_key is not None and key in seen:
-                out.append((seen[key], True))
-                continue
-            next_id += 1
             if msg.dedup_key is not None:
-                seen[key] = next_id
+                key = (msg.sender, msg.dedup_key)
+                if key in seen:
+                    out.append((seen[key], True))
+                    continue
+                seen[key] = next_id + 1
+            next_id += 1
             out.append((next_id, False))
             message_rows.append(MessageRow(next_id, msg.sender, msg.sender_name, msg.recipient,
                                            msg.type, msg.body, msg.reply_to, msg.dedup_key,
                                            msg.expires_at, msg.created_at))
             for rid in msg.recipients:
-                seq = self._next_seq[rid]
-                self._next_seq[rid] = seq + 1
+                seq = next_seq[rid]
+                next_seq[rid] = seq + 1
                 delivery_rows.append((next_id, rid, seq, msg.lane, QUEUED))
         conn.executemany(
             "INSERT INTO bus_messages (id, sender, sender_name, recipient, type, body, reply_to, "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import secrets
 import sqlite3
@@ -176,6 +177,9 @@ class Bus:
         self.halted = halted
         self.clock = clock
         self.run_id = secrets.token_hex(6)  # lease holders of this supervisor start with it
+        # Lease tokens: this run's random id and a count, so no two leases ever share one (the
+        # fencing needs no more), without a call to the OS's random source per turn.
+        self._tokens = itertools.count(1)
         self.state = BusState.NEW
         self.guards = Guards(bus_limits(settings))
         self.writer = BatchWriter(store)
@@ -298,7 +302,7 @@ class Bus:
     def _check_form(self, kind: str, body: str, sender: Sender) -> None:
         if kind not in TYPES:
             raise InvalidRequest(f"unknown message type {kind!r}; use one of {', '.join(TYPES)}")
-        if not body.strip():
+        if not body or body.isspace():  # not strip(): that copies every body
             raise InvalidRequest("the message is empty")
         limit = (self.settings.max_prompt_chars if sender.id == OPERATOR
                  else self.settings.bus_max_body_chars)
@@ -434,7 +438,7 @@ class Bus:
 
     async def lease(self, box: BusInbox) -> Taken | None:
         now = self.clock.now()
-        token = secrets.token_hex(8)
+        token = f"{self.run_id}.{next(self._tokens):x}"
         holder = f"{self.run_id}:{box.agent_id}"
         until = now + self.settings.bus_lease_s
 
