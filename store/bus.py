@@ -123,6 +123,17 @@ def _delivery(row: Sequence[Any]) -> DeliveryRow:
     return DeliveryRow._make(row[:12])
 
 
+_MARKS: dict[int, str] = {}
+
+
+def _marks(n: int) -> str:
+    """"?, ?, ..." for n parameters (made once per n)."""
+    text = _MARKS.get(n)
+    if text is None:
+        text = _MARKS[n] = ", ".join("?" * n)
+    return text
+
+
 def _all(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
     return conn.execute(sql, params).fetchall()
 
@@ -249,7 +260,7 @@ class BusRepo:
                 "UPDATE bus_deliveries SET state = 'expired', reason = 'expired unread' "
                 "WHERE recipient_id = ? AND seq = ?", [(recipient_id, r[1]) for r in expired])
         if live:
-            marks = ", ".join("?" for _ in live)
+            marks = _marks(len(live))
             conn.execute(
                 "UPDATE bus_deliveries SET state = 'leased', attempts = attempts + 1, "
                 "lease_holder = ?, lease_token = ?, lease_expires_at = ?, "

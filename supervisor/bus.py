@@ -158,7 +158,9 @@ def render(items: Sequence[Taking], more: int) -> str:
         extra = (f' reply_to="{m.reply_to}"' if m.reply_to else "") + \
             (f' attempt="{it.attempts}"' if it.attempts > 1 else "")
         # A body cannot close its own element and forge the next header.
-        body = m.body.replace("</message", "<\\/message").replace("<message ", "<\\message ")
+        body = m.body
+        if "<" in body:
+            body = body.replace("</message", "<\\/message").replace("<message ", "<\\message ")
         lines.append(f'<message n="{i}" of="{n}" id="{m.id}" from="{m.sender_name}" '
                      f'type="{m.type}" written="{_stamp(m.created_at)}" '
                      f'more_after="{n - i + more}"{extra}>\n{body}\n</message>')
