@@ -123,6 +123,9 @@ def _delivery(row: Sequence[Any]) -> DeliveryRow:
     return DeliveryRow._make(row[:12])
 
 
+# A named tuple made from a tuple without its generated __new__ (a Python frame per row): for
+# the rows the writer makes per message. Same object as MessageRow(...) would make.
+_row: Any = tuple.__new__
 _MARKS: dict[int, str] = {}
 
 
@@ -197,9 +200,10 @@ class BusRepo:
                 seen[key] = next_id + 1
             next_id += 1
             out.append((next_id, False))
-            message_rows.append(MessageRow(next_id, msg.sender, msg.sender_name, msg.recipient,
-                                           msg.type, msg.body, msg.reply_to, msg.dedup_key,
-                                           msg.expires_at, msg.created_at))
+            message_rows.append(_row(MessageRow, (next_id, msg.sender, msg.sender_name,
+                                                  msg.recipient, msg.type, msg.body,
+                                                  msg.reply_to, msg.dedup_key, msg.expires_at,
+                                                  msg.created_at)))
             for rid in msg.recipients:
                 seq = next_seq[rid]
                 next_seq[rid] = seq + 1
@@ -268,7 +272,7 @@ class BusRepo:
                 f"seq IN ({marks})", (holder, token, until, now, recipient_id,
                                       *(r[1] for r in live)))
         return ([messages[r[0]] for r in expired],
-                [Taking(messages[r[0]], r[1], r[3] + 1) for r in live])
+                [_row(Taking, (messages[r[0]], r[1], r[3] + 1)) for r in live])
 
     def _messages(self, conn: sqlite3.Connection, ids: list[int]) -> dict[int, MessageRow]:
         cache = self._recent
