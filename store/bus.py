@@ -89,10 +89,18 @@ class Lease:
         """The deliveries of this lease: those of its recipient between its first and last
         sequence that still hold its token (a token is one lease's alone), so the statement
         is the same text for every lease, whatever its size."""
-        return (f"{alias}recipient_id = ? AND {alias}seq BETWEEN ? AND ? AND "
-                f"{alias}lease_token = ? AND {alias}state = 'leased'",
+        return (_WHERE.get(alias) or _where(alias),
                 (self.recipient_id, min(self.seqs, default=0), max(self.seqs, default=-1),
                  self.token))
+
+
+_WHERE: dict[str, str] = {}
+
+
+def _where(alias: str) -> str:
+    text = _WHERE[alias] = (f"{alias}recipient_id = ? AND {alias}seq BETWEEN ? AND ? AND "
+                            f"{alias}lease_token = ? AND {alias}state = 'leased'")
+    return text
 
 
 class NewMessage(NamedTuple):
@@ -145,6 +153,7 @@ class BusRepo:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._next_seq: dict[str, int] = {}  # recipient -> its next sequence (writer only)
+        self._last_id: int | None = None  # the last message id stored (writer only)
         self._recent: dict[int, MessageRow] = {}  # id -> message, stored lately (writer only)
 
     def writer(self) -> BusWriter:
@@ -166,6 +175,7 @@ class BusRepo:
             return self._insert_many(conn, msgs)
         except BaseException:
             self._next_seq.clear()  # the transaction rolls back: sequences are read again
+            self._last_id = None
             raise
 
     def _insert_many(self, conn: sqlite3.Connection,
@@ -177,8 +187,10 @@ class BusRepo:
                                          "dedup_key = ?", (msg.sender, msg.dedup_key))
                 if found:
                     seen[(msg.sender, msg.dedup_key)] = int(found[0][0])
-        top = _all(conn, "SELECT seq FROM sqlite_sequence WHERE name = 'bus_messages'")
-        next_id = int(top[0][0]) if top else 0
+        next_id = self._last_id
+        if next_id is None:  # read once, then kept (the bus is these tables' only writer)
+            top = _all(conn, "SELECT seq FROM sqlite_sequence WHERE name = 'bus_messages'")
+            next_id = int(top[0][0]) if top else 0
         missing = {rid for m in msgs for rid in m.recipients} - set(self._next_seq)
         if missing:
             marks = ", ".join("?" for _ in missing)
@@ -215,6 +227,7 @@ class BusRepo:
         conn.executemany(
             "INSERT INTO bus_deliveries (message_id, recipient_id, seq, lane, state) "
             "VALUES (?, ?, ?, ?, ?)", delivery_rows)
+        self._last_id = next_id
         self._remember(message_rows)
         return out
 
@@ -222,6 +235,7 @@ class BusRepo:
         """A transaction that assigned sequences rolled back: read them again next time (and
         forget the messages it stored)."""
         self._next_seq.clear()
+        self._last_id = None
         self._recent.clear()
 
     def lease(self, conn: sqlite3.Connection, recipient_id: str, *, holder: str,
@@ -253,31 +267,39 @@ class BusRepo:
         if not rows:
             return [], []
         messages = self._messages(conn, [r[0] for r in rows])
-        expired: list[Any] = []
-        live: list[Any] = []
-        for r in rows:
-            m = messages[r[0]]
-            (expired if r[2] == QUEUED and m.expires_at is not None and m.expires_at <= now
-             else live).append(r)
-        if expired:
+        expired: list[MessageRow] = []
+        expired_seqs: list[tuple[str, int]] = []
+        live: list[Taking] = []
+        for message_id, seq, state, attempts in rows:  # one pass: no row objects but these
+            m = messages[message_id]
+            if state == QUEUED and m.expires_at is not None and m.expires_at <= now:
+                expired.append(m)
+                expired_seqs.append((recipient_id, seq))
+            else:
+                live.append(_row(Taking, (m, seq, attempts + 1)))
+        if expired_seqs:
             conn.executemany(
                 "UPDATE bus_deliveries SET state = 'expired', reason = 'expired unread' "
-                "WHERE recipient_id = ? AND seq = ?", [(recipient_id, r[1]) for r in expired])
+                "WHERE recipient_id = ? AND seq = ?", expired_seqs)
         if live:
-            marks = _marks(len(live))
             conn.execute(
                 "UPDATE bus_deliveries SET state = 'leased', attempts = attempts + 1, "
                 "lease_holder = ?, lease_token = ?, lease_expires_at = ?, "
                 "delivered_at = COALESCE(delivered_at, ?) WHERE recipient_id = ? AND "
-                f"seq IN ({marks})", (holder, token, until, now, recipient_id,
-                                      *(r[1] for r in live)))
-        return ([messages[r[0]] for r in expired],
-                [_row(Taking, (messages[r[0]], r[1], r[3] + 1)) for r in live])
+                f"seq IN ({_marks(len(live))})", (holder, token, until, now, recipient_id,
+                                                  *[t.seq for t in live]))
+        return expired, live
 
     def _messages(self, conn: sqlite3.Connection, ids: list[int]) -> dict[int, MessageRow]:
         cache = self._recent
-        found = {i: cache[i] for i in ids if i in cache}
-        missing = [i for i in ids if i not in found]
+        found: dict[int, MessageRow] = {}
+        missing: list[int] = []
+        for i in ids:
+            m = cache.get(i)
+            if m is None:
+                missing.append(i)
+            else:
+                found[i] = m
         if missing:
             marks = ", ".join("?" for _ in missing)
             for r in _all(conn, f"SELECT {_M_COLS} FROM bus_messages WHERE id IN ({marks})",

@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 OPERATOR = "operator"
 SYSTEM = "switchboard"
 TYPES = ("task", "result", "question", "info", "status", "interrupt")
+_TYPE_SET = frozenset(TYPES)
 _PREFIXES = ("role:", "topic:", "#")
 T = TypeVar("T")
 
@@ -302,7 +303,7 @@ class Bus:
                              "role:<role>, topic:<topic>, * (everyone) or operator")
 
     def _check_form(self, kind: str, body: str, sender: Sender) -> None:
-        if kind not in TYPES:
+        if kind not in _TYPE_SET:
             raise InvalidRequest(f"unknown message type {kind!r}; use one of {', '.join(TYPES)}")
         if not body or body.isspace():  # not strip(): that copies every body
             raise InvalidRequest("the message is empty")
