@@ -316,6 +316,18 @@ class BusRepo:
             for old in list(itertools.islice(cache, len(cache) - RECENT_MESSAGES // 2)):
                 del cache[old]
 
+    def expire_queued(self, conn: sqlite3.Connection,
+                      now: float) -> list[tuple[MessageRow, str]]:
+        """Every queued delivery whose message has expired ends as expired, whether or not its
+        recipient is reading: (message, recipient id) of each, so its sender can be told."""
+        rows = _all(
+            conn, "UPDATE bus_deliveries SET state = 'expired', reason = 'expired unread' "
+            "WHERE state IN ('queued', 'leased') AND state = 'queued' AND "  # the open index
+            "(SELECT expires_at FROM bus_messages m WHERE m.id = message_id) <= ? "
+            "RETURNING message_id, recipient_id", (now,))
+        messages = self._messages(conn, [int(r[0]) for r in rows])
+        return [(messages[int(r[0])], str(r[1])) for r in rows]
+
     def extend(self, conn: sqlite3.Connection, lease: Lease, until: float) -> int:
         where, params = lease.where()
         cur = conn.execute(f"UPDATE bus_deliveries SET lease_expires_at = ? WHERE {where}",
@@ -481,6 +493,10 @@ class BusWriter:
         self.repo = repo
         self._pool: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
+        # Why writes failed for the database's sake (disk full, read-only, I/O), noted in the
+        # thread and told to the store's write-error listeners (the storage guard) on the event
+        # loop once the batch is back: the bus's connection is watched like the store's own.
+        self._failures: list[str] = []
 
     def _connect(self) -> None:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -512,7 +528,15 @@ class BusWriter:
     async def batch(self, writes: Sequence[Write]) -> list[tuple[bool, Any]]:
         """Every write in one transaction: [(True, value)...]. If that fails, each is tried
         again alone, so that one bad write fails alone: (False, its exception)."""
-        return await self._call(lambda: self._batch(writes))
+        try:
+            return await self._call(lambda: self._batch(writes))
+        finally:
+            self._report_failures()
+
+    def _report_failures(self) -> None:
+        failures, self._failures = self._failures, []
+        for reason in dict.fromkeys(failures):  # each reason once per batch
+            self.repo.db.report_write_failure(reason)
 
     def _batch(self, writes: Sequence[Write]) -> list[tuple[bool, Any]]:
         try:
@@ -544,5 +568,6 @@ class BusWriter:
             if isinstance(exc, sqlite3.IntegrityError):
                 raise Conflict(str(exc)) from exc
             if isinstance(exc, sqlite3.Error):
+                self._failures.append(str(exc))
                 raise StoreUnavailable(str(self.path), str(exc)) from exc
             raise

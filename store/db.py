@@ -132,6 +132,11 @@ class Database:
             tmp.unlink(missing_ok=True)
             raise StoreUnavailable(str(target), f"could not save a copy: {exc}") from exc
 
+    def report_write_failure(self, reason: str) -> None:
+        """A write on another connection to this database failed for the database's sake (the
+        bus's writer): told to the same listeners as the store's own failed writes."""
+        self._write_failed(reason)
+
     def _write_failed(self, reason: str) -> None:
         for listener in list(self.write_error_listeners):
             try:

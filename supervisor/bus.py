@@ -42,6 +42,7 @@ SYSTEM = "switchboard"
 TYPES = ("task", "result", "question", "info", "status", "interrupt")
 _TYPE_SET = frozenset(TYPES)
 _PREFIXES = ("role:", "topic:", "#")
+EXPIRY_SWEEP_S = 60.0  # how often expired messages are looked for, read or not
 T = TypeVar("T")
 
 
@@ -214,6 +215,7 @@ class Bus:
             self.inbox(agent_id).queued = n
         self._writer_task = asyncio.create_task(self.writer.run(), name="bus-writer")
         self._spawn("bus-leases", self._keep_leases())
+        self._spawn("bus-expiry", self._sweep_expired())
         self.state = BusState.RUNNING
 
     async def close(self) -> None:
@@ -476,6 +478,29 @@ class Bus:
             except (StoreError, ShuttingDown):
                 logger.warning("bus: lease extension failed count=%d", len(leases),
                                exc_info=True)
+
+    async def _sweep_expired(self) -> None:
+        """Expired messages end as expired, and their senders are told, even when nobody
+        reads the recipient's inbox (a lease finds them too, on its way)."""
+        while True:
+            await self.clock.sleep(EXPIRY_SWEEP_S)
+            try:
+                ended = await self._write(self._expiry(self.clock.now()))
+            except (StoreError, ShuttingDown):
+                logger.warning("bus: expiry sweep failed", exc_info=True)
+                continue
+            told: set[int] = set()
+            for msg, rid in ended:
+                box = self._inboxes.get(rid)
+                if box is not None:
+                    box.queued = max(0, box.queued - 1)
+                if msg.id not in told:
+                    told.add(msg.id)
+                    await self._tell_sender(msg, "expired before it was read")
+
+    def _expiry(self, now: float) -> Callable[[sqlite3.Connection],
+                                              list[tuple[MessageRow, str]]]:
+        return lambda conn: self.store.bus.expire_queued(conn, now)
 
     def _extension(self, leases: list[Lease],
                    until: float) -> Callable[[sqlite3.Connection], int]:
