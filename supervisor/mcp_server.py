@@ -5,7 +5,8 @@ The SDK's server checks every call's arguments with `jsonschema.validate`, which
 the tool's schema itself against the JSON Schema metaschema: about 5 to 9 ms of the supervisor's
 event loop per tool call on the test VM, 60% of the supervisor's CPU while 50 agents sent bus
 messages (py-spy, tests/integration/test_bus_crash.py). Here the same checks run with a
-validator made once per tool (0.3 ms a call), and everything else is the SDK's own code: the
+validator made once per tool schema and process (0.3 ms a call; every agent's server has the same
+tools, so a new agent's server checks nothing again), and everything else is the SDK's own code: the
 wire schema and metadata, the content conversion, the lowlevel server and its mcp-version
 handling. Unknown tools, invalid arguments and a handler's exception come back as error results
 with the SDK's texts. If a newer SDK no longer has those helpers, this falls back to
@@ -14,6 +15,7 @@ with the SDK's texts. If a newer SDK no longer has those helpers, this falls bac
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -43,15 +45,26 @@ def _error(message: str) -> CallToolResult:
         {"content": [{"type": "text", "text": message}], "isError": True})
 
 
+_VALIDATORS: dict[str, Any] = {}  # a schema's JSON -> its validator (they hold no state)
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    """The schema's validator, checked against the metaschema once per process: every agent's
+    server has the same tools, and a checked schema costs 5-9 ms to check again."""
+    key = json.dumps(schema, sort_keys=True, default=repr)
+    found = _VALIDATORS.get(key)
+    if found is None:
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)  # once, here: the SDK does it at every call
+        found = _VALIDATORS[key] = cls(schema)
+    return found
+
+
 def tool_runner(tools: list[SdkMcpTool[Any]]) -> tuple[list[Tool], Runner]:
     """The wire tools and the call handler of a server of `tools` (the SDK's semantics)."""
     by_name = {t.name: t for t in tools}
     schemas = {t.name: _build_input_schema(t) for t in tools}
-    validators = {}
-    for name, schema in schemas.items():
-        cls = jsonschema.validators.validator_for(schema)
-        cls.check_schema(schema)  # once, here: the SDK does it at every call
-        validators[name] = cls(schema)
+    validators = {name: _validator(schema) for name, schema in schemas.items()}
     wire = [Tool.model_validate({"name": t.name, "description": t.description,
                                  "inputSchema": schemas[t.name], "annotations": t.annotations,
                                  "_meta": _build_meta(t)}) for t in tools]
