@@ -20,6 +20,7 @@ from pathlib import Path
 from bot.logs import JsonFormatter
 from commands.dispatcher import REGISTRY, describe
 from commands.render import money
+from supervisor import heap
 from supervisor.config import Settings
 from supervisor.errors import ConfigError, StoreFailed
 from supervisor.offline import (
@@ -180,6 +181,7 @@ async def serve(settings: Settings, *, console: bool) -> int:
         loop.add_signal_handler(sig, app.on_signal, sig)
     async with app:
         assert app.pool is not None
+        heap.settle()  # started: what exists now lives to the end (supervisor/heap.py)
         if app.pool.recovery and (app.pool.recovery.resumed or app.pool.recovery.swept_pids):
             rec = app.pool.recovery
             msg = (f"recovered {len(rec.resumed)} agent(s); ended {len(rec.swept_pids)} leftover"

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from store.db import Database
 from store.errors import Conflict, StoreUnavailable
@@ -34,8 +34,9 @@ OPEN_STATES = (QUEUED, LEASED)
 RECENT_MESSAGES = 20_000  # messages the writer keeps after storing them, for their leases
 
 
-@dataclass(frozen=True, slots=True)
-class MessageRow:
+# The rows are named tuples, not dataclasses: one is built per message in the send and lease
+# paths (thousands a second under a storm), and a tuple costs a fraction of a frozen dataclass.
+class MessageRow(NamedTuple):
     id: int
     sender: str  # an agent id, or "operator"
     sender_name: str
@@ -48,8 +49,7 @@ class MessageRow:
     created_at: float
 
 
-@dataclass(frozen=True, slots=True)
-class DeliveryRow:
+class DeliveryRow(NamedTuple):
     message_id: int
     recipient_id: str
     seq: int
@@ -64,12 +64,19 @@ class DeliveryRow:
     reason: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class Leased:
+class Leased(NamedTuple):
     """One delivery handed to a turn, with its message."""
 
     message: MessageRow
     delivery: DeliveryRow
+
+
+class Taking(NamedTuple):
+    """What the bus's own lease path needs of one leased delivery (`BusRepo.take`)."""
+
+    message: MessageRow
+    seq: int
+    attempts: int  # this delivery's attempts, this one included
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,14 +88,24 @@ class Lease:
     seqs: tuple[int, ...]
 
     def where(self, alias: str = "") -> tuple[str, tuple[Any, ...]]:
-        marks = ", ".join("?" for _ in self.seqs)
-        return (f"{alias}recipient_id = ? AND {alias}seq IN ({marks}) AND "
-                f"{alias}lease_token = ? AND {alias}state = 'leased'",
-                (self.recipient_id, *self.seqs, self.token))
+        """The deliveries of this lease: those of its recipient between its first and last
+        sequence that still hold its token (a token is one lease's alone), so the statement
+        is the same text for every lease, whatever its size."""
+        return (_WHERE.get(alias) or _where(alias),
+                (self.recipient_id, min(self.seqs, default=0), max(self.seqs, default=-1),
+                 self.token))
 
 
-@dataclass(frozen=True, slots=True)
-class NewMessage:
+_WHERE: dict[str, str] = {}
+
+
+def _where(alias: str) -> str:
+    text = _WHERE[alias] = (f"{alias}recipient_id = ? AND {alias}seq BETWEEN ? AND ? AND "
+                            f"{alias}lease_token = ? AND {alias}state = 'leased'")
+    return text
+
+
+class NewMessage(NamedTuple):
     sender: str
     sender_name: str
     recipient: str
@@ -109,11 +126,25 @@ _D_COLS = ("message_id, recipient_id, seq, lane, state, attempts, lease_holder, 
 
 
 def _message(row: Sequence[Any]) -> MessageRow:
-    return MessageRow(*row[:10])
+    return MessageRow._make(row[:10])
 
 
 def _delivery(row: Sequence[Any]) -> DeliveryRow:
-    return DeliveryRow(*row[:12])
+    return DeliveryRow._make(row[:12])
+
+
+# A named tuple made from a tuple without its generated __new__ (a Python frame per row): for
+# the rows the writer makes per message. Same object as MessageRow(...) would make.
+_row: Any = tuple.__new__
+_MARKS: dict[int, str] = {}
+
+
+def _marks(n: int) -> str:
+    """"?, ?, ..." for n parameters (made once per n)."""
+    text = _MARKS.get(n)
+    if text is None:
+        text = _MARKS[n] = ", ".join("?" * n)
+    return text
 
 
 def _all(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -124,6 +155,7 @@ class BusRepo:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._next_seq: dict[str, int] = {}  # recipient -> its next sequence (writer only)
+        self._last_id: int | None = None  # the last message id stored (writer only)
         self._recent: dict[int, MessageRow] = {}  # id -> message, stored lately (writer only)
 
     def writer(self) -> BusWriter:
@@ -145,6 +177,7 @@ class BusRepo:
             return self._insert_many(conn, msgs)
         except BaseException:
             self._next_seq.clear()  # the transaction rolls back: sequences are read again
+            self._last_id = None
             raise
 
     def _insert_many(self, conn: sqlite3.Connection,
@@ -156,8 +189,10 @@ class BusRepo:
                                          "dedup_key = ?", (msg.sender, msg.dedup_key))
                 if found:
                     seen[(msg.sender, msg.dedup_key)] = int(found[0][0])
-        top = _all(conn, "SELECT seq FROM sqlite_sequence WHERE name = 'bus_messages'")
-        next_id = int(top[0][0]) if top else 0
+        next_id = self._last_id
+        if next_id is None:  # read once, then kept (the bus is these tables' only writer)
+            top = _all(conn, "SELECT seq FROM sqlite_sequence WHERE name = 'bus_messages'")
+            next_id = int(top[0][0]) if top else 0
         missing = {rid for m in msgs for rid in m.recipients} - set(self._next_seq)
         if missing:
             marks = ", ".join("?" for _ in missing)
@@ -167,23 +202,25 @@ class BusRepo:
             self._next_seq.update({rid: 1 for rid in missing})
             self._next_seq.update({str(r[0]): int(r[1]) + 1 for r in rows})
         out: list[tuple[int, bool]] = []
-        message_rows: list[tuple[Any, ...]] = []
+        message_rows: list[MessageRow] = []
         delivery_rows: list[tuple[Any, ...]] = []
+        next_seq = self._next_seq
         for msg in msgs:
-            key = (msg.sender, msg.dedup_key or "")
-            if msg.dedup_key is not None and key in seen:
-                out.append((seen[key], True))
-                continue
-            next_id += 1
             if msg.dedup_key is not None:
-                seen[key] = next_id
+                key = (msg.sender, msg.dedup_key)
+                if key in seen:
+                    out.append((seen[key], True))
+                    continue
+                seen[key] = next_id + 1
+            next_id += 1
             out.append((next_id, False))
-            message_rows.append((next_id, msg.sender, msg.sender_name, msg.recipient, msg.type,
-                                 msg.body, msg.reply_to, msg.dedup_key, msg.expires_at,
-                                 msg.created_at))
+            message_rows.append(_row(MessageRow, (next_id, msg.sender, msg.sender_name,
+                                                  msg.recipient, msg.type, msg.body,
+                                                  msg.reply_to, msg.dedup_key, msg.expires_at,
+                                                  msg.created_at)))
             for rid in msg.recipients:
-                seq = self._next_seq[rid]
-                self._next_seq[rid] = seq + 1
+                seq = next_seq[rid]
+                next_seq[rid] = seq + 1
                 delivery_rows.append((next_id, rid, seq, msg.lane, QUEUED))
         conn.executemany(
             "INSERT INTO bus_messages (id, sender, sender_name, recipient, type, body, reply_to, "
@@ -192,6 +229,7 @@ class BusRepo:
         conn.executemany(
             "INSERT INTO bus_deliveries (message_id, recipient_id, seq, lane, state) "
             "VALUES (?, ?, ?, ?, ?)", delivery_rows)
+        self._last_id = next_id
         self._remember(message_rows)
         return out
 
@@ -199,71 +237,98 @@ class BusRepo:
         """A transaction that assigned sequences rolled back: read them again next time (and
         forget the messages it stored)."""
         self._next_seq.clear()
+        self._last_id = None
         self._recent.clear()
 
     def lease(self, conn: sqlite3.Connection, recipient_id: str, *, holder: str,
                     token: str, until: float, now: float, limit: int) -> list[Leased]:
         """Lease up to `limit` open deliveries of one recipient (queued ones, and leased ones
         whose lease has run out): interrupts first, then in sequence order."""
-        return (self.take(conn, recipient_id, holder=holder, token=token, until=until,
-                                now=now, limit=limit))[1]
+        taken = self.take(conn, recipient_id, holder=holder, token=token, until=until,
+                          now=now, limit=limit)[1]
+        if not taken:
+            return []
+        marks = ", ".join("?" for _ in taken)
+        rows = _all(conn, f"SELECT {_D_COLS} FROM bus_deliveries WHERE recipient_id = ? AND "
+                          f"seq IN ({marks})", (recipient_id, *(t.seq for t in taken)))
+        by_seq = {int(r[2]): _delivery(r) for r in rows}
+        return [Leased(t.message, by_seq[t.seq]) for t in taken]
 
     def take(self, conn: sqlite3.Connection, recipient_id: str, *, holder: str,
              token: str, until: float, now: float,
-             limit: int) -> tuple[list[MessageRow], list[Leased]]:
-        """`lease`, and the queued messages found expired on the way ended as expired
-        (returned first, so their senders can be told). The messages come from what this
-        writer stored recently, else from one query."""
+             limit: int) -> tuple[list[MessageRow], list[Taking]]:
+        """`lease`, for the bus's own path: the queued messages found expired on the way are
+        ended as expired (returned first, so their senders can be told), and each leased one
+        comes back as its message, sequence and attempts (no row objects it does not use). The
+        messages come from what this writer stored recently, else from one query."""
         rows = _all(
-            conn, f"SELECT {_D_COLS} FROM bus_deliveries WHERE recipient_id = ? AND "
-            "state IN ('queued', 'leased') AND "  # the partial index's own term
+            conn, "SELECT message_id, seq, state, attempts FROM bus_deliveries WHERE "
+            "recipient_id = ? AND state IN ('queued', 'leased') AND "  # the partial index's term
             "(state = 'queued' OR lease_expires_at <= ?) ORDER BY lane, seq LIMIT ?",
             (recipient_id, now, limit))
         if not rows:
             return [], []
         messages = self._messages(conn, [r[0] for r in rows])
-        expired: list[Any] = []
-        live: list[Any] = []
-        for r in rows:
-            m = messages[r[0]]
-            (expired if r[4] == QUEUED and m.expires_at is not None and m.expires_at <= now
-             else live).append(r)
-        if expired:
+        expired: list[MessageRow] = []
+        expired_seqs: list[tuple[str, int]] = []
+        live: list[Taking] = []
+        for message_id, seq, state, attempts in rows:  # one pass: no row objects but these
+            m = messages[message_id]
+            if state == QUEUED and m.expires_at is not None and m.expires_at <= now:
+                expired.append(m)
+                expired_seqs.append((recipient_id, seq))
+            else:
+                live.append(_row(Taking, (m, seq, attempts + 1)))
+        if expired_seqs:
             conn.executemany(
                 "UPDATE bus_deliveries SET state = 'expired', reason = 'expired unread' "
-                "WHERE recipient_id = ? AND seq = ?", [(recipient_id, r[2]) for r in expired])
+                "WHERE recipient_id = ? AND seq = ?", expired_seqs)
         if live:
-            marks = ", ".join("?" for _ in live)
             conn.execute(
                 "UPDATE bus_deliveries SET state = 'leased', attempts = attempts + 1, "
                 "lease_holder = ?, lease_token = ?, lease_expires_at = ?, "
                 "delivered_at = COALESCE(delivered_at, ?) WHERE recipient_id = ? AND "
-                f"seq IN ({marks})", (holder, token, until, now, recipient_id,
-                                      *(r[2] for r in live)))
-        out = [Leased(messages[r[0]],
-                      DeliveryRow(r[0], r[1], r[2], r[3], LEASED, r[5] + 1, holder, token,
-                                  until, r[9] or now, None, None)) for r in live]
-        return [messages[r[0]] for r in expired], out
+                f"seq IN ({_marks(len(live))})", (holder, token, until, now, recipient_id,
+                                                  *[t.seq for t in live]))
+        return expired, live
 
     def _messages(self, conn: sqlite3.Connection, ids: list[int]) -> dict[int, MessageRow]:
         cache = self._recent
-        found = {i: cache[i] for i in ids if i in cache}
-        missing = [i for i in ids if i not in found]
+        found: dict[int, MessageRow] = {}
+        missing: list[int] = []
+        for i in ids:
+            m = cache.get(i)
+            if m is None:
+                missing.append(i)
+            else:
+                found[i] = m
         if missing:
             marks = ", ".join("?" for _ in missing)
             for r in _all(conn, f"SELECT {_M_COLS} FROM bus_messages WHERE id IN ({marks})",
                           missing):
-                found[int(r[0])] = MessageRow(*r)
+                found[int(r[0])] = MessageRow._make(r)
         return found
 
-    def _remember(self, rows: list[tuple[Any, ...]]) -> None:
+    def _remember(self, rows: list[MessageRow]) -> None:
         """Messages just stored, for the leases that follow (bounded: the oldest go)."""
         cache = self._recent
         for r in rows:
-            cache[r[0]] = MessageRow(*r)
+            cache[r.id] = r
         if len(cache) > RECENT_MESSAGES:
             for old in list(itertools.islice(cache, len(cache) - RECENT_MESSAGES // 2)):
                 del cache[old]
+
+    def expire_queued(self, conn: sqlite3.Connection,
+                      now: float) -> list[tuple[MessageRow, str]]:
+        """Every queued delivery whose message has expired ends as expired, whether or not its
+        recipient is reading: (message, recipient id) of each, so its sender can be told."""
+        rows = _all(
+            conn, "UPDATE bus_deliveries SET state = 'expired', reason = 'expired unread' "
+            "WHERE state IN ('queued', 'leased') AND state = 'queued' AND "  # the open index
+            "(SELECT expires_at FROM bus_messages m WHERE m.id = message_id) <= ? "
+            "RETURNING message_id, recipient_id", (now,))
+        messages = self._messages(conn, [int(r[0]) for r in rows])
+        return [(messages[int(r[0])], str(r[1])) for r in rows]
 
     def extend(self, conn: sqlite3.Connection, lease: Lease, until: float) -> int:
         where, params = lease.where()
@@ -430,6 +495,10 @@ class BusWriter:
         self.repo = repo
         self._pool: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
+        # Why writes failed for the database's sake (disk full, read-only, I/O), noted in the
+        # thread and told to the store's write-error listeners (the storage guard) on the event
+        # loop once the batch is back: the bus's connection is watched like the store's own.
+        self._failures: list[str] = []
 
     def _connect(self) -> None:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -461,7 +530,15 @@ class BusWriter:
     async def batch(self, writes: Sequence[Write]) -> list[tuple[bool, Any]]:
         """Every write in one transaction: [(True, value)...]. If that fails, each is tried
         again alone, so that one bad write fails alone: (False, its exception)."""
-        return await self._call(lambda: self._batch(writes))
+        try:
+            return await self._call(lambda: self._batch(writes))
+        finally:
+            self._report_failures()
+
+    def _report_failures(self) -> None:
+        failures, self._failures = self._failures, []
+        for reason in dict.fromkeys(failures):  # each reason once per batch
+            self.repo.db.report_write_error(reason)
 
     def _batch(self, writes: Sequence[Write]) -> list[tuple[bool, Any]]:
         try:
@@ -493,5 +570,6 @@ class BusWriter:
             if isinstance(exc, sqlite3.IntegrityError):
                 raise Conflict(str(exc)) from exc
             if isinstance(exc, sqlite3.Error):
+                self._failures.append(str(exc))
                 raise StoreUnavailable(str(self.path), str(exc)) from exc
             raise

@@ -133,7 +133,9 @@ class Database:
             raise StoreUnavailable(str(target), f"could not save a copy: {exc}") from exc
 
     def report_write_error(self, reason: str) -> None:
-        """A write on another connection (a batched writer's) failed for the database's sake."""
+        """A write on another connection to this database (a batched writer's: the bus's, the
+        event ingest's) failed for the database's sake: told to the same listeners as the
+        store's own failed writes."""
         self._write_failed(reason)
 
     def _write_failed(self, reason: str) -> None:

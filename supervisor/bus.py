@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import secrets
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from store import Store
-from store.bus import DEAD, Lease, Leased, MessageRow, NewMessage
+from store.bus import DEAD, Lease, MessageRow, NewMessage, Taking
 from store.errors import StoreError
 from supervisor.bus_guards import GuardLimits, Guards
 from supervisor.bus_writer import BatchWriter
@@ -39,6 +40,9 @@ logger = logging.getLogger(__name__)
 OPERATOR = "operator"
 SYSTEM = "switchboard"
 TYPES = ("task", "result", "question", "info", "status", "interrupt")
+_TYPE_SET = frozenset(TYPES)
+_PREFIXES = ("role:", "topic:", "#")
+EXPIRY_SWEEP_S = 60.0  # how often expired messages are looked for, read or not
 T = TypeVar("T")
 
 
@@ -77,8 +81,7 @@ OPERATOR_SENDER = Sender(OPERATOR, OPERATOR)
 SYSTEM_SENDER = Sender(SYSTEM, SYSTEM)
 
 
-@dataclass(frozen=True, slots=True)
-class Sent:
+class Sent(NamedTuple):  # one per send: a tuple is cheaper to build than a frozen dataclass
     message_id: int | None
     duplicate: bool
     targets: tuple[tuple[str, str, int], ...]  # (name, state, queued) of each recipient
@@ -128,11 +131,20 @@ def bus_limits(settings: Settings) -> GuardLimits:
                        rate_alarm_per_min=settings.bus_rate_alarm_per_min)
 
 
+_STAMPS: dict[int, str] = {}  # whole second -> its stamp: a turn's messages share a few
+
+
 def _stamp(at: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+    second = int(at)
+    text = _STAMPS.get(second)
+    if text is None:
+        if len(_STAMPS) > 4096:
+            _STAMPS.clear()
+        text = _STAMPS[second] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+    return text
 
 
-def render(items: list[Leased], more: int) -> str:
+def render(items: Sequence[Taking], more: int) -> str:
     """The text of one turn: an operator's lone task as it was written, anything else as
     numbered messages with sender, type, time written and how many more are queued."""
     if len(items) == 1 and more == 0:
@@ -145,16 +157,15 @@ def render(items: list[Leased], more: int) -> str:
              "tool (to = the sender, reply_to = the message id)."]
     for i, it in enumerate(items, 1):
         m = it.message
-        attrs = [f'n="{i}"', f'of="{n}"', f'id="{m.id}"', f'from="{m.sender_name}"',
-                 f'type="{m.type}"', f'written="{_stamp(m.created_at)}"',
-                 f'more_after="{n - i + more}"']
-        if m.reply_to:
-            attrs.append(f'reply_to="{m.reply_to}"')
-        if it.delivery.attempts > 1:
-            attrs.append(f'attempt="{it.delivery.attempts}"')
+        extra = (f' reply_to="{m.reply_to}"' if m.reply_to else "") + \
+            (f' attempt="{it.attempts}"' if it.attempts > 1 else "")
         # A body cannot close its own element and forge the next header.
-        body = m.body.replace("</message", "<\\/message").replace("<message ", "<\\message ")
-        lines.append(f"<message {' '.join(attrs)}>\n{body}\n</message>")
+        body = m.body
+        if "<" in body:
+            body = body.replace("</message", "<\\/message").replace("<message ", "<\\message ")
+        lines.append(f'<message n="{i}" of="{n}" id="{m.id}" from="{m.sender_name}" '
+                     f'type="{m.type}" written="{_stamp(m.created_at)}" '
+                     f'more_after="{n - i + more}"{extra}>\n{body}\n</message>')
     return "\n".join(lines)
 
 
@@ -170,6 +181,9 @@ class Bus:
         self.halted = halted
         self.clock = clock
         self.run_id = secrets.token_hex(6)  # lease holders of this supervisor start with it
+        # Lease tokens: this run's random id and a count, so no two leases ever share one (the
+        # fencing needs no more), without a call to the OS's random source per turn.
+        self._tokens = itertools.count(1)
         self.state = BusState.NEW
         self.guards = Guards(bus_limits(settings))
         self.writer = BatchWriter(store)
@@ -201,6 +215,7 @@ class Bus:
             self.inbox(agent_id).queued = n
         self._writer_task = asyncio.create_task(self.writer.run(), name="bus-writer")
         self._spawn("bus-leases", self._keep_leases())
+        self._spawn("bus-expiry", self._sweep_expired())
         self.state = BusState.RUNNING
 
     async def close(self) -> None:
@@ -228,7 +243,7 @@ class Bus:
         return task
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self.state != BusState.RUNNING:
+        if self.state is not BusState.RUNNING:
             raise ShuttingDown()
         return await self.writer.submit(fn)
 
@@ -254,6 +269,18 @@ class Bus:
                 self._by_name.setdefault(agent_id, []).append(agent_id)
         return self._by_name
 
+    def _resolve_name(self, to: str) -> tuple[str, list[str]] | None:
+        """`resolve` for the common case, a live agent's name, without a coroutine; None for
+        anything else (the operator, everyone, a role or topic, nobody)."""
+        to = to.strip()
+        if to == OPERATOR or to == "*" or to.startswith(_PREFIXES):
+            return None
+        is_live = self.members.is_live
+        for agent_id in self._directory().get(to, ()):
+            if is_live(agent_id):
+                return self._names[agent_id], [agent_id]
+        return None
+
     async def resolve(self, to: str, sender_id: str) -> tuple[str, list[str]]:
         """The address as stored and the agent ids it reaches (OPERATOR: none)."""
         to = to.strip()
@@ -263,11 +290,11 @@ class Bus:
         directory = self._directory()
         if to == "*":
             return "*", [i for i in self._names if i != sender_id and is_live(i)]
-        for prefix in ("role:", "topic:", "#"):
-            if to.startswith(prefix):
-                topic = ("role:" if prefix == "role:" else "topic:") + to[len(prefix):].strip()
-                subs = await self.store.bus.subscribers(topic)
-                return topic, [i for i in subs if i != sender_id and is_live(i)]
+        if to.startswith(_PREFIXES):  # one test for the common case, a name
+            prefix = next(p for p in _PREFIXES if to.startswith(p))
+            topic = ("role:" if prefix == "role:" else "topic:") + to[len(prefix):].strip()
+            subs = await self.store.bus.subscribers(topic)
+            return topic, [i for i in subs if i != sender_id and is_live(i)]
         for agent_id in directory.get(to, ()):
             if is_live(agent_id):
                 return self._names[agent_id], [agent_id]
@@ -278,9 +305,9 @@ class Bus:
                              "role:<role>, topic:<topic>, * (everyone) or operator")
 
     def _check_form(self, kind: str, body: str, sender: Sender) -> None:
-        if kind not in TYPES:
+        if kind not in _TYPE_SET:
             raise InvalidRequest(f"unknown message type {kind!r}; use one of {', '.join(TYPES)}")
-        if not body.strip():
+        if not body or body.isspace():  # not strip(): that copies every body
             raise InvalidRequest("the message is empty")
         limit = (self.settings.max_prompt_chars if sender.id == OPERATOR
                  else self.settings.bus_max_body_chars)
@@ -299,7 +326,7 @@ class Bus:
         if agent_id is not None:
             address, targets = to, [agent_id]
         else:
-            address, targets = await self.resolve(to, sender.id)
+            address, targets = self._resolve_name(to) or await self.resolve(to, sender.id)
         if address != OPERATOR and not targets:
             raise InvalidRequest(f"{to!r} reaches no live agent right now")
         if dedup_key is not None:
@@ -307,27 +334,28 @@ class Bus:
         guarded = sender.id not in (OPERATOR, SYSTEM)
         if guarded and (why := self.guards.check_round(reply_to)) is not None:
             raise LimitExceeded(why.reason, "Stop replying, or ask the operator.")
-        admitted, refused = await self._admit(sender, targets, kind, body, guarded)
+        mono = self.clock.monotonic()
+        admitted, refused, cut_off = self._admit(sender, targets, kind, body, guarded, mono)
+        for name in cut_off:
+            await self._tell_cut_off(sender, name)
         if targets and not admitted:
             return Sent(None, False, (), tuple(refused))
         now = self.clock.now()
-        msg = NewMessage(sender=sender.id, sender_name=sender.name, recipient=address,
-                         type=kind, body=body, recipients=tuple(admitted), created_at=now,
-                         reply_to=reply_to, dedup_key=dedup_key,
-                         expires_at=now + self.settings.bus_message_ttl_s,
-                         lane=0 if kind == "interrupt" else 1)
-        if self.state != BusState.RUNNING:
+        msg = NewMessage(sender.id, sender.name, address, kind, body, tuple(admitted), now,
+                         reply_to, dedup_key, now + self.settings.bus_message_ttl_s,
+                         0 if kind == "interrupt" else 1)
+        if self.state is not BusState.RUNNING:
             raise ShuttingDown()
         message_id, duplicate = await self.writer.insert(msg)
         if not duplicate:
             self.guards.stored(message_id, reply_to)
             if address == OPERATOR:
                 await self._to_operator(sender, kind, body, message_id)
-            if guarded:
-                await self._rate_alarm(len(admitted) or 1)
+            if guarded and (rate := self.guards.fleet_rate(mono, len(admitted) or 1)):
+                await self._rate_alarm(rate)
         state_of, names, boxes = self.members.state_of, self._names, self._inboxes
         return Sent(message_id, duplicate,
-                    tuple((names.get(i, i), state_of(i), boxes[i].queued) for i in admitted),
+                    tuple([(names.get(i, i), state_of(i), boxes[i].queued) for i in admitted]),
                     tuple(refused), address == OPERATOR)
 
     async def _to_operator(self, sender: Sender, kind: str, body: str, message_id: int) -> None:
@@ -347,44 +375,54 @@ class Bus:
 
         self._spawn(f"bus-question:{message_id}", answer_back())
 
-    async def _admit(self, sender: Sender, targets: list[str], kind: str, body: str,
-                     guarded: bool) -> tuple[list[str], list[str]]:
+    def _admit(self, sender: Sender, targets: list[str], kind: str, body: str,
+               guarded: bool, mono: float) -> tuple[list[str], list[str], list[str]]:
+        """(admitted, refused: one explanation each, names whose pair this cut off). Not a
+        coroutine: it runs for every message, and only a cut-off needs to await (a notice)."""
+        if not guarded:
+            for rid in targets:
+                self.inbox(rid)  # counted from now on
+            return targets, [], []
         admitted: list[str] = []
         refused: list[str] = []
-        mono = self.clock.monotonic()
+        cut_off: list[str] = []
+        cap, names, boxes = self.settings.bus_inbox_cap, self._names, self._inboxes
         for rid in targets:
-            name = self._name(rid)
-            box = self.inbox(rid)
-            if guarded and box.queued >= self.settings.bus_inbox_cap:
+            name = names.get(rid, rid)
+            box = boxes.get(rid)
+            if box is None:  # not `or`: an empty inbox is falsy (its __len__)
+                box = self.inbox(rid)
+            if box.queued >= cap:
                 refused.append(f"refused for {name}: its inbox is full "
                                f"({box.queued} queued); wait, or batch the rest into one message")
                 continue
-            why = self.guards.check_pair(sender.id, rid, kind, body, mono, name) \
-                if guarded else None
+            why = self.guards.check_pair(sender.id, rid, kind, body, mono, name)
             if why is not None:
                 refused.append(why.reason)
                 if why.cut_off:
-                    await self.notify(None, f"Bus: {sender.name} ↔ {name} cut off",
-                                      f"{sender.name} sent {name} "
-                                      f"{self.guards.limits.pair_limit} messages in "
-                                      f"{self.guards.limits.pair_window_s:.0f}s; further ones "
-                                      f"are refused for {self.guards.limits.pair_cooldown_s:.0f}s."
-                                      " The rest of the fleet is not affected.")
+                    cut_off.append(name)
                 continue
             admitted.append(rid)
-        return admitted, refused
+        return admitted, refused, cut_off
 
-    async def _rate_alarm(self, n: int) -> None:
-        rate = self.guards.fleet_rate(self.clock.monotonic(), n)
-        if rate is not None:
-            await self.notify(None, "Bus: message rate alarm",
-                              f"{rate} messages in the last minute (alarm above "
-                              f"{self.guards.limits.rate_alarm_per_min}). /bus shows the "
-                              "traffic; /messages who sends it.")
+    async def _tell_cut_off(self, sender: Sender, name: str) -> None:
+        lim = self.guards.limits
+        await self.notify(None, f"Bus: {sender.name} ↔ {name} cut off",
+                          f"{sender.name} sent {name} {lim.pair_limit} messages in "
+                          f"{lim.pair_window_s:.0f}s; further ones are refused for "
+                          f"{lim.pair_cooldown_s:.0f}s. The rest of the fleet is not affected.")
+
+    async def _rate_alarm(self, rate: int) -> None:
+        await self.notify(None, "Bus: message rate alarm",
+                          f"{rate} messages in the last minute (alarm above "
+                          f"{self.guards.limits.rate_alarm_per_min}). /bus shows the "
+                          "traffic; /messages who sends it.")
 
     def _stored(self, msg: NewMessage, _message_id: int) -> None:
+        boxes = self._inboxes
         for rid in msg.recipients:
-            self.inbox(rid).arrived(1)
+            box = boxes.get(rid)
+            (self.inbox(rid) if box is None else box).arrived(1)
             if msg.type == "interrupt" and self.members.state_of(rid) == "busy":
                 self._spawn(f"bus-interrupt:{rid}", self.members.interrupt(rid))
 
@@ -405,11 +443,11 @@ class Bus:
 
     async def lease(self, box: BusInbox) -> Taken | None:
         now = self.clock.now()
-        token = secrets.token_hex(8)
+        token = f"{self.run_id}.{next(self._tokens):x}"
         holder = f"{self.run_id}:{box.agent_id}"
         until = now + self.settings.bus_lease_s
 
-        def op(conn: sqlite3.Connection) -> tuple[list[MessageRow], list[Leased]]:
+        def op(conn: sqlite3.Connection) -> tuple[list[MessageRow], list[Taking]]:
             return self.store.bus.take(conn, box.agent_id, holder=holder, token=token,
                                              until=until, now=now,
                                              limit=self.settings.bus_turn_max_messages)
@@ -422,7 +460,7 @@ class Bus:
             await self._tell_sender(msg, "expired before it was read")
         if not items:
             return None
-        self._active[token] = Lease(token, box.agent_id, tuple(i.delivery.seq for i in items))
+        self._active[token] = Lease(token, box.agent_id, tuple(i.seq for i in items))
         return Taken(render(items, box.queued), token, len(items))
 
     async def _keep_leases(self) -> None:
@@ -440,6 +478,29 @@ class Bus:
             except (StoreError, ShuttingDown):
                 logger.warning("bus: lease extension failed count=%d", len(leases),
                                exc_info=True)
+
+    async def _sweep_expired(self) -> None:
+        """Expired messages end as expired, and their senders are told, even when nobody
+        reads the recipient's inbox (a lease finds them too, on its way)."""
+        while True:
+            await self.clock.sleep(EXPIRY_SWEEP_S)
+            try:
+                ended = await self._write(self._expiry(self.clock.now()))
+            except (StoreError, ShuttingDown):
+                logger.warning("bus: expiry sweep failed", exc_info=True)
+                continue
+            told: set[int] = set()
+            for msg, rid in ended:
+                box = self._inboxes.get(rid)
+                if box is not None:
+                    box.queued = max(0, box.queued - 1)
+                if msg.id not in told:
+                    told.add(msg.id)
+                    await self._tell_sender(msg, "expired before it was read")
+
+    def _expiry(self, now: float) -> Callable[[sqlite3.Connection],
+                                              list[tuple[MessageRow, str]]]:
+        return lambda conn: self.store.bus.expire_queued(conn, now)
 
     def _extension(self, leases: list[Lease],
                    until: float) -> Callable[[sqlite3.Connection], int]:

@@ -51,19 +51,23 @@ class Guards:
                    now: float, recipient_name: str = "") -> Refusal | None:
         """Before a message from `sender` to `recipient` is stored. Counts it when admitted."""
         lim = self.limits
-        pair = self._pairs.setdefault((sender, recipient), _Pair())
+        pair = self._pairs.get((sender, recipient))
+        if pair is None:  # not setdefault: that would build a _Pair for every message
+            pair = self._pairs[(sender, recipient)] = _Pair()
         who = recipient_name or recipient
         if now < pair.cooldown_until:
             return Refusal(f"refused: you sent {who} too many messages; wait "
                            f"{pair.cooldown_until - now:.0f}s, or batch the rest into one "
                            "message")
-        while pair.sent and pair.sent[0] <= now - lim.pair_window_s:
-            pair.sent.popleft()
-        while pair.recent:  # insertion order is time order: the oldest go first
-            oldest, at = next(iter(pair.recent.items()))
-            if at > now - lim.pair_window_s:
+        cutoff = now - lim.pair_window_s
+        sent, recent = pair.sent, pair.recent
+        while sent and sent[0] <= cutoff:
+            sent.popleft()
+        while recent:  # insertion order is time order: the oldest go first
+            oldest = next(iter(recent))
+            if recent[oldest] > cutoff:
                 break
-            del pair.recent[oldest]
+            del recent[oldest]
         key = digest(kind, body)
         if key in pair.recent:
             return Refusal(f"dropped: the same message went to {who} {now - pair.recent[key]:.0f}s "
@@ -96,10 +100,15 @@ class Guards:
 
     def fleet_rate(self, now: float, n: int = 1) -> int | None:
         """Count `n` messages; the rate per minute when it passes the alarm (once a minute)."""
-        self._fleet.extend([now] * n)
-        while self._fleet and self._fleet[0] <= now - 60:
-            self._fleet.popleft()
-        if len(self._fleet) > self.limits.rate_alarm_per_min and now >= self._alarm_until:
+        fleet = self._fleet
+        if n == 1:
+            fleet.append(now)
+        else:
+            fleet.extend([now] * n)
+        cutoff = now - 60
+        while fleet and fleet[0] <= cutoff:
+            fleet.popleft()
+        if len(fleet) > self.limits.rate_alarm_per_min and now >= self._alarm_until:
             self._alarm_until = now + 60
-            return len(self._fleet)
+            return len(fleet)
         return None

@@ -8,7 +8,6 @@ import asyncio
 import collections
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from store import Store
@@ -19,28 +18,31 @@ from supervisor.errors import ShuttingDown
 T = TypeVar("T")
 
 
-def _fail(ops: list[_Op], exc: BaseException) -> None:
-    for op in ops:
-        if not op.future.done():
-            op.future.set_exception(exc)
+Write = Callable[[sqlite3.Connection], Any]
 
 
-@dataclass(slots=True)
-class _Op:
-    fn: Callable[[sqlite3.Connection], Any] | None
-    future: asyncio.Future[Any]
-    message: NewMessage | None = None  # a send: stored with the batch's other sends at once
+def _fail(futures: list[asyncio.Future[Any]], exc: BaseException) -> None:
+    for future in futures:
+        if not future.done():
+            future.set_exception(exc)
 
 
 class BatchWriter:
     """One task; every write waiting when it wakes goes to the bus's writer thread as one
-    transaction (all its sends in two statements; store/bus.py BusWriter)."""
+    transaction (all its sends in two statements; store/bus.py BusWriter).
+
+    Sends and other writes wait in two queues of plain (what, future) pairs: no object per
+    write beyond its future, and no sorting of a batch (the sends go first: a lease in the
+    same batch sees them)."""
 
     def __init__(self, store: Store, max_batch: int = 1000) -> None:
         self.store = store
         self.conn = store.bus.writer()
         self.max_batch = max_batch
-        self._queue: collections.deque[_Op] = collections.deque()
+        self._sends: collections.deque[tuple[NewMessage, asyncio.Future[Any]]] = \
+            collections.deque()
+        self._writes: collections.deque[tuple[Write, asyncio.Future[Any]]] = \
+            collections.deque()
         self._waiting = asyncio.Event()
         self.batches = 0
         # Called at commit, before any caller resumes: inbox counts never lag their rows.
@@ -48,63 +50,69 @@ class BatchWriter:
 
     async def submit(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Op(fn, future))
+        self._writes.append((fn, future))
         self._waiting.set()
         return await future
 
     async def insert(self, msg: NewMessage) -> tuple[int, bool]:
         future: asyncio.Future[tuple[int, bool]] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Op(None, future, msg))
+        self._sends.append((msg, future))
         self._waiting.set()
         return await future
 
     async def run(self) -> None:
-        queue = self._queue
+        sends, writes = self._sends, self._writes
         while True:
-            if not queue:
+            if not sends and not writes:
                 self._waiting.clear()
                 await self._waiting.wait()
-            ops = [queue.popleft() for _ in range(min(len(queue), self.max_batch))]
-            await self._apply(ops)
+            n = min(len(sends), self.max_batch)
+            batch_sends = [sends.popleft() for _ in range(n)]
+            batch_writes = [writes.popleft()
+                            for _ in range(min(len(writes), self.max_batch - n))]
+            await self._apply(batch_sends, batch_writes)
 
-    async def _apply(self, batch: list[_Op]) -> None:
-        sends = [op.message for op in batch if op.message is not None]
-        ordered = [op for op in batch if op.message is not None] + \
-            [op for op in batch if op.message is None]  # sends first: a lease sees them
+    async def _apply(self, sends: list[tuple[NewMessage, asyncio.Future[Any]]],
+                     writes: list[tuple[Write, asyncio.Future[Any]]]) -> None:
         repo = self.store.bus
-        writes: list[Callable[[sqlite3.Connection], Any]] = []
+        fns = [fn for fn, _ in writes]
         if sends:
-            writes.append(lambda conn: repo.insert_many(conn, sends))
-        writes += [op.fn for op in ordered[len(sends):] if op.fn is not None]
+            msgs = [msg for msg, _ in sends]
+            fns.insert(0, lambda conn: repo.insert_many(conn, msgs))
         try:
-            results = await self.conn.batch(writes)
+            results = await self.conn.batch(fns)
         except (StoreError, OSError) as exc:
-            _fail(ordered, exc)
+            _fail([f for _, f in sends] + [f for _, f in writes], exc)
             return
         except asyncio.CancelledError:
             # The bus is closing mid-batch: its callers must not wait for an answer forever
             # (a runner's last ack would hold up shutdown). Whatever the thread commits stays.
-            _fail(ordered, ShuttingDown())
+            _fail([f for _, f in sends] + [f for _, f in writes], ShuttingDown())
             raise
         self.batches += 1
         if sends:  # the sends' one write: its value is one (id, duplicate) per send
             ok, value = results[0]
+            results = results[1:]
             if ok:
-                for msg, (message_id, duplicate) in zip(sends, value, strict=True):
-                    if not duplicate:
-                        self.on_stored(msg, message_id)
-            results = ([(True, v) for v in value] if ok else [(False, value)] * len(sends)) \
-                + results[1:]
-        for op, (ok, value) in zip(ordered, results, strict=True):
-            if op.future.done():
+                on_stored = self.on_stored
+                for (msg, future), stored in zip(sends, value, strict=True):
+                    if not stored[1]:
+                        on_stored(msg, stored[0])
+                    if not future.done():
+                        future.set_result(stored)
+            else:
+                _fail([f for _, f in sends], value)
+        for (_, future), (ok, value) in zip(writes, results, strict=True):
+            if future.done():
                 continue
             if ok:
-                op.future.set_result(value)
+                future.set_result(value)
             else:
-                op.future.set_exception(value)
+                future.set_exception(value)
 
     def fail_waiting(self) -> None:
-        while self._queue:
-            op = self._queue.popleft()
-            if not op.future.done():
-                op.future.set_exception(ShuttingDown())
+        for queue in (self._sends, self._writes):
+            while queue:
+                _, future = queue.popleft()
+                if not future.done():
+                    future.set_exception(ShuttingDown())

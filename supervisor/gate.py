@@ -18,7 +18,6 @@ from claude_agent_sdk import (
     HookMatcher,
     PermissionResultAllow,
     PermissionResultDeny,
-    create_sdk_mcp_server,
     tool,
 )
 from claude_agent_sdk.types import (
@@ -35,6 +34,7 @@ from claude_agent_sdk.types import (
 from store import Store
 from supervisor.describe import describe
 from supervisor.escalations import Answer, Decision, Escalations, Kind
+from supervisor.mcp_server import tool_server
 from supervisor.policy import Action, Policy
 from supervisor.policy import Decision as PolicyDecision
 from supervisor.standing import send_back, turn_scope
@@ -127,8 +127,9 @@ class ToolGate:
                 text = f"The operator answered: {answer.text}"
             return {"content": [{"type": "text", "text": text}]}
 
-        return {MCP_SERVER: create_sdk_mcp_server(MCP_SERVER,
-                                                  tools=[ask_operator, *self.deps.tools()])}
+        # Not the SDK's create_sdk_mcp_server: it checks the schema itself at every call
+        # (supervisor/mcp_server.py).
+        return {MCP_SERVER: tool_server(MCP_SERVER, [ask_operator, *self.deps.tools()])}
 
     # -- callbacks -------------------------------------------------------------------------------
 
