@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -50,3 +52,25 @@ def scratch_dir(prefix: str) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+# -- the suite's result protocol (bench/run.py collects these) ------------------------------------
+
+RESULT_PREFIX = "BENCH-RESULT "
+
+
+def smoke() -> bool:
+    """True under `make bench-smoke`: small sizes, one repetition, no timing verdicts."""
+    return os.environ.get("BENCH_SMOKE") == "1"
+
+
+def result(figure: str, measured: float, unit: str, *, goal: str = "",
+           baseline: float | None = None, ratio: float | None = None,
+           passed: bool | None = None, note: str = "") -> None:
+    """Print one machine-readable row on stdout: `BENCH-RESULT {json}`. `goal` is the goal as
+    text ("< 50 ms", "<= 2x"); `passed` is None for a figure without a goal. The runner shows
+    every row and fails the suite when a row with a goal did not pass."""
+    row = {"figure": figure, "measured": round(measured, 3), "unit": unit, "goal": goal,
+           "baseline": None if baseline is None else round(baseline, 3),
+           "ratio": None if ratio is None else round(ratio, 3), "pass": passed, "note": note}
+    print(RESULT_PREFIX + json.dumps(row), flush=True)

@@ -430,6 +430,7 @@ class AgentRunner:
                 launcher_module.CLI_VAR: str(self._deps.real_cli),
                 launcher_module.KEYS_VAR: ",".join(keys),
                 launcher_module.PARENT_VAR: str(os.getpid()),
+                launcher_module.NICE_VAR: str(settings.agent_nice),
             }
         )
         return ClaudeAgentOptions(
