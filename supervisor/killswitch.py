@@ -179,9 +179,11 @@ class KillSwitch:
         if self._persist_failed is not None:
             problems.append(f"the halt flag could not be saved ({self._persist_failed}), so a "
                             "restart would lift it: fix the database, then trigger it again")
-        for runner in live:
-            with contextlib.suppress(Exception):  # one agent's bookkeeping never blocks the rest
-                await runner.mark_killed("kill switch")
+        # All at once: each closes its SDK client and checks for survivors from /proc
+        # snapshots they share (supervisor/proctable.py); one agent's bookkeeping, failing or
+        # slow, never holds up the rest.
+        await asyncio.gather(*(runner.mark_killed("kill switch") for runner in live),
+                             return_exceptions=True)
         denied = 0
         try:
             denied = await self.pool.escalations.cancel_all("the kill switch was triggered")

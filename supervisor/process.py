@@ -28,7 +28,9 @@ from typing import TYPE_CHECKING
 import psutil
 
 from supervisor import launcher as launcher_module
+from supervisor import proctable
 from supervisor.errors import ConfigError
+from supervisor.proctable import ProcTable, Snapshot
 
 if TYPE_CHECKING:  # the SDK costs about a second to import: only agents need it, not the
     # offline commands (status, kill from a shell, the container's health check)
@@ -390,26 +392,67 @@ class AgentProcess:
         self.paused = False
         return pids
 
-    async def kill(self, grace_s: float) -> list[int]:
+    def members_in(self, snap: Snapshot) -> set[int]:
+        """`members()`, read from a shared snapshot instead of from /proc."""
+        if self.sandboxed:
+            return snap.tree(self.launcher_pid) if self.launcher_pid else set()
+        return snap.family(_needle(self.tag + "\0")[len(TAG_VAR) + 1:])
+
+    async def kill(self, grace_s: float, table: ProcTable | None = None) -> list[int]:
         """SIGTERM, a bounded wait, SIGKILL of every member, then the tag sweep. Returns the
-        pids that had to be force-killed. Safe to call more than once and under cancellation."""
+        pids that had to be force-killed. Safe to call more than once and under cancellation.
+        Every /proc read is a snapshot shared with the other agents being killed at the same
+        time (`table`, the loop's by default), taken in a thread: killing N agents at once
+        costs a few scans, and none of them on the event loop."""
+        table = table or proctable.shared()
+        last: set[int] = set()
         try:
-            members = self.members()
-            if members:
-                _signal_all(members, signal.SIGCONT)
+            last = self.members_in(await table.snapshot())
+            if last:
+                _signal_all(last, signal.SIGCONT)
                 # Sandboxed, the init forwards SIGTERM to the CLI; bwrap would just die.
                 polite = self.init_pid if self.sandboxed else self.launcher_pid
                 if polite and grace_s > 0:
                     _signal_all([polite], signal.SIGTERM)
                     deadline = time.monotonic() + grace_s
-                    while time.monotonic() < deadline and self.members():  # noqa: ASYNC110 - polls /proc
+                    while last and time.monotonic() < deadline:
                         await asyncio.sleep(0.05)
+                        last = self.members_in(await table.snapshot())
         finally:
-            # Whatever ends the wait (its deadline, a cancel, an error), the SIGKILL happens:
-            # it is synchronous, so a cancelled kill still kills.
-            forced = self.kill_now()
-            await self.close(kill=False)
+            # Whatever ends the wait (its deadline, a cancel, an error), the SIGKILL happens at
+            # once, synchronously, so a cancelled kill still kills; the sweep that follows is
+            # the synchronous one if we are being cancelled.
+            forced = sorted(self._kill_known(last))
+            try:
+                forced = sorted(set(forced) | await self._sweep_shared(table))
+            except asyncio.CancelledError:
+                self.kill_now()
+                raise
+            finally:
+                await self.close(kill=False)
         return forced
+
+    def _kill_known(self, pids: set[int]) -> set[int]:
+        """SIGKILL the init and bwrap (the kernel then ends the whole namespace) and `pids`."""
+        ours = [p for p in (self.init_pid, self.launcher_pid) if p] if self.sandboxed else []
+        _signal_all([*ours, *pids], signal.SIGKILL)
+        self.paused = False
+        return set(pids)
+
+    async def _sweep_shared(self, table: ProcTable, rounds: int = 50) -> set[int]:
+        """`sweep` of this agent's tag (and, sandboxed, its tree), from shared snapshots:
+        freeze what is left, then kill it, until a snapshot shows nothing."""
+        killed: set[int] = set()
+        needle = _needle(self.tag + "\0")[len(TAG_VAR) + 1:]
+        for _ in range(rounds):
+            snap = await table.snapshot()
+            pids = snap.family(needle) | self.members_in(snap)
+            if not pids:
+                break
+            _signal_all(pids, signal.SIGSTOP)
+            _signal_all(pids, signal.SIGKILL)
+            killed |= pids
+        return killed
 
     def kill_now(self) -> list[int]:
         """Immediate SIGKILL of the whole tree and every tagged process (no await). Sandboxed,
@@ -439,4 +482,10 @@ class AgentProcess:
                     await asyncio.shield(self.client.disconnect())
         finally:
             if kill:
-                self.kill_now()
+                self._kill_known(set())
+                table = proctable.shared()
+                try:
+                    await self._sweep_shared(table)
+                except asyncio.CancelledError:
+                    self.kill_now()
+                    raise
