@@ -205,6 +205,11 @@ def tagged_pids(prefix: str) -> list[int]:
     return sorted(_scan(_needle(prefix))[1])
 
 
+def kill_first(pids: Iterable[int]) -> None:
+    """SIGKILL pids known to be ours, at once (the kill switch's sandbox inits and bwraps)."""
+    _signal_all(pids, signal.SIGKILL)
+
+
 def sweep(prefix: str, *, rounds: int = 50) -> list[int]:
     """SIGKILL every process tagged with `prefix` and everything under them, all at once: freeze
     the lot, then kill the lot, until nothing is left. Used after crashes and by the kill switch.
@@ -407,17 +412,19 @@ class AgentProcess:
         table = table or proctable.shared()
         last: set[int] = set()
         try:
-            last = self.members_in(await table.snapshot())
-            if last:
-                _signal_all(last, signal.SIGCONT)
-                # Sandboxed, the init forwards SIGTERM to the CLI; bwrap would just die.
-                polite = self.init_pid if self.sandboxed else self.launcher_pid
-                if polite and grace_s > 0:
-                    _signal_all([polite], signal.SIGTERM)
-                    deadline = time.monotonic() + grace_s
-                    while last and time.monotonic() < deadline:
-                        await asyncio.sleep(0.05)
-                        last = self.members_in(await table.snapshot())
+            if self.paused:
+                self.resume()
+            # Sandboxed, the init forwards SIGTERM to the CLI; bwrap would just die.
+            polite = self.init_pid if self.sandboxed else self.launcher_pid
+            if polite and grace_s > 0:
+                _signal_all([polite], signal.SIGTERM)
+                deadline = time.monotonic() + grace_s
+                last = await self._still_there(table)
+                while last and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+                    last = await self._still_there(table)
+            else:
+                last = self.members_in(await table.snapshot())
         finally:
             # Whatever ends the wait (its deadline, a cancel, an error), the SIGKILL happens at
             # once, synchronously, so a cancelled kill still kills; the sweep that follows is
@@ -431,6 +438,17 @@ class AgentProcess:
             finally:
                 await self.close(kill=False)
         return forced
+
+    async def _still_there(self, table: ProcTable) -> set[int]:
+        """What the polite wait waits for. Sandboxed: the CLI, one stat per poll and no scan
+        (the SIGTERM was for it, to end its session cleanly; once it is gone, the SIGKILL of
+        the init that follows ends the rest of the namespace at once, without waiting for the
+        init and then bwrap to notice and exit in turn, each a wake-up of a niced process).
+        Otherwise: every member, from the shared snapshot."""
+        if self.sandboxed:
+            pid = self.cli_pid or self.launcher_pid
+            return {pid} if pid and _live(pid) else set()
+        return self.members_in(await table.snapshot())
 
     def _kill_known(self, pids: set[int]) -> set[int]:
         """SIGKILL the init and bwrap (the kernel then ends the whole namespace) and `pids`."""
