@@ -66,6 +66,7 @@ import psutil  # noqa: E402
 import supervisor.killswitch as killswitch_module  # noqa: E402
 from bench._common import result, smoke  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
+from supervisor.config import Settings  # noqa: E402
 from supervisor.process import tagged_pids  # noqa: E402
 from tests.conftest import make_settings, processes_with_tag  # noqa: E402
 
@@ -73,6 +74,7 @@ SIZES = (3,) if smoke() else tuple(int(x) for x in os.environ.get("BENCH_SIZES",
                                    .split(","))
 REPEATS = 1
 GOAL_RATIO = 2.0
+AGENT_NICE = Settings.model_fields["agent_nice"].default
 GOAL_FROM = 100  # fleet size from which the 2x goal applies (issue 11, item 3)
 POLL_S = 0.002
 READY_TIMEOUT_S = 150.0
@@ -328,7 +330,8 @@ async def direct_round(app: Switchboard, row: Row) -> None:
 
 
 def bench_settings(home: Path) -> Any:
-    return make_settings(home, fake=True).with_(
+    # The product's default agent priority (tests run agents at the supervisor's).
+    return make_settings(home, fake=True, agent_nice=AGENT_NICE).with_(
         max_agents=2 * max(SIZES), spawns_per_minute=10_000, messages_per_minute=10_000,
         commands_per_minute=10_000, memory_refuse_pct=100.0, memory_warn_pct=100.0,
         stall_s=3600.0, session_ttl_s=24 * 3600.0, crash_loop_max=10_000)

@@ -13,8 +13,6 @@ the namespace at once. Unsandboxed (allow_unisolated_agents): it becomes a sessi
 child subreaper around the CLI, forwards signals, and kills what is left when the CLI exits.
 """
 
-import ctypes
-import json
 import os
 import signal
 import sys
@@ -44,6 +42,10 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 def _prctl(option, value):
     try:
+        import ctypes  # here, not above: 8 ms of every agent's start, and a sandbox needs none
+
+        if isinstance(value, bytes):
+            value = ctypes.c_char_p(value)
         return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
     except (OSError, AttributeError):
         return -1
@@ -64,6 +66,15 @@ def _children():
         except (OSError, ValueError):
             continue
     return found
+
+
+def _set_name(name):
+    """What ps and top show (PR_SET_NAME, through /proc: no ctypes to load)."""
+    try:
+        with open("/proc/self/comm", "wb") as fh:
+            fh.write(name)
+    except OSError:
+        pass
 
 
 def _reap_nohang():
@@ -158,10 +169,13 @@ def _clean_env():
     }
 
 
-def _enter_sandbox(argv):
-    """Become bwrap; it runs this file again, as the init of the agent's pid namespace."""
-    bwrap = json.loads(os.environ[SANDBOX_VAR])
-    env = {k: v for k, v in os.environ.items() if k not in (SANDBOX_VAR, PARENT_VAR)}
+def _enter_sandbox(argv, clean):
+    """Become bwrap; it runs this file again, as the init of the agent's pid namespace.
+    `clean`: the allowlisted environment, all bwrap (so its /proc/<pid>/environ) gets."""
+    import json  # here: the sandbox's init, which runs this file again, needs none of it
+
+    bwrap = json.loads(clean[SANDBOX_VAR])
+    env = {k: v for k, v in clean.items() if k not in (SANDBOX_VAR, PARENT_VAR)}
     env[STAGE_VAR] = "inner"
     # The interpreter itself, not a venv's link to it: the venv may lie in a hidden directory.
     python = os.path.realpath(sys.executable)
@@ -197,7 +211,7 @@ def _inner(argv, real_cli):
     env = {k: v for k, v in os.environ.items() if k not in CONTROL or k == TAG_VAR}
     waited = {signal.SIGCHLD, PAUSE_SIGNAL, RESUME_SIGNAL} | set(FORWARDED)
     signal.pthread_sigmask(signal.SIG_BLOCK, waited)
-    _prctl(PR_SET_NAME, ctypes.c_char_p(b"sb-sandbox"))
+    _set_name(b"sb-sandbox")
     cli_pid = os.fork()
     if cli_pid == 0:
         try:
@@ -282,6 +296,15 @@ def main(argv):
     stage = os.environ.get(STAGE_VAR)
     if stage == "inner":
         return _inner(argv, real_cli)
+    expected_parent = os.environ.get(PARENT_VAR)
+    if os.environ.get(SANDBOX_VAR):
+        # Straight to bwrap with the allowlisted environment (the exec is what clears our
+        # /proc/<pid>/environ; no re-execution of ourselves first: one interpreter start less
+        # on every spawn). bwrap's --die-with-parent takes over from here; refuse if the
+        # supervisor is gone.
+        if expected_parent and str(os.getppid()) != expected_parent:
+            return 1
+        return _enter_sandbox(argv, _clean_env())
     if stage != "2":
         env = _clean_env()
         env[STAGE_VAR] = "2"
@@ -291,12 +314,6 @@ def main(argv):
         except OSError as exc:
             sys.stderr.write("switchboard launcher: cannot re-execute: %s\n" % exc)
             return 2
-    expected_parent = os.environ.get(PARENT_VAR)
-    if os.environ.get(SANDBOX_VAR):
-        # bwrap's --die-with-parent takes over from here; refuse if the supervisor is gone.
-        if expected_parent and str(os.getppid()) != expected_parent:
-            return 1
-        return _enter_sandbox(argv)
     env = {k: v for k, v in os.environ.items() if k not in (CLI_VAR, PARENT_VAR, STAGE_VAR)}
     pending = []
 
@@ -311,7 +328,7 @@ def main(argv):
     except OSError:
         pass  # already a session leader
     _apply_autogroup(lowered)
-    _prctl(PR_SET_NAME, ctypes.c_char_p(b"sb-launcher"))  # what ps and top show
+    _prctl(PR_SET_NAME, b"sb-launcher")  # what ps and top show
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     # If the supervisor dies, SIGTERM us: the CLI then ends and we clean up after it.
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)

@@ -5,7 +5,20 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
+from bot.app import Switchboard
+from supervisor.config import Settings
 from tests.security.conftest import bash_script, spawn_fleet, tool_calls
+
+DEFAULT_NICE = Settings.model_fields["agent_nice"].default
+
+
+@pytest.fixture
+async def niced_app(hostile_settings):
+    """The default priority (the other tests run agents at the supervisor's, see conftest)."""
+    async with Switchboard(hostile_settings.with_(agent_nice=DEFAULT_NICE)) as app:
+        yield app
 
 
 def _nice(pid: int) -> int:
@@ -20,16 +33,16 @@ def _autogroup(pid: int) -> tuple[str, int]:
     return name, int(nice)
 
 
-async def test_an_agent_runs_below_the_supervisor_and_cannot_raise_itself(hostile_app, mock_api):
+async def test_an_agent_runs_below_the_supervisor_and_cannot_raise_itself(niced_app, mock_api):
     attack = ('echo "nice=$(nice) $(cat /proc/self/autogroup)"\n'
               'renice -n -5 -p $$ >/dev/null 2>&1; echo "renice rc=$?"\n'
               'echo -5 2>/dev/null > /proc/self/autogroup; echo "autogroup rc=$?"\n'
               'python3 -c "import os; os.nice(-1)" 2>/dev/null; echo "os.nice rc=$?"\n'
               'echo "after: nice=$(nice) $(cat /proc/self/autogroup)"\n')
-    [agent] = await spawn_fleet(hostile_app, ["low"], bash_script(attack))
+    [agent] = await spawn_fleet(niced_app, ["low"], bash_script(attack))
     result = next(c.result for c in tool_calls(mock_api) if "renice rc=" in c.result)
-    step = hostile_app.settings.agent_nice
-    assert step == 10  # the default
+    step = niced_app.settings.agent_nice
+    assert step == DEFAULT_NICE == 10
     proc = agent.process
     assert proc is not None and proc.cli_pid and proc.init_pid
     # The shell the Bash tool started inherited the nice value. Its autogroup is not the CLI's:
