@@ -83,7 +83,7 @@ def run_one(name: str, path: Path, timeout_s: float, smoke: bool) -> tuple[list[
                 if line.startswith(PREFIX):
                     row = json.loads(line[len(PREFIX):])
                     rows.append(row)
-                    print(f"   {_row_text(name, row)}", flush=True)
+                    print(f"   {' | '.join(_cells(name, row, smoke))}", flush=True)
         except TimeoutError:
             proc.kill()
             problem = f"ran out of time ({timeout_s:.0f} s)"
@@ -131,10 +131,6 @@ def _cells(name: str, row: dict, smoke: bool = False) -> list[str]:
     return [name, row["figure"], row.get("goal") or "-", _num(row["measured"], row["unit"]),
             _num(row.get("baseline"), row["unit"]),
             "-" if ratio is None else f"{ratio:.2f}x", _verdict(row, smoke)]
-
-
-def _row_text(name: str, row: dict) -> str:
-    return " | ".join(_cells(name, row))
 
 
 def table(cells: list[list[str]]) -> str:
