@@ -11,7 +11,7 @@ literal at module level, `SUITE = {"smoke": False}` (not part of the smoke run),
 Exit status: 1 when a figure with a goal missed it, when a bench failed or printed no figure, or
 when a bench ran out of time. `--smoke` (make bench-smoke, in .ci/run) sets BENCH_SMOKE=1: the
 benches run at small sizes and only their running and printing a row is checked, not their timing;
-it writes no RESULTS.md.
+it writes no RESULTS.md. A run of a few benches writes RESULTS.md saying which.
 """
 
 from __future__ import annotations
@@ -156,9 +156,12 @@ def machine() -> str:
             f"load average at the end {load}")
 
 
-def write_results(cells: list[list[str]], problems: list[str], took_s: float) -> Path:
+def write_results(cells: list[list[str]], problems: list[str], took_s: float,
+                  partial: list[str] | None) -> Path:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    md = ["# Bench results", "", f"Written by `make bench` on {now}, in {took_s:.0f} s.", "",
+    what = (f"`make bench ONLY=\"{' '.join(partial)}\"` (these benches only)" if partial
+            else "`make bench`")
+    md = ["# Bench results", "", f"Written by {what} on {now}, in {took_s:.0f} s.", "",
           f"Machine: {machine()}.", "",
           "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     md += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in cells]
@@ -202,8 +205,10 @@ def main() -> int:
     for p in problems:
         print(f"problem: {p}")
     print(f"\n{len(benches)} bench(es) in {took_s:.0f} s on {machine()}")
-    if not args.smoke and not args.names:
-        print(f"written: {write_results(cells, problems, took_s).relative_to(ROOT)}")
+    if not args.smoke:
+        partial = [n for n, _, _ in benches] if args.names else None
+        path = write_results(cells, problems, took_s, partial)
+        print(f"written: {path.relative_to(ROOT)}")
     return 1 if failed else 0
 
 

@@ -70,6 +70,7 @@ from supervisor.config import Settings  # noqa: E402
 from supervisor.process import tagged_pids  # noqa: E402
 from tests.conftest import make_settings, processes_with_tag  # noqa: E402
 
+SUITE = {"timeout_s": 600}  # four fleets of 300 agents to spawn on 2 cores
 SIZES = (3,) if smoke() else tuple(int(x) for x in os.environ.get("BENCH_SIZES", "10,100,300")
                                    .split(","))
 REPEATS = 1
