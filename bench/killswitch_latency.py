@@ -474,10 +474,10 @@ async def main() -> int:
                 prefixes += [f"{make_settings(base / f'{k}{n}r{rep}', fake=True).instance_id}/"
                              for k in "ns"]
                 by_n.setdefault(n, []).append(await measure(n, rep, base))
+            report({n: by_n[n]})  # each size's rows at once: a later size may run out of time
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print_table(by_n)
-    report(by_n)
     left = [pid for prefix in prefixes for pid in live_tagged(prefix)]
     print(f"\nfinal check: {len(left)} tagged agent process(es) alive"
           + (f": {left}" if left else " (ok)"))
