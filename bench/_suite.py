@@ -182,7 +182,9 @@ def from_logs(benches: list[tuple[str, Path, dict[str, Any]]]) -> int:
                       for line in log.read_text().splitlines() if line.startswith(PREFIX)]
     print(table(cells))
     path = write_results(cells, [], 0.0, None)
-    text = path.read_text().replace(", in 0 s.", " (from bench/logs/: each bench's latest run).")
+    text = path.read_text().replace("Written by `make bench`", "Written by "
+                                    "`bench/_suite.py --from-logs`").replace(
+        ", in 0 s.", " (from bench/logs/: each bench's latest run).")
     path.write_text(text)
     print(f"written: {path.relative_to(ROOT)}")
     return 1 if any(c[-1] == "FAIL" for c in cells) else 0
