@@ -220,10 +220,14 @@ def sweep(prefix: str, *, rounds: int = 50) -> list[int]:
         pids = _family(needle)
         if not pids:
             break
-        _signal_all(pids, signal.SIGSTOP)
-        pids |= _family(needle)  # anything forked before the freeze landed
-        killed.update(pids)
-        _signal_all(pids, signal.SIGKILL)
+        # Only what has not had its SIGKILL yet: a process that has one is dying (nothing
+        # blocks it, and it forks no more); signalling it again each round only cost time,
+        # with the GIL held (os.kill keeps it), so the event loop waited on this thread.
+        fresh = pids - killed
+        _signal_all(fresh, signal.SIGSTOP)
+        fresh = (fresh | _family(needle)) - killed if fresh else fresh  # forked before the freeze
+        killed.update(fresh)
+        _signal_all(fresh, signal.SIGKILL)
         time.sleep(0.005)
     return sorted(killed)
 
@@ -467,9 +471,10 @@ class AgentProcess:
             pids = snap.family(needle) | self.members_in(snap)
             if not pids:
                 break
-            _signal_all(pids, signal.SIGSTOP)
-            _signal_all(pids, signal.SIGKILL)
-            killed |= pids
+            fresh = pids - killed  # the rest has its SIGKILL and is dying: see `sweep`
+            _signal_all(fresh, signal.SIGSTOP)
+            _signal_all(fresh, signal.SIGKILL)
+            killed |= fresh
         return killed
 
     def kill_now(self) -> list[int]:
