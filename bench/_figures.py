@@ -1,8 +1,12 @@
-"""The benchmarks' one table: figure | goal | measured | baseline | ratio | pass."""
+"""A bench's own table (figure | goal | measured | baseline | ratio | pass), for the benches that
+gather their figures first; `table` also prints each figure as the suite's `BENCH-RESULT` row
+(bench/_common.py `result`), so bench/_suite.py collects them like every other bench's."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from bench._common import result
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +26,10 @@ class Figure:
 
 
 def table(figures: list[Figure]) -> str:
+    """The table's text; each figure is printed as a BENCH-RESULT row on the way."""
+    for f in figures:
+        result(f.name, f.measured, f.unit, goal="" if f.ok is None else f.goal,
+               baseline=f.baseline, ratio=f.ratio, passed=f.ok)
     head = ("figure", "goal", "measured", "baseline", "ratio", "pass")
     rows = [head] + [(
         f.name, f.goal, f"{f.measured:,.{_digits(f.measured)}f} {f.unit}",

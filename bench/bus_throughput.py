@@ -36,7 +36,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import percentile, quiet_logging, scratch_dir, wait_until  # noqa: E402
+from bench._common import (  # noqa: E402
+    percentile,
+    quiet_logging,
+    result,
+    scratch_dir,
+    smoke,
+    wait_until,
+)
 from bot.app import Switchboard  # noqa: E402
 from store import open_store  # noqa: E402
 from store.migrations import MIGRATIONS  # noqa: E402
@@ -45,10 +52,10 @@ from supervisor.bus import Bus, Sender  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
 from tests.conftest import make_settings, run  # noqa: E402
 
-MESSAGES = 20_000
-SENDERS = 200
-RECIPIENTS = 50
-LATENCY_N = 30
+MESSAGES = 1_000 if smoke() else 20_000
+SENDERS = 20 if smoke() else 200
+RECIPIENTS = 5 if smoke() else 50
+LATENCY_N = 3 if smoke() else 30
 GOAL = 0.25
 ROUNDS = 3
 
@@ -214,6 +221,10 @@ def main() -> None:
           f"(n={len(via_bus)})")
     print(f"plain /ask -> turn starts, p50 / p99: {a50:.1f} / {a99:.1f} ms; ratio "
           f"{b50 / a50:.2f}x / {b99 / a99:.2f}x")
+    result("bus messages/s vs raw batched insert", rate, "msg/s", goal=f">= {GOAL:.0%} of raw",
+           baseline=raw, ratio=ratio, passed=ratio >= GOAL)
+    result("send_message -> turn starts (p50), vs /ask", b50, "ms", baseline=a50,
+           ratio=b50 / a50)
 
 
 if __name__ == "__main__":

@@ -55,7 +55,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import percentile, quiet_logging, scratch_dir, wait_until  # noqa: E402
+from bench._common import (  # noqa: E402
+    percentile,
+    quiet_logging,
+    result,
+    scratch_dir,
+    smoke,
+    wait_until,
+)
 from bench._figures import Figure, table  # noqa: E402
 from bench._fill import fill  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
@@ -70,7 +77,7 @@ from supervisor.sandbox import agent_ids  # noqa: E402
 from tests.conftest import PERMISSIVE_POLICY, make_settings, run  # noqa: E402
 from tests.fakes.mock_anthropic import MockAnthropic, directive_of  # noqa: E402
 
-N = 10
+N = 2 if smoke() else 10
 WARMUP = 1
 TURN_TIMEOUT_S = 60.0
 POLL_S = 0.002  # wait_until's polling interval
@@ -330,6 +337,9 @@ async def main() -> int:
           " the\n   PreToolUse hook, which the baseline includes: the like-for-like line is the"
           " cost of asking)")
     print(f"\n  mock API requests served: {requests}")
+    s, b = percentile(esc_e2e, 50), percentile(base, 50)
+    result("escalation answered at once: served -> tool_result (p50), vs no escalation", s,
+           "ms", baseline=b, ratio=s / b)
     print(f"done in {time.monotonic() - started:.1f}s")
     if asked != WARMUP + N or never:
         print("unexpected: the escalated agent should ask once per turn, the baseline never")
@@ -388,7 +398,7 @@ async def compare_in_process(stored: int) -> int:
                       m1, m0, "ms", m1 <= 1.2 * m0)]
     print()
     print(table(figures))
-    return 0 if figures[0].ok else 1
+    return 0  # a missed goal is in its row (the suite fails on it)
 
 
 async def compare_stored(stored: int, started: float) -> int:
@@ -415,7 +425,7 @@ async def compare_stored(stored: int, started: float) -> int:
     print()
     print(table(figures))
     print(f"done in {time.monotonic() - started:.1f}s")
-    return 0 if figures[0].ok else 1
+    return 0  # a missed goal is in its row (the suite fails on it)
 
 
 if __name__ == "__main__":

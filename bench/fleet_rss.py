@@ -33,13 +33,13 @@ if str(ROOT) not in sys.path:
 
 import psutil  # noqa: E402
 
-from bench._common import quiet_logging, scratch_dir, wait_until  # noqa: E402
+from bench._common import quiet_logging, result, scratch_dir, smoke, wait_until  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
 from supervisor.process import tagged_pids  # noqa: E402
 from tests.conftest import make_settings  # noqa: E402
 from tests.fakes.mock_anthropic import MockAnthropic  # noqa: E402
 
-AGENTS = 20
+AGENTS = 3 if smoke() else 20
 TIMEOUT_S = 90.0
 POLL_S = 0.05  # wait_until's polling interval
 MB = 1024 * 1024
@@ -173,6 +173,11 @@ async def main() -> int:
             total = after_rss + sum(launcher_rss) + sum(cli_rss)
             print(f"  whole fleet (supervisor + launchers + CLIs) RSS {mb(total)} MB "
                   "(RSS double-counts shared pages)")
+            result(f"supervisor RSS per agent ({AGENTS} idle)",
+                   (after_rss - before_rss) / AGENTS / MB, "MB")
+            result("bwrap + init RSS per agent (median), vs bare python -S -E",
+                   statistics.median(launcher_rss) / MB, "MB", baseline=bare / MB,
+                   ratio=statistics.median(launcher_rss) / bare)
             closing = time.monotonic()
         # The Switchboard has shut down: nothing of any agent may be left.
         shutdown_s = time.monotonic() - closing
@@ -186,6 +191,7 @@ async def main() -> int:
             print(f"  LEFT BEHIND: {left} {tagged}")
             return 1
         print("  ok: no agent process remains")
+        result(f"shutdown with {AGENTS} idle agents", shutdown_s * 1000, "ms")
         print("\n== reference ==")
         await real_cli_reference(home / "real")
     print(f"\ndone in {time.monotonic() - started:.1f}s")

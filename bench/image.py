@@ -33,12 +33,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench._common import result  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 
 IMAGE = sys.argv[1] if len(sys.argv) > 1 else "switchboard:test"
 BASE = os.environ.get("BASE_IMAGE", "switchboard-base:bookworm")
 SECCOMP = ROOT / "deploy" / "seccomp-sandbox.json"
 REPEATS = 3
+# Needs a Docker engine and a built image: only when named (make bench ONLY=image).
+SUITE = {"opt_in": True, "smoke": False}
 OPTS = ["--network=host", "--security-opt", f"seccomp={SECCOMP}",
         "--security-opt", "apparmor=unconfined", "--security-opt", "systempaths=unconfined"]
 
@@ -100,6 +103,8 @@ def stop(name: str) -> float:
 def line(what: str, figure: float, unit: str, base: float, goal: str) -> None:
     print(f"{what:<34} {figure:9.2f} {unit:<3} baseline {base:9.2f} {unit:<3} "
           f"ratio {figure / base if base else float('inf'):6.2f}x   goal {goal}")
+    result(what, figure, unit, goal=goal.split(" (")[0], baseline=base,
+           ratio=figure / base if base else None)
 
 
 def main() -> None:

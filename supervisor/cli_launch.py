@@ -62,6 +62,7 @@ def cli_options(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> Claude
             launcher_module.CLI_VAR: str(deps.real_cli),
             launcher_module.KEYS_VAR: ",".join(keys),
             launcher_module.PARENT_VAR: str(os.getpid()),
+            launcher_module.NICE_VAR: str(settings.agent_nice),
         }
     )
     return ClaudeAgentOptions(

@@ -265,6 +265,10 @@ class Settings(BaseSettings):
     agent_env_passthrough: Annotated[Names, Key("SWITCHBOARD_AGENT_ENV_PASSTHROUGH",
                                                 "agent_env_passthrough")] = ()
     kill_grace_s: Annotated[Seconds, Key("SWITCHBOARD_KILL_GRACE_S", "kill_grace_s")] = 5.0
+    # How many nice levels below the supervisor every agent runs (its nice value and its
+    # session's autogroup), so that a busy fleet cannot starve the supervisor; 0: same priority.
+    agent_nice: Annotated[int, _WHOLE, BeforeValidator(_not_a_bool), Field(ge=0, le=19),
+                          Key("SWITCHBOARD_AGENT_NICE", "agent_nice")] = 10
     stop_grace_s: Annotated[Seconds, Key("SWITCHBOARD_STOP_GRACE_S", "stop_grace_s")] = 10.0
     shutdown_grace_s: Annotated[Seconds,
                                 Key("SWITCHBOARD_SHUTDOWN_GRACE_S", "shutdown_grace_s")] = 30.0

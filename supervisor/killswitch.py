@@ -34,7 +34,7 @@ from store.kv import get_sync, set_sync
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import Halted
-from supervisor.process import sweep
+from supervisor.process import kill_first, sweep
 
 logger = logging.getLogger(__name__)
 
@@ -138,10 +138,14 @@ class KillSwitch:
 
     # -- triggering -------------------------------------------------------------------------------
 
-    def fire_now(self, by: str, via: str, reason: str) -> list[int]:
+    def fire_now(self, by: str, via: str, reason: str,
+                 known: tuple[int, ...] = ()) -> list[int]:
         """Layers 1 and 2, synchronously, from any thread: persist the flag, SIGKILL everything.
         Touches no runner (a runner seeing its CLI die checks `halted`, set here first). Safe
-        to call twice; the async rest (revoke, states, notices) follows on the loop."""
+        to call twice; the async rest (revoke, states, notices) follows on the loop. `known`:
+        the sandboxes' inits and bwraps the pool knows of, SIGKILLed before anything else (the
+        kernel then ends each namespace whole) while the sweep scans /proc for the rest."""
+        kill_first(known)
         with self._fire_lock:
             halt = {"by": by, "via": via, "reason": reason, "at": self.clock.now()}
             if self.halt is None:
@@ -164,7 +168,7 @@ class KillSwitch:
     async def trigger(self, by: str, via: str, reason: str = "") -> KillReport:
         started = self.clock.monotonic()
         live = self._live_halting()
-        pids = await asyncio.to_thread(self.fire_now, by, via, reason)
+        pids = await asyncio.to_thread(self.fire_now, by, via, reason, known_pids(live))
         return await self._after(live, pids, started, by, via)
 
     async def _after_thread(self, pids: list[int], started: float, by: str,
@@ -179,9 +183,11 @@ class KillSwitch:
         if self._persist_failed is not None:
             problems.append(f"the halt flag could not be saved ({self._persist_failed}), so a "
                             "restart would lift it: fix the database, then trigger it again")
-        for runner in live:
-            with contextlib.suppress(Exception):  # one agent's bookkeeping never blocks the rest
-                await runner.mark_killed("kill switch")
+        # All at once: each closes its SDK client and checks for survivors from /proc
+        # snapshots they share (supervisor/proctable.py); one agent's bookkeeping, failing or
+        # slow, never holds up the rest.
+        await asyncio.gather(*(runner.mark_killed("kill switch") for runner in live),
+                             return_exceptions=True)
         denied = 0
         try:
             denied = await self.pool.escalations.cancel_all("the kill switch was triggered")
@@ -287,6 +293,16 @@ class KillSwitch:
         by, reason = _who(_read_trigger(blob.download_as_bytes()), "cloud console")
         self._fire_from_thread(by, "gcs", reason)
         return True
+
+
+def known_pids(runners: list[Any]) -> tuple[int, ...]:
+    """The inits and bwraps of the runners' sandboxes (read on the loop: cheap, no /proc)."""
+    pids: list[int] = []
+    for runner in runners:
+        proc = getattr(runner, "process", None)
+        if proc is not None and proc.sandboxed:
+            pids += [p for p in (proc.init_pid, proc.launcher_pid) if p]
+    return tuple(pids)
 
 
 def _read_trigger(raw: bytes) -> dict[str, Any]:

@@ -13,8 +13,6 @@ the namespace at once. Unsandboxed (allow_unisolated_agents): it becomes a sessi
 child subreaper around the CLI, forwards signals, and kills what is left when the CLI exits.
 """
 
-import ctypes
-import json
 import os
 import signal
 import sys
@@ -31,41 +29,56 @@ STAGE_VAR = "SWITCHBOARD_LAUNCHER_STAGE"
 SANDBOX_VAR = "SWITCHBOARD_SANDBOX"  # JSON: bwrap's argv up to the command
 UID_VAR = "SWITCHBOARD_AGENT_UID"  # "uid:gid" the CLI drops to (supervisor is root)
 CWD_VAR = "SWITCHBOARD_AGENT_CWD"  # entered after the drop: a 0700 workspace is the agent's
+NICE_VAR = "SWITCHBOARD_AGENT_NICE"  # how much lower than the supervisor's the agent's priority is
 PAUSE_SIGNAL = signal.SIGUSR1
 RESUME_SIGNAL = signal.SIGUSR2
 # What the SDK itself sets for the CLI; everything else must be named by the supervisor.
 SDK_NAMES = ("CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SDK_READS_SESSION_STATE",
              "CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING", "PWD")
 SDK_PREFIX = "CLAUDE_AGENT_SDK"
-CONTROL = (TAG_VAR, CLI_VAR, PARENT_VAR, STAGE_VAR, SANDBOX_VAR, UID_VAR, CWD_VAR)
+CONTROL = (TAG_VAR, CLI_VAR, PARENT_VAR, STAGE_VAR, SANDBOX_VAR, UID_VAR, CWD_VAR, NICE_VAR)
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def _prctl(option, value):
     try:
+        import ctypes  # here, not above: 8 ms of every agent's start, and a sandbox needs none
+
+        if isinstance(value, bytes):
+            value = ctypes.c_char_p(value)
         return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
     except (OSError, AttributeError):
         return -1
 
 
-def _children(pid):
-    """Pids whose parent is `pid`, read from /proc (a subreaper collects orphans here)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+def _children():
+    """Our direct children, from /proc/self/task/*/children (a subreaper collects orphans
+    here): no scan of the whole of /proc."""
+    found = []  # type: list[int]
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return found
+    for tid in tasks:
         try:
-            with open("/proc/%s/stat" % entry, "rb") as fh:
-                stat = fh.read()
-        except OSError:
+            with open("/proc/self/task/%s/children" % tid, "rb") as fh:
+                found.extend(int(x) for x in fh.read().split())
+        except (OSError, ValueError):
             continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if int(fields[1]) == pid:
-            found.append(int(entry))
     return found
 
 
+def _set_name(name):
+    """What ps and top show (PR_SET_NAME, through /proc: no ctypes to load)."""
+    try:
+        with open("/proc/self/comm", "wb") as fh:
+            fh.write(name)
+    except OSError:
+        pass
+
+
 def _reap_nohang():
+    """Reap every exited child; False once we have no children at all."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -76,19 +89,75 @@ def _reap_nohang():
 
 
 def _kill_rest():
-    """SIGKILL every remaining descendant (orphans come back to us) until none is left."""
-    me = os.getpid()
+    """SIGKILL every remaining descendant until none is left. A subreaper's orphans come back to
+    us as their parents die (before the parent can be reaped), so: kill our children, wait for
+    a child to exit (SIGCHLD, bounded), reap, and again, until we have no child at all. Woken
+    by exits, not by a timer; nothing rescans /proc."""
     deadline = time.monotonic() + 10
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
     while time.monotonic() < deadline:
-        kids = _children(me)
-        for pid in kids:
+        for pid in _children():
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        if not _reap_nohang() and not kids:
+        if not _reap_nohang():
             return
-        time.sleep(0.01)
+        signal.sigtimedwait({signal.SIGCHLD}, max(0.0, min(1.0, deadline - time.monotonic())))
+
+
+def _lower_priority():
+    """Give this process (so everything it starts) a lower CPU priority than the supervisor's.
+    NICE_VAR is "<step>" as the supervisor sets it, "<step>:<autogroup nice>" once the
+    launcher has read the supervisor's autogroup (before its setsid). Two levers: the nice
+    value, which only a privileged process can lower again; and, as we have just become a
+    session leader (bwrap's --new-session makes the sandbox's init one too), our session's
+    autogroup nice, which weighs our whole session against the supervisor's when the scheduler
+    groups by session (the kernel default), and which only a privileged process can set below 0.
+    """
+    try:
+        step, _, group = (os.environ.get(NICE_VAR) or "0").partition(":")
+        step_n = int(step)
+        group_n = int(group) if group else min(19, _autogroup_nice() + step_n)
+    except ValueError:
+        return None
+    if step_n <= 0 and not group:
+        return None
+    if step_n > 0:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0,
+                           min(19, os.getpriority(os.PRIO_PROCESS, 0) + step_n))
+        except OSError:
+            pass
+    return "0:%d" % group_n  # what a stage after a new setsid() applies: the autogroup only
+
+
+def _apply_autogroup(value):
+    """Set our session's autogroup nice from a "<step>:<nice>" value; anything else: nothing."""
+    group = (value or "").partition(":")[2]
+    if group.isdigit():
+        _set_autogroup_nice(int(group))
+
+
+def _autogroup_nice():
+    try:
+        with open("/proc/self/autogroup") as fh:
+            return int(fh.read().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _set_autogroup_nice(nice):
+    """True once set, or once it is clear it never can be (no autogroups here, no permission);
+    False when the kernel said to try again later (EAGAIN: its rate limit)."""
+    try:
+        with open("/proc/self/autogroup", "w") as fh:
+            fh.write(str(nice))
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True  # no autogroups in this kernel, or they are off
+    return True
 
 
 def _clean_env():
@@ -100,14 +169,20 @@ def _clean_env():
     }
 
 
-def _enter_sandbox(argv):
-    """Become bwrap; it runs this file again, as the init of the agent's pid namespace."""
-    bwrap = json.loads(os.environ[SANDBOX_VAR])
-    env = {k: v for k, v in os.environ.items() if k not in (SANDBOX_VAR, PARENT_VAR)}
+def _enter_sandbox(argv, clean):
+    """Become bwrap; it runs this file again, as the init of the agent's pid namespace.
+    `clean`: the allowlisted environment, all bwrap (so its /proc/<pid>/environ) gets."""
+    import json  # here: the sandbox's init, which runs this file again, needs none of it
+
+    bwrap = json.loads(clean[SANDBOX_VAR])
+    env = {k: v for k, v in clean.items() if k not in (SANDBOX_VAR, PARENT_VAR)}
     env[STAGE_VAR] = "inner"
     # The interpreter itself, not a venv's link to it: the venv may lie in a hidden directory.
     python = os.path.realpath(sys.executable)
     inner = [python, "-S", "-E", os.path.abspath(__file__)] + argv[1:]
+    lowered = _lower_priority()  # bwrap, the init and the whole sandbox inherit the nice value
+    if lowered:
+        env[NICE_VAR] = lowered  # the init sets its session's autogroup: bwrap makes a new one
     try:
         # Out of the supervisor's session and process group: a Ctrl-C at the console (sent to
         # the foreground group) must not reach bwrap, whose death would end the sandbox.
@@ -136,7 +211,7 @@ def _inner(argv, real_cli):
     env = {k: v for k, v in os.environ.items() if k not in CONTROL or k == TAG_VAR}
     waited = {signal.SIGCHLD, PAUSE_SIGNAL, RESUME_SIGNAL} | set(FORWARDED)
     signal.pthread_sigmask(signal.SIG_BLOCK, waited)
-    _prctl(PR_SET_NAME, ctypes.c_char_p(b"sb-sandbox"))
+    _set_name(b"sb-sandbox")
     cli_pid = os.fork()
     if cli_pid == 0:
         try:
@@ -153,8 +228,22 @@ def _inner(argv, real_cli):
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     status = 0
+    # Our session (bwrap's --new-session made it) has an autogroup of its own, at nice 0. The
+    # kernel lets a process without CAP_SYS_ADMIN (bwrap dropped ours) change one autogroup a
+    # tenth of a second, machine-wide: retry while the CLI starts, never delaying it.
+    regroup = (os.environ.get(NICE_VAR) or "").partition(":")[2]
+    regroup_until = time.monotonic() + 30
     while True:
-        info = signal.sigwaitinfo(waited)
+        if not regroup.isdigit() or time.monotonic() > regroup_until:
+            regroup = ""
+        elif _set_autogroup_nice(int(regroup)):
+            regroup = ""
+        if regroup:
+            info = signal.sigtimedwait(waited, 0.05)
+            if info is None:
+                continue
+        else:
+            info = signal.sigwaitinfo(waited)
         if info.si_signo == signal.SIGCHLD:
             done, status = _reap(cli_pid, status)
             if done:
@@ -207,6 +296,15 @@ def main(argv):
     stage = os.environ.get(STAGE_VAR)
     if stage == "inner":
         return _inner(argv, real_cli)
+    expected_parent = os.environ.get(PARENT_VAR)
+    if os.environ.get(SANDBOX_VAR):
+        # Straight to bwrap with the allowlisted environment (the exec is what clears our
+        # /proc/<pid>/environ; no re-execution of ourselves first: one interpreter start less
+        # on every spawn). bwrap's --die-with-parent takes over from here; refuse if the
+        # supervisor is gone.
+        if expected_parent and str(os.getppid()) != expected_parent:
+            return 1
+        return _enter_sandbox(argv, _clean_env())
     if stage != "2":
         env = _clean_env()
         env[STAGE_VAR] = "2"
@@ -216,12 +314,6 @@ def main(argv):
         except OSError as exc:
             sys.stderr.write("switchboard launcher: cannot re-execute: %s\n" % exc)
             return 2
-    expected_parent = os.environ.get(PARENT_VAR)
-    if os.environ.get(SANDBOX_VAR):
-        # bwrap's --die-with-parent takes over from here; refuse if the supervisor is gone.
-        if expected_parent and str(os.getppid()) != expected_parent:
-            return 1
-        return _enter_sandbox(argv)
     env = {k: v for k, v in os.environ.items() if k not in (CLI_VAR, PARENT_VAR, STAGE_VAR)}
     pending = []
 
@@ -230,11 +322,13 @@ def main(argv):
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, early)
+    lowered = _lower_priority()
     try:
         os.setsid()
     except OSError:
         pass  # already a session leader
-    _prctl(PR_SET_NAME, ctypes.c_char_p(b"sb-launcher"))  # what ps and top show
+    _apply_autogroup(lowered)
+    _prctl(PR_SET_NAME, b"sb-launcher")  # what ps and top show
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     # If the supervisor dies, SIGTERM us: the CLI then ends and we clean up after it.
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)

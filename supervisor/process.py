@@ -28,7 +28,9 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from supervisor import launcher as launcher_module
+from supervisor import proctable
 from supervisor.errors import ConfigError
+from supervisor.proctable import ProcTable, Snapshot
 
 if TYPE_CHECKING:  # the SDK costs about a second to import: only agents need it, not the
     # offline commands (status, kill from a shell, the container's health check)
@@ -203,6 +205,11 @@ def tagged_pids(prefix: str) -> list[int]:
     return sorted(_scan(_needle(prefix))[1])
 
 
+def kill_first(pids: Iterable[int]) -> None:
+    """SIGKILL pids known to be ours, at once (the kill switch's sandbox inits and bwraps)."""
+    _signal_all(pids, signal.SIGKILL)
+
+
 def sweep(prefix: str, *, rounds: int = 50) -> list[int]:
     """SIGKILL every process tagged with `prefix` and everything under them, all at once: freeze
     the lot, then kill the lot, until nothing is left. Used after crashes and by the kill switch.
@@ -213,12 +220,36 @@ def sweep(prefix: str, *, rounds: int = 50) -> list[int]:
         pids = _family(needle)
         if not pids:
             break
-        _signal_all(pids, signal.SIGSTOP)
-        pids |= _family(needle)  # anything forked before the freeze landed
-        killed.update(pids)
-        _signal_all(pids, signal.SIGKILL)
+        # Only what has not had its SIGKILL yet: a process that has one is dying (nothing
+        # blocks it, and it forks no more); signalling it again each round only cost time,
+        # with the GIL held (os.kill keeps it), so the event loop waited on this thread.
+        fresh = pids - killed
+        _signal_all(fresh, signal.SIGSTOP)
+        fresh = (fresh | _family(needle)) - killed if fresh else fresh  # forked before the freeze
+        killed.update(fresh)
+        _signal_all(fresh, signal.SIGKILL)
         time.sleep(0.005)
     return sorted(killed)
+
+
+def _autogroup_nice(pid: int | str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/autogroup") as fh:
+            return int(fh.read().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def lower_autogroup(pid: int, step: str) -> None:
+    """Set the autogroup of `pid`'s session `step` nice levels below ours. The sandbox's init
+    does it too, but the kernel lets a process without CAP_SYS_ADMIN change one autogroup a
+    tenth of a second machine-wide; a supervisor that has the capability does it at once."""
+    mine = _autogroup_nice("self")
+    if mine is None or not step.isdigit() or int(step) <= 0:
+        return
+    with contextlib.suppress(OSError):  # no permission (not root), or the process is gone
+        with open(f"/proc/{pid}/autogroup", "w") as fh:
+            fh.write(str(min(19, mine + int(step))))
 
 
 class AgentProcess:
@@ -286,6 +317,8 @@ class AgentProcess:
             return
         kids = children_of(self.launcher_pid)
         self.init_pid = kids[0] if kids else None
+        if self.init_pid is not None:
+            lower_autogroup(self.init_pid, self.options.env.get(launcher_module.NICE_VAR, ""))
         if self.init_pid is not None:
             for child in children_of(self.init_pid):
                 if inner_cli_pid is None or ns_pid(child) == inner_cli_pid:
@@ -379,26 +412,81 @@ class AgentProcess:
         self.paused = False
         return pids
 
-    async def kill(self, grace_s: float) -> list[int]:
+    def members_in(self, snap: Snapshot) -> set[int]:
+        """`members()`, read from a shared snapshot instead of from /proc."""
+        if self.sandboxed:
+            return snap.tree(self.launcher_pid) if self.launcher_pid else set()
+        return snap.family(_needle(self.tag + "\0")[len(TAG_VAR) + 1:])
+
+    async def kill(self, grace_s: float, table: ProcTable | None = None) -> list[int]:
         """SIGTERM, a bounded wait, SIGKILL of every member, then the tag sweep. Returns the
-        pids that had to be force-killed. Safe to call more than once and under cancellation."""
+        pids that had to be force-killed. Safe to call more than once and under cancellation.
+        Every /proc read is a snapshot shared with the other agents being killed at the same
+        time (`table`, the loop's by default), taken in a thread: killing N agents at once
+        costs a few scans, and none of them on the event loop."""
+        table = table or proctable.shared()
+        last: set[int] = set()
         try:
-            members = self.members()
-            if members:
-                _signal_all(members, signal.SIGCONT)
-                # Sandboxed, the init forwards SIGTERM to the CLI; bwrap would just die.
-                polite = self.init_pid if self.sandboxed else self.launcher_pid
-                if polite and grace_s > 0:
-                    _signal_all([polite], signal.SIGTERM)
-                    deadline = time.monotonic() + grace_s
-                    while time.monotonic() < deadline and self.members():  # noqa: ASYNC110 - polls /proc
-                        await asyncio.sleep(0.05)
+            if self.paused:
+                self.resume()
+            # Sandboxed, the init forwards SIGTERM to the CLI; bwrap would just die.
+            polite = self.init_pid if self.sandboxed else self.launcher_pid
+            if polite and grace_s > 0:
+                _signal_all([polite], signal.SIGTERM)
+                deadline = time.monotonic() + grace_s
+                last = await self._still_there(table)
+                while last and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+                    last = await self._still_there(table)
+            else:
+                last = self.members_in(await table.snapshot())
         finally:
-            # Whatever ends the wait (its deadline, a cancel, an error), the SIGKILL happens:
-            # it is synchronous, so a cancelled kill still kills.
-            forced = self.kill_now()
-            await self.close(kill=False)
+            # Whatever ends the wait (its deadline, a cancel, an error), the SIGKILL happens at
+            # once, synchronously, so a cancelled kill still kills; the sweep that follows is
+            # the synchronous one if we are being cancelled.
+            forced = sorted(self._kill_known(last))
+            try:
+                forced = sorted(set(forced) | await self._sweep_shared(table))
+            except asyncio.CancelledError:
+                self.kill_now()
+                raise
+            finally:
+                await self.close(kill=False)
         return forced
+
+    async def _still_there(self, table: ProcTable) -> set[int]:
+        """What the polite wait waits for. Sandboxed: the CLI, one stat per poll and no scan
+        (the SIGTERM was for it, to end its session cleanly; once it is gone, the SIGKILL of
+        the init that follows ends the rest of the namespace at once, without waiting for the
+        init and then bwrap to notice and exit in turn, each a wake-up of a niced process).
+        Otherwise: every member, from the shared snapshot."""
+        if self.sandboxed:
+            pid = self.cli_pid or self.launcher_pid
+            return {pid} if pid and _live(pid) else set()
+        return self.members_in(await table.snapshot())
+
+    def _kill_known(self, pids: set[int]) -> set[int]:
+        """SIGKILL the init and bwrap (the kernel then ends the whole namespace) and `pids`."""
+        ours = [p for p in (self.init_pid, self.launcher_pid) if p] if self.sandboxed else []
+        _signal_all([*ours, *pids], signal.SIGKILL)
+        self.paused = False
+        return set(pids)
+
+    async def _sweep_shared(self, table: ProcTable, rounds: int = 50) -> set[int]:
+        """`sweep` of this agent's tag (and, sandboxed, its tree), from shared snapshots:
+        freeze what is left, then kill it, until a snapshot shows nothing."""
+        killed: set[int] = set()
+        needle = _needle(self.tag + "\0")[len(TAG_VAR) + 1:]
+        for _ in range(rounds):
+            snap = await table.snapshot()
+            pids = snap.family(needle) | self.members_in(snap)
+            if not pids:
+                break
+            fresh = pids - killed  # the rest has its SIGKILL and is dying: see `sweep`
+            _signal_all(fresh, signal.SIGSTOP)
+            _signal_all(fresh, signal.SIGKILL)
+            killed |= fresh
+        return killed
 
     def kill_now(self) -> list[int]:
         """Immediate SIGKILL of the whole tree and every tagged process (no await). Sandboxed,
@@ -428,4 +516,10 @@ class AgentProcess:
                     await asyncio.shield(self.client.disconnect())
         finally:
             if kill:
-                self.kill_now()
+                self._kill_known(set())
+                table = proctable.shared()
+                try:
+                    await self._sweep_shared(table)
+                except asyncio.CancelledError:
+                    self.kill_now()
+                    raise

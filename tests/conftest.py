@@ -149,6 +149,10 @@ def make_settings(home: Path, mock: MockAnthropic | None = None, *, fake: bool =
         kill_grace_s=3.0,
         stop_grace_s=5.0,
         shutdown_grace_s=5.0,
+        # Agents at the supervisor's priority in tests: on a machine shared with other work the
+        # default (10 levels lower) makes every test wait on starved agents. The default is
+        # tested on its own (tests/security/test_priority.py).
+        agent_nice=kw.pop("agent_nice", 0),
         **kw,  # type: ignore[arg-type]
     )
 
