@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from supervisor.errors import AgentExists, InvalidRequest
-from supervisor.pool import _check_names, new_agent_id
+from supervisor.names import check_names, new_agent_id
 from supervisor.redact import SECRETS
 from supervisor.sanitize import clean
 from supervisor.standing import charter_text
@@ -125,7 +125,7 @@ class RepoAPI:
         pool._require_running()
         if not prompt.strip():
             raise InvalidRequest("the prompt is empty: say what the agent should do")
-        _check_names(name, role)
+        check_names(name, role)
         if await pool.store.agents.live_name_taken(name):
             raise AgentExists(name)
         text = None if charter is None else charter_text(

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -26,6 +24,7 @@ from supervisor.events import AgentState, EventHub, StateChanged
 from supervisor.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
 from supervisor.ingest import EventIngest
 from supervisor.killswitch import KillSwitch
+from supervisor.names import check_names, new_agent_id
 from supervisor.persistence import Persistence
 from supervisor.policy import Policy, PolicyError
 from supervisor.process import install_launcher, resolve_cli, sweep
@@ -47,8 +46,6 @@ logger = logging.getLogger(__name__)
 
 # Permission modes in which the CLI may run a call without asking can_use_tool first.
 UNASKED_MODES = ("bypassPermissions", "auto")
-NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")
-ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 
 
 class PoolState(StrEnum):
@@ -63,21 +60,6 @@ class RecoveryReport:
     swept_pids: tuple[int, ...]
     resumed: tuple[str, ...]
     interrupted_turns: int
-
-
-def _check_names(name: str, role: str | None) -> None:
-    if not NAME_RE.match(name):
-        raise InvalidRequest(
-            f"{name!r} is not a valid agent name: start with a letter, then letters, digits,"
-            " '.', '_' or '-', at most 40 characters"
-        )
-    if role is not None and not NAME_RE.match(role):
-        raise InvalidRequest(f"{role!r} is not a valid role: a letter, then letters, digits, "
-                             "'.', '_' or '-'")
-
-
-def new_agent_id() -> str:
-    return "".join(secrets.choice(ID_ALPHABET) for _ in range(6))
 
 
 class _Members:
@@ -453,7 +435,7 @@ class AgentPool:
         deps = self._require_running()  # the kill switch is checked by supervisor.api
         await self.storage.ensure_writable()
         self.check_isolation()
-        _check_names(name, role)
+        check_names(name, role)
         if await self.store.agents.live_name_taken(name):
             raise AgentExists(name)
         mode = self._mode(name, permission_mode, standing=charter is not None)
