@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -374,18 +375,24 @@ class BusRepo:
             (reason, *params))
         return [_message(r) for r in dead], dropped
 
-    def reclaim(self, conn: sqlite3.Connection, holder_prefix: str, now: float) -> int:
+    def reclaim(self, conn: sqlite3.Connection, holder_prefix: str, now: float,
+                cut: Collection[str] | None = None) -> int:
         """Leases held by anyone but `holder_prefix` (a previous supervisor, now dead) go back
         to the queue at once, without waiting for them to run out: an agent's message is
-        delivered again (at least once). The operator's own messages are not: the turn they
-        were in is reported to the operator as interrupted, with a one-tap way to run it again
-        (supervisor/recovery.py), and is never replayed unasked."""
+        delivered again (at least once). The operator's own messages are not, when they were
+        in a turn the restart cut (`cut`: the agents whose turn was running; None: all): that
+        turn is reported to the operator as interrupted, with a one-tap way to run it again
+        (supervisor/recovery.py), and is never replayed unasked. Leased to an agent whose turn
+        had not begun, the operator's message is delivered again like any other: nothing of
+        it ran, and nothing else would report it."""
         stale = "state = ? AND (lease_holder IS NULL OR substr(lease_holder, 1, ?) != ?)"
+        in_cut = "" if cut is None else " AND recipient_id IN (SELECT value FROM json_each(?))"
         conn.execute(
             "UPDATE bus_deliveries SET state = ?, lease_holder = NULL, lease_token = NULL, "
             "lease_expires_at = NULL, consumed_at = ?, reason = 'interrupted by a restart: "
-            f"reported to the operator' WHERE {stale} AND {_FROM_OPERATOR}",
-            (CONSUMED, now, LEASED, len(holder_prefix), holder_prefix))
+            f"reported to the operator' WHERE {stale} AND {_FROM_OPERATOR}{in_cut}",
+            (CONSUMED, now, LEASED, len(holder_prefix), holder_prefix,
+             *(() if cut is None else (json.dumps(sorted(cut)),))))
         cur = conn.execute(
             "UPDATE bus_deliveries SET state = ?, lease_holder = NULL, lease_token = NULL, "
             f"lease_expires_at = NULL, reason = 'redelivered after a restart' WHERE {stale}",

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from store import open_store
+from supervisor.bus import OPERATOR_SENDER
 from supervisor.clock import FakeClock
 from supervisor.config import Settings
 from supervisor.scheduler import QUIET_NOTE, SCHEDULER_SENDER, quiet_turn
@@ -84,3 +85,26 @@ async def test_only_the_schedulers_own_quiet_messages_make_a_quiet_turn(
     await w.bus.send(SCHEDULER_SENDER, "b", "task", "check", agent_id="id-b")
     taken = await box.take(1)
     assert taken is not None and not quiet_turn(taken.text)
+
+
+async def test_an_operators_message_leased_before_its_turn_began_is_delivered_again(
+        bus_world: World) -> None:
+    """The supervisor died between leasing the operator's message and starting its turn: no
+    turn was cut, so nothing reports it, and nothing of it ran; it is delivered again (an
+    acknowledged /ask is never lost). One whose turn the restart cut is reported instead."""
+    w = bus_world
+    sent = await w.bus.send(OPERATOR_SENDER, "b", "task", "SPAM 200 a", agent_id="id-b")
+    assert (await w.bus.inbox("id-b").take(1)) is not None  # leased, no turn begun yet
+    await w.bus.close()  # the supervisor dies
+    w.bus = w.new_bus()
+    await w.bus.start(cut=set())  # no agent had a turn running
+    assert w.bus.reclaimed == 1
+    again = await w.bus.inbox("id-b").take(1)
+    assert again is not None and "SPAM 200 a" in again.text
+    await w.bus.close()
+    w.bus = w.new_bus()
+    await w.bus.start(cut={"id-b"})  # now its turn was running when the supervisor died
+    assert sent.message_id is not None
+    _, rows = await w.bus.status(sent.message_id)
+    assert (rows[0].state, rows[0].reason) == ("consumed", "interrupted by a restart: reported "
+                                                           "to the operator")
