@@ -89,7 +89,11 @@ class Supervisor:
 def write_config(home: Path, mock=None, *, fake: bool = False, permissive: bool = False,
                  **extra: object) -> None:
     home.mkdir(parents=True, exist_ok=True)
+    # Agents at the supervisor's priority, as in tests/conftest.py make_settings: niced, a test's
+    # agents starve behind the other workers' supervisors on two cores (and theirs behind ours).
     lines = [f'model = "{MODEL}"', "kill_grace_s = 2"]
+    if "agent_nice" not in extra:
+        lines.append("agent_nice = 0")
     if permissive:
         lines.append(f'policy_file = "{PERMISSIVE_POLICY}"')
     if fake:
