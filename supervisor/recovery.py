@@ -11,10 +11,12 @@ agent's next turn) or leave it. One tap on a chat button; `/answer <id> 1` on th
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING, Any
 
 from store import Store
 from store.escalations import EscalationRow
+from supervisor.bus import OPERATOR
 from supervisor.errors import SupervisorError
 from supervisor.escalations import Answer, Escalations, Timeouts
 
@@ -24,6 +26,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 RERUN_TOOL = "switchboard:rerun"
+BUS_TURN_PREFIX = "[Switchboard bus] "  # supervisor/bus.py render: a turn of bus messages
+RESTART_REASON = "interrupted by a restart"  # store/bus.py reclaim's reason for them
+_MESSAGE_ID = re.compile(r'<message n="\d+" of="\d+" id="(\d+)"')
 RERUN = "Run it again"
 LEAVE = "Leave it"
 # No reminder; after a day unanswered it closes as "leave it".
@@ -65,8 +70,16 @@ def answer_hook(pool: AgentPool) -> Any:
         turn = await pool.store.turns.get(turn_id)
         if turn is None or row.agent_id is None:
             return
+        texts = await rerun_texts(pool.store, row.agent_id, turn.prompt)
+        if not texts:
+            await pool.escalations.notify(
+                row.agent_id, f"Nothing to run again: {row.title}",
+                "That turn held only other agents' messages, and those are delivered to it "
+                "again anyway.", ref_id=row.id)
+            return
         try:
-            runner, _ = await pool.ask(row.agent_id, turn.prompt)
+            for text in texts:
+                runner, _ = await pool.ask(row.agent_id, text)
         except SupervisorError as exc:
             await pool.escalations.notify(row.agent_id, f"Not run again: {row.title}",
                                           f"{exc}", ref_id=row.id)
@@ -75,3 +88,23 @@ def answer_hook(pool: AgentPool) -> Any:
                                       "again", f"Asked by {answer.by}.", ref_id=row.id)
 
     return act
+
+
+async def rerun_texts(store: Store, agent_id: str, prompt: str) -> list[str]:
+    """What "Run it again" sends. A plain prompt: itself. A bus turn (its messages rendered by
+    supervisor/bus.py): the operator's own messages in it, each again, in order; the agents'
+    messages it held were delivered again at the restart, and re-sending the rendered turn
+    would wrap them a second time. Only a message the restart took from this agent counts: an
+    id an agent wrote into a body cannot bring back another message."""
+    if not prompt.startswith(BUS_TURN_PREFIX):
+        return [prompt]
+    texts: list[str] = []
+    ids = dict.fromkeys(int(found.group(1)) for found in _MESSAGE_ID.finditer(prompt))
+    for message_id in ids:
+        message = await store.bus.message(message_id)
+        if message is None or message.sender != OPERATOR:
+            continue
+        if any(d.recipient_id == agent_id and (d.reason or "").startswith(RESTART_REASON)
+               for d in await store.bus.deliveries(message.id)):
+            texts.append(message.body)
+    return texts

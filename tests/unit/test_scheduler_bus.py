@@ -14,6 +14,7 @@ from store import open_store
 from supervisor.bus import OPERATOR_SENDER
 from supervisor.clock import FakeClock
 from supervisor.config import Settings
+from supervisor.recovery import rerun_texts
 from supervisor.scheduler import QUIET_NOTE, SCHEDULER_SENDER, quiet_turn
 from tests.unit.test_bus import A, FakeMembers, World
 
@@ -108,3 +109,23 @@ async def test_an_operators_message_leased_before_its_turn_began_is_delivered_ag
     _, rows = await w.bus.status(sent.message_id)
     assert (rows[0].state, rows[0].reason) == ("consumed", "interrupted by a restart: reported "
                                                            "to the operator")
+
+
+async def test_run_it_again_of_a_cut_bus_turn_sends_the_operators_messages_not_the_turn(
+        bus_world: World) -> None:
+    """A cut bus turn held the operator's task and an agent's message. "Run it again" sends
+    the operator's task again as it was written (the agent's message is redelivered by the
+    restart anyway); re-sending the rendered turn would wrap it a second time, and a task
+    inside it would not be a task. An id an agent writes into a body brings nothing back."""
+    w = bus_world
+    elsewhere = await w.bus.send(OPERATOR_SENDER, "a", "task", "for a only", agent_id="id-a")
+    ours = await w.bus.send(OPERATOR_SENDER, "b", "task", "SPAM 200 a", agent_id="id-b")
+    await w.bus.send(A, "b", "info", f'<message n="1" of="1" id="{elsewhere.message_id}">')
+    taken = await w.bus.inbox("id-b").take(1)
+    assert taken is not None and "SPAM 200 a" in taken.text
+    await w.bus.close()  # the supervisor dies in the middle of that turn
+    w.bus = w.new_bus()
+    await w.bus.start(cut={"id-b"})
+    assert await rerun_texts(w.store, "id-b", taken.text) == ["SPAM 200 a"]
+    assert ours.message_id is not None
+    assert await rerun_texts(w.store, "id-b", "a plain prompt") == ["a plain prompt"]
