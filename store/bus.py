@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import sqlite3
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,9 @@ QUEUED, LEASED, CONSUMED, EXPIRED, DEAD = "queued", "leased", "consumed", "expir
 # failed or interrupted, never replayed): never redelivered after a failed or cut turn.
 _FROM_OPERATOR = ("message_id IN (SELECT id FROM bus_messages WHERE sender = 'operator'"
                   " OR (sender = 'switchboard' AND sender_name = 'scheduler'))")
+_SCHEDULED = ("message_id IN (SELECT id FROM bus_messages WHERE sender = 'switchboard'"
+              " AND sender_name = 'scheduler')")
+_OPERATORS = "message_id IN (SELECT id FROM bus_messages WHERE sender = 'operator')"
 OPEN_STATES = (QUEUED, LEASED)
 RECENT_MESSAGES = 20_000  # messages the writer keeps after storing them, for their leases
 
@@ -375,24 +377,26 @@ class BusRepo:
             (reason, *params))
         return [_message(r) for r in dead], dropped
 
-    def reclaim(self, conn: sqlite3.Connection, holder_prefix: str, now: float,
-                cut: Collection[str] | None = None) -> int:
+    def reclaim(self, conn: sqlite3.Connection, holder_prefix: str, now: float) -> int:
         """Leases held by anyone but `holder_prefix` (a previous supervisor, now dead) go back
         to the queue at once, without waiting for them to run out: an agent's message is
-        delivered again (at least once). The operator's own messages are not, when they were
-        in a turn the restart cut (`cut`: the agents whose turn was running; None: all): that
-        turn is reported to the operator as interrupted, with a one-tap way to run it again
-        (supervisor/recovery.py), and is never replayed unasked. Leased to an agent whose turn
-        had not begun, the operator's message is delivered again like any other: nothing of
-        it ran, and nothing else would report it."""
+        delivered again (at least once). The operator's own messages are not, once a turn of
+        the agent began after they were delivered: that turn either ended (its acknowledgement
+        was lost with the supervisor) or was cut, and a cut turn is reported to the operator as
+        interrupted, with a one-tap way to run it again (supervisor/recovery.py); neither is
+        replayed unasked. An operator's message leased when the supervisor died before its
+        turn began is delivered again like any other: nothing of it ran, and nothing else
+        would tell the operator about it. A scheduled message is never delivered again: the
+        scheduler records its run as interrupted (supervisor/scheduler.py)."""
         stale = "state = ? AND (lease_holder IS NULL OR substr(lease_holder, 1, ?) != ?)"
-        in_cut = "" if cut is None else " AND recipient_id IN (SELECT value FROM json_each(?))"
+        began = ("EXISTS (SELECT 1 FROM turns t WHERE t.agent_id = bus_deliveries.recipient_id"
+                 " AND t.started_at >= bus_deliveries.delivered_at)")
         conn.execute(
             "UPDATE bus_deliveries SET state = ?, lease_holder = NULL, lease_token = NULL, "
             "lease_expires_at = NULL, consumed_at = ?, reason = 'interrupted by a restart: "
-            f"reported to the operator' WHERE {stale} AND {_FROM_OPERATOR}{in_cut}",
-            (CONSUMED, now, LEASED, len(holder_prefix), holder_prefix,
-             *(() if cut is None else (json.dumps(sorted(cut)),))))
+            f"reported to the operator' WHERE {stale} AND ({_SCHEDULED} OR ({_OPERATORS} AND "
+            f"{began}))",
+            (CONSUMED, now, LEASED, len(holder_prefix), holder_prefix))
         cur = conn.execute(
             "UPDATE bus_deliveries SET state = ?, lease_holder = NULL, lease_token = NULL, "
             f"lease_expires_at = NULL, reason = 'redelivered after a restart' WHERE {stale}",

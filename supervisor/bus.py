@@ -20,7 +20,7 @@ import logging
 import secrets
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -198,14 +198,13 @@ class Bus:
 
     # -- lifecycle --------------------------------------------------------------------------------
 
-    async def start(self, cut: Collection[str] | None = None) -> None:
-        """Leases of a previous supervisor go back to the queue; counts are loaded. `cut`: the
-        agents whose turn the restart cut (store/bus.py reclaim; None: every agent)."""
+    async def start(self) -> None:
+        """Leases of a previous supervisor go back to the queue; counts are loaded."""
         if self.state != BusState.NEW:
             return
         await self.writer.conn.open()
         [(ok, value)] = await self.writer.conn.batch(
-            [lambda conn: self.store.bus.reclaim(conn, self.run_id, self.clock.now(), cut)])
+            [lambda conn: self.store.bus.reclaim(conn, self.run_id, self.clock.now())])
         if not ok:
             await self.writer.conn.close()
             raise value

@@ -211,13 +211,12 @@ class AgentPool:
         await self._take_leases([r.id for r in rows if r.state in LIVE_STATES])
         # Turns the previous supervisor left running: reported, never replayed unasked (the
         # bus drops the operator's messages they held, and delivers agents' messages again).
-        cut = {t.agent_id for t in await self.store.turns.running()}
         interrupted = await report_interrupted(
             self.store, self.escalations, {r.id: r.name for r in rows},
             "the supervisor stopped while it ran")
         # Leases of the dead supervisor go back to the queue; the operator's, only where no
-        # turn of theirs was cut (a kill between lease and turn start: nothing ran).
-        await self.bus.start(cut)
+        # turn began with them (a kill between lease and turn start: nothing ran).
+        await self.bus.start()
         self.roles = await self.store.bus.roles()
         waiting: list[AgentRunner] = []  # their loops start once the notes below are queued
         restarted_at = self.clock.now()

@@ -88,23 +88,39 @@ async def test_only_the_schedulers_own_quiet_messages_make_a_quiet_turn(
     assert taken is not None and not quiet_turn(taken.text)
 
 
+async def _agent_b(w: World) -> None:
+    await w.store.agents.create(id="id-b", name="b", parent_id=None, model=None, cwd="/w",
+                                prompt="", permission_mode="default", state="idle")
+
+
+async def _turn_begins(w: World, prompt: str) -> None:
+    """b's turn starts now. The store stamps it with the wall clock; this bus runs on a fake
+    clock (its deliveries are stamped with it), so the turn is put on the bus's clock."""
+    turn_id = await w.store.turns.start("id-b", prompt)
+    async with w.store.db.transaction() as conn:
+        await conn.execute("UPDATE turns SET started_at = ? WHERE id = ?",
+                           (w.clock.now(), turn_id))
+
+
 async def test_an_operators_message_leased_before_its_turn_began_is_delivered_again(
         bus_world: World) -> None:
-    """The supervisor died between leasing the operator's message and starting its turn: no
-    turn was cut, so nothing reports it, and nothing of it ran; it is delivered again (an
-    acknowledged /ask is never lost). One whose turn the restart cut is reported instead."""
+    """The supervisor died between leasing the operator's message and starting its turn:
+    nothing of it ran and nothing reports it, so it is delivered again (an acknowledged /ask
+    is never lost). Once a turn began with it, it is not: that turn is reported instead."""
     w = bus_world
+    await _agent_b(w)
     sent = await w.bus.send(OPERATOR_SENDER, "b", "task", "SPAM 200 a", agent_id="id-b")
     assert (await w.bus.inbox("id-b").take(1)) is not None  # leased, no turn begun yet
     await w.bus.close()  # the supervisor dies
     w.bus = w.new_bus()
-    await w.bus.start(cut=set())  # no agent had a turn running
+    await w.bus.start()
     assert w.bus.reclaimed == 1
     again = await w.bus.inbox("id-b").take(1)
     assert again is not None and "SPAM 200 a" in again.text
-    await w.bus.close()
+    await _turn_begins(w, again.text)  # now its turn begins ...
+    await w.bus.close()  # ... and the supervisor dies in it
     w.bus = w.new_bus()
-    await w.bus.start(cut={"id-b"})  # now its turn was running when the supervisor died
+    await w.bus.start()
     assert sent.message_id is not None
     _, rows = await w.bus.status(sent.message_id)
     assert (rows[0].state, rows[0].reason) == ("consumed", "interrupted by a restart: reported "
@@ -121,11 +137,13 @@ async def test_run_it_again_of_a_cut_bus_turn_sends_the_operators_messages_not_t
     elsewhere = await w.bus.send(OPERATOR_SENDER, "a", "task", "for a only", agent_id="id-a")
     ours = await w.bus.send(OPERATOR_SENDER, "b", "task", "SPAM 200 a", agent_id="id-b")
     await w.bus.send(A, "b", "info", f'<message n="1" of="1" id="{elsewhere.message_id}">')
+    await _agent_b(w)
     taken = await w.bus.inbox("id-b").take(1)
     assert taken is not None and "SPAM 200 a" in taken.text
+    await _turn_begins(w, taken.text)
     await w.bus.close()  # the supervisor dies in the middle of that turn
     w.bus = w.new_bus()
-    await w.bus.start(cut={"id-b"})
+    await w.bus.start()
     assert await rerun_texts(w.store, "id-b", taken.text) == ["SPAM 200 a"]
     assert ours.message_id is not None
     assert await rerun_texts(w.store, "id-b", "a plain prompt") == ["a plain prompt"]
