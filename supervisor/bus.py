@@ -332,7 +332,8 @@ class Bus:
         if dedup_key is not None:
             dedup_key = dedup_key.strip()[:200] or None
         guarded = sender.id not in (OPERATOR, SYSTEM)
-        if guarded and (why := self.guards.check_round(reply_to)) is not None:
+        if guarded and reply_to is not None and \
+                (why := self.guards.check_round(reply_to)) is not None:
             raise LimitExceeded(why.reason, "Stop replying, or ask the operator.")
         mono = self.clock.monotonic()
         admitted, refused, cut_off = self._admit(sender, targets, kind, body, guarded, mono)
@@ -354,9 +355,14 @@ class Bus:
             if guarded and (rate := self.guards.fleet_rate(mono, len(admitted) or 1)):
                 await self._rate_alarm(rate)
         state_of, names, boxes = self.members.state_of, self._names, self._inboxes
-        return Sent(message_id, duplicate,
-                    tuple([(names.get(i, i), state_of(i), boxes[i].queued) for i in admitted]),
-                    tuple(refused), address == OPERATOR)
+        if len(admitted) == 1:  # the common case, without a comprehension's frame
+            i = admitted[0]
+            targets_of: tuple[tuple[str, str, int], ...] = (
+                (names.get(i, i), state_of(i), boxes[i].queued),)
+        else:
+            targets_of = tuple([(names.get(i, i), state_of(i), boxes[i].queued)
+                                for i in admitted])
+        return Sent(message_id, duplicate, targets_of, tuple(refused), address == OPERATOR)
 
     async def _to_operator(self, sender: Sender, kind: str, body: str, message_id: int) -> None:
         """A question from an agent is an escalation, its answer a `result` back; anything

@@ -54,11 +54,13 @@ class BatchWriter:
         self._waiting.set()
         return await future
 
-    async def insert(self, msg: NewMessage) -> tuple[int, bool]:
+    def insert(self, msg: NewMessage) -> asyncio.Future[tuple[int, bool]]:
+        """Queue a send; await the future for its (id, duplicate). Not a coroutine: one is
+        not worth its frame for each message of a storm."""
         future: asyncio.Future[tuple[int, bool]] = asyncio.get_running_loop().create_future()
         self._sends.append((msg, future))
         self._waiting.set()
-        return await future
+        return future
 
     async def run(self) -> None:
         sends, writes = self._sends, self._writes
