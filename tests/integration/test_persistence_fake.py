@@ -81,8 +81,9 @@ async def test_a_new_data_directory_comes_back_from_the_bucket(bucket_settings: 
             assert rows <= after[table], f"{table}: {rows - after[table]} missing"
         # The agents are back, alive, each to resume its session on its next message (the
         # fake CLI keeps no transcript: the real CLI's resume is test_persistence_real.py's).
-        assert {(r.name, r.state) for r in app.pool.runners()} == {  # type: ignore[union-attr]
-            ("a", "idle"), ("b", "idle")}
+        # Back and settled: one may first run what was delivered to it again after the restart.
+        await wait_for(lambda: {(r.name, r.state) for r in app.pool.runners()}  # type: ignore[union-attr]
+                       == {("a", "idle"), ("b", "idle")}, 30, "both agents back and idle")
         status = await run(app, "/status")
         assert "Last snapshot: generation" in status.plain()
 
