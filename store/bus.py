@@ -11,17 +11,16 @@ attempts counted), or one of the ends expired | dead (dead-lettered, with a reas
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import sqlite3
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 from store.db import Database
-from store.errors import Conflict, StoreUnavailable
+from store.errors import StoreUnavailable
+from store.writer import ThreadWriter, Write
 
 # The states appear as literals in the queries too: SQLite uses a partial index only for a query
 # whose WHERE has the index's own term, which a bound parameter cannot be.
@@ -492,95 +491,32 @@ class BusRepo:
         return {str(r[0]): int(r[1]) for r in rows}
 
 
-T = TypeVar("T")
-Write = Callable[[sqlite3.Connection], Any]
 
-
-class BusWriter:
-    """The bus's write connection: its own sqlite3 connection on one thread of its own, so a
-    whole batch of writes is one call into that thread and one transaction. SQLite's lock
-    (busy_timeout) serialises it with the store's writer connection."""
+class BusWriter(ThreadWriter):
+    """The bus's write connection (store/writer.py: its own sqlite3 connection on one thread of
+    its own, a whole batch of writes one call into that thread and one transaction). A rolled
+    back transaction makes the repository read its sequences again; a write that failed for the
+    database's sake (disk full, read-only, I/O) is noted in the thread and told to the store's
+    write-error listeners (the storage guard) on the event loop once the batch is back, so the
+    bus's connection is watched like the store's own."""
 
     def __init__(self, path: Path, repo: BusRepo) -> None:
-        self.path = path
+        super().__init__(path, name="bus writer", on_rollback=repo.forget_sequences)
         self.repo = repo
-        self._pool: ThreadPoolExecutor | None = None
-        self._conn: sqlite3.Connection | None = None
-        # Why writes failed for the database's sake (disk full, read-only, I/O), noted in the
-        # thread and told to the store's write-error listeners (the storage guard) on the event
-        # loop once the batch is back: the bus's connection is watched like the store's own.
         self._failures: list[str] = []
 
-    def _connect(self) -> None:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute("PRAGMA busy_timeout=5000")
-        self._conn = conn
-
-    async def open(self) -> None:
-        if self._pool is not None:
-            return
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="bus-writer")
-        await self._call(lambda: self._connect())
-
-    async def close(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            await asyncio.get_running_loop().run_in_executor(pool, conn.close)
-        pool.shutdown(wait=False)
-
-    async def _call(self, fn: Callable[[], T]) -> T:
-        if self._pool is None:
-            raise StoreUnavailable(str(self.path), "the bus writer is closed")
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
-
     async def batch(self, writes: Sequence[Write]) -> list[tuple[bool, Any]]:
-        """Every write in one transaction: [(True, value)...]. If that fails, each is tried
-        again alone, so that one bad write fails alone: (False, its exception)."""
         try:
-            return await self._call(lambda: self._batch(writes))
+            return await super().batch(writes)
         finally:
-            self._report_failures()
+            failures, self._failures = self._failures, []
+            for reason in dict.fromkeys(failures):  # each reason once per batch
+                self.repo.db.report_write_error(reason)
 
-    def _report_failures(self) -> None:
-        failures, self._failures = self._failures, []
-        for reason in dict.fromkeys(failures):  # each reason once per batch
-            self.repo.db.report_write_error(reason)
-
-    def _batch(self, writes: Sequence[Write]) -> list[tuple[bool, Any]]:
+    def run_transaction(self, writes: Sequence[Write]) -> list[Any]:
         try:
-            return [(True, v) for v in self._transaction(writes)]
-        except Exception as exc:  # noqa: BLE001 - handed to the callers
-            if len(writes) == 1:
-                return [(False, exc)]
-        out: list[tuple[bool, Any]] = []
-        for write in writes:
-            try:
-                out.append((True, self._transaction([write])[0]))
-            except Exception as exc:  # noqa: BLE001 - handed to that write's caller
-                out.append((False, exc))
-        return out
-
-    def _transaction(self, writes: Sequence[Write]) -> list[Any]:
-        conn = self._conn
-        if conn is None:
-            raise StoreUnavailable(str(self.path), "the bus writer is closed")
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            values = [write(conn) for write in writes]
-            conn.execute("COMMIT")
-            return values
-        except BaseException as exc:
-            self.repo.forget_sequences()  # rolled back: read them again
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.IntegrityError):
-                raise Conflict(str(exc)) from exc
-            if isinstance(exc, sqlite3.Error):
-                self._failures.append(str(exc))
-                raise StoreUnavailable(str(self.path), str(exc)) from exc
+            return super().run_transaction(writes)
+        except StoreUnavailable as exc:
+            if isinstance(exc.__cause__, sqlite3.Error):
+                self._failures.append(str(exc.__cause__))
             raise

@@ -1,8 +1,8 @@
 """A write connection of its own, on one thread of its own: a whole batch of writes is one call
 into that thread and one transaction, and the event loop never waits on SQLite.
 
-The pattern the bus's writer (store/bus.py BusWriter) follows, kept here once for any batched
-writer: the event ingest (supervisor/ingest.py) uses it. SQLite's lock (busy_timeout)
+Kept here once for every batched writer: the bus's (store/bus.py BusWriter, a subclass) and the
+event ingest's (supervisor/ingest.py). SQLite's lock (busy_timeout)
 serialises it with the store's own writer connection."""
 
 from __future__ import annotations

@@ -40,8 +40,19 @@ def _rows(db: Path) -> dict[str, set[tuple[object, ...]]]:
 
 
 async def _idle(app: Switchboard, name: str) -> None:
+    """Idle with nothing open for it on the bus: a leased message whose turn has not begun yet
+    shows as idle with nothing queued, and would be cut by the stop and run after the restore."""
     r = await app.pool.get(name)  # type: ignore[union-attr]
-    await wait_for(lambda: r.state == "idle" and not r.busy and r.queued == 0, 30, f"{name} idle")
+    store = app.store
+    assert store is not None
+
+    async def settled() -> bool:
+        row = await store.db.fetchone(
+            "SELECT COUNT(*) FROM bus_deliveries WHERE recipient_id = ? AND state IN "
+            "('queued', 'leased')", (r.id,))
+        return r.state == "idle" and not r.busy and r.queued == 0 and row[0] == 0
+
+    await wait_for(settled, 30, f"{name} idle")
 
 
 @pytest.fixture

@@ -84,7 +84,7 @@ async def test_a_failed_write_on_the_bus_connection_reaches_the_storage_guard(ri
     store.db.write_error_listeners.append(heard.append)
     conn = bus.writer.conn
     # The disk turns read-only under the bus's connection (as a remount would).
-    await conn._call(lambda: conn._conn.execute("PRAGMA query_only=1"))  # type: ignore[union-attr]
+    await conn.call(lambda: conn._conn.execute("PRAGMA query_only=1"))  # type: ignore[union-attr]
     with pytest.raises(StoreError):
         await bus.send(OPERATOR_SENDER, "b", "task", "not stored")
     await asyncio.sleep(0)
