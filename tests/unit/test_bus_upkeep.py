@@ -16,28 +16,7 @@ from supervisor.bus import EXPIRY_SWEEP_S, OPERATOR_SENDER, Bus, Sender
 from supervisor.clock import FakeClock
 from supervisor.config import Settings
 from supervisor.storage import Trouble, classify
-
-
-class Members:
-    agents = {"id-a": "a", "id-b": "b"}
-
-    def live(self) -> list[tuple[str, str]]:
-        return list(self.agents.items())
-
-    def everyone(self) -> list[tuple[str, str]]:
-        return list(self.agents.items())
-
-    def count(self) -> int:
-        return len(self.agents)
-
-    def is_live(self, agent_id: str) -> bool:
-        return agent_id in self.agents
-
-    def state_of(self, agent_id: str) -> str:
-        return "idle"
-
-    async def interrupt(self, agent_id: str) -> None:
-        return None
+from tests.unit.test_bus import FakeMembers
 
 
 async def _nothing(*_: object) -> None:
@@ -50,8 +29,8 @@ async def rig(tmp_path: Path, migrated_db: Path) -> AsyncIterator[tuple[Bus, Sto
     shutil.copyfile(migrated_db, db)
     store = await open_store(db)
     clock = FakeClock()
-    bus = Bus(store, Settings(home=tmp_path, bus_message_ttl_s=600), Members(), notify=_nothing,
-              clock=clock)
+    bus = Bus(store, Settings(home=tmp_path, bus_message_ttl_s=600), FakeMembers("a", "b"),
+              notify=_nothing, clock=clock)
     await bus.start()
     try:
         yield bus, store, clock
