@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 
 import pytest
 
@@ -26,6 +27,18 @@ async def _rows(home):
         await store.db.close()
 
 
+def _transcripts(home) -> list[str]:
+    """The agents' session files (in their private config directories) that hold a tool call."""
+    found = []
+    for path in home.rglob("*.jsonl"):
+        try:
+            if '"tool_use"' in path.read_text(errors="replace"):
+                found.append(str(path))
+        except OSError:
+            continue
+    return found
+
+
 def test_open_escalations_survive_a_supervisor_sigkill(short_home, mock_api, tmp_path):
     home = short_home / "sb"
     write_config(home, mock_api)
@@ -38,6 +51,13 @@ def test_open_escalations_survive_a_supervisor_sigkill(short_home, mock_api, tmp
         sup.expect("w1 wants to use Bash")
         sup.send(f"/spawn w2 --cwd {tmp_path / 'w2'} BASH: touch two.txt")
         sup.expect("w2 wants to use Bash")
+        # Each CLI has written its session (with the tool call waiting for the answer) before
+        # the kill: the CLI writes it on its own time, and one killed first has none to resume
+        # (that case is resume_failed: tests/integration/test_transcripts_real.py).
+        deadline = time.monotonic() + 30
+        while len(_transcripts(home)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(_transcripts(home)) == 2, _transcripts(home)
         os.kill(sup.proc.pid, signal.SIGKILL)
         sup.proc.wait(10)
     finally:
