@@ -27,11 +27,13 @@ from store.writer import ThreadWriter, Write
 QUEUED, LEASED, CONSUMED, EXPIRED, DEAD = "queued", "leased", "consumed", "expired", "dead"
 # Deliveries of the operator's own messages, and of the scheduler's (a run is recorded
 # failed or interrupted, never replayed): never redelivered after a failed or cut turn.
-_FROM_OPERATOR = ("message_id IN (SELECT id FROM bus_messages WHERE sender = 'operator'"
-                  " OR (sender = 'switchboard' AND sender_name = 'scheduler'))")
 _SCHEDULED = ("message_id IN (SELECT id FROM bus_messages WHERE sender = 'switchboard'"
               " AND sender_name = 'scheduler')")
 _OPERATORS = "message_id IN (SELECT id FROM bus_messages WHERE sender = 'operator')"
+_FROM_OPERATOR = f"({_OPERATORS} OR {_SCHEDULED})"
+# The reason a restart gives the operator's deliveries it takes (supervisor/recovery.py reads
+# it to find the messages "Run it again" sends again).
+RESTART_REASON = "interrupted by a restart: reported to the operator"
 OPEN_STATES = (QUEUED, LEASED)
 RECENT_MESSAGES = 20_000  # messages the writer keeps after storing them, for their leases
 
@@ -392,10 +394,9 @@ class BusRepo:
                  " AND t.started_at >= bus_deliveries.delivered_at)")
         conn.execute(
             "UPDATE bus_deliveries SET state = ?, lease_holder = NULL, lease_token = NULL, "
-            "lease_expires_at = NULL, consumed_at = ?, reason = 'interrupted by a restart: "
-            f"reported to the operator' WHERE {stale} AND ({_SCHEDULED} OR ({_OPERATORS} AND "
-            f"{began}))",
-            (CONSUMED, now, LEASED, len(holder_prefix), holder_prefix))
+            "lease_expires_at = NULL, consumed_at = ?, reason = ? "
+            f"WHERE {stale} AND ({_SCHEDULED} OR ({_OPERATORS} AND {began}))",
+            (CONSUMED, now, RESTART_REASON, LEASED, len(holder_prefix), holder_prefix))
         cur = conn.execute(
             "UPDATE bus_deliveries SET state = ?, lease_holder = NULL, lease_token = NULL, "
             f"lease_expires_at = NULL, reason = 'redelivered after a restart' WHERE {stale}",

@@ -38,6 +38,7 @@ from supervisor.inbox import Taken
 logger = logging.getLogger(__name__)
 
 OPERATOR = "operator"
+BUS_TURN_PREFIX = "[Switchboard bus] "  # how a turn of bus messages begins (render)
 SYSTEM = "switchboard"
 TYPES = ("task", "result", "question", "info", "status", "interrupt")
 _TYPE_SET = frozenset(TYPES)
@@ -152,7 +153,7 @@ def render(items: Sequence[Taking], more: int) -> str:
         if m.sender == OPERATOR and m.type == "task":
             return m.body
     n = len(items)
-    lines = [f"[Switchboard bus] {n} message{'s' if n != 1 else ''} for you, interrupts first, "
+    lines = [f"{BUS_TURN_PREFIX}{n} message{'s' if n != 1 else ''} for you, interrupts first, "
              f"then oldest first; {more} more queued after these. Answer with the send_message "
              "tool (to = the sender, reply_to = the message id)."]
     for i, it in enumerate(items, 1):

@@ -15,8 +15,9 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from store import Store
+from store.bus import RESTART_REASON
 from store.escalations import EscalationRow
-from supervisor.bus import OPERATOR
+from supervisor.bus import BUS_TURN_PREFIX, OPERATOR
 from supervisor.errors import SupervisorError
 from supervisor.escalations import Answer, Escalations, Timeouts
 
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 RERUN_TOOL = "switchboard:rerun"
-BUS_TURN_PREFIX = "[Switchboard bus] "  # supervisor/bus.py render: a turn of bus messages
-RESTART_REASON = "interrupted by a restart"  # store/bus.py reclaim's reason for them
 _MESSAGE_ID = re.compile(r'<message n="\d+" of="\d+" id="(\d+)"')
 RERUN = "Run it again"
 LEAVE = "Leave it"
@@ -104,7 +103,7 @@ async def rerun_texts(store: Store, agent_id: str, prompt: str) -> list[str]:
         message = await store.bus.message(message_id)
         if message is None or message.sender != OPERATOR:
             continue
-        if any(d.recipient_id == agent_id and (d.reason or "").startswith(RESTART_REASON)
+        if any(d.recipient_id == agent_id and d.reason == RESTART_REASON
                for d in await store.bus.deliveries(message.id)):
             texts.append(message.body)
     return texts
