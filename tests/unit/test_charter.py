@@ -3,11 +3,12 @@ at most once per question, and what the runner puts into the system prompt."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from store import open_store
+from store import Store, open_store
 from supervisor.charter import (
     SEND_BACK_PREFIX,
     judge,
@@ -95,7 +96,9 @@ def test_charter_text_reads_a_file_and_refuses_what_it_cannot_use(tmp_path: Path
         charter_text("x" * 20_001)
 
 
-async def test_a_question_is_sent_back_once_then_reaches_the_operator(migrated_db, tmp_path):
+@pytest.fixture
+async def nightly_store(migrated_db: Path, tmp_path: Path) -> AsyncIterator[Store]:
+    """A migrated store with one agent, a1 ("nightly")."""
     db = tmp_path / "db.sqlite"
     db.write_bytes(migrated_db.read_bytes())
     store = await open_store(db)
@@ -103,35 +106,32 @@ async def test_a_question_is_sent_back_once_then_reaches_the_operator(migrated_d
         await store.agents.create(id="a1", name="nightly", parent_id=None, model=None,
                                   cwd="/tmp", prompt="p", permission_mode="default",
                                   state="idle")
-        q = "Should I skip the flaky test or fix it?"
-        first = await send_back(store, 100.0, "a1", CHARTER, q)
-        assert first is not None and SEND_BACK_PREFIX in first
-        assert await send_back(store, 101.0, "a1", CHARTER, "should I skip the flaky test "
-                                                               "or fix it?") is None
-        assert await send_back(store, 102.0, "a1", CHARTER, "May I push the fix?") is None
-        assert await send_back(store, 103.0, "a1", None, q) is None  # not standing
-        rows = await store.charters.sendbacks("a1")
-        assert [(r.question, r.at) for r in rows] == [(q, 100.0)]
-        events = await store.events.tail("a1", 10)
-        assert [e.kind for e in events] == ["charter_send_back"]
+        yield store
     finally:
         await store.db.close()
 
 
-async def test_once_means_once_per_turn(migrated_db, tmp_path):
+async def test_a_question_is_sent_back_once_then_reaches_the_operator(nightly_store: Store):
+    store = nightly_store
+    q = "Should I skip the flaky test or fix it?"
+    first = await send_back(store, 100.0, "a1", CHARTER, q)
+    assert first is not None and SEND_BACK_PREFIX in first
+    assert await send_back(store, 101.0, "a1", CHARTER, "should I skip the flaky test "
+                                                           "or fix it?") is None
+    assert await send_back(store, 102.0, "a1", CHARTER, "May I push the fix?") is None
+    assert await send_back(store, 103.0, "a1", None, q) is None  # not standing
+    rows = await store.charters.sendbacks("a1")
+    assert [(r.question, r.at) for r in rows] == [(q, 100.0)]
+    events = await store.events.tail("a1", 10)
+    assert [e.kind for e in events] == ["charter_send_back"]
+
+
+async def test_once_means_once_per_turn(nightly_store: Store):
     """A later turn (another wake) meeting the same question is sent back again; within one
     turn the second ask reaches the operator."""
-    db = tmp_path / "db.sqlite"
-    db.write_bytes(migrated_db.read_bytes())
-    store = await open_store(db)
-    try:
-        await store.agents.create(id="a1", name="nightly", parent_id=None, model=None,
-                                  cwd="/tmp", prompt="p", permission_mode="default",
-                                  state="idle")
-        q = "Should I skip the flaky test or fix it?"
-        assert await send_back(store, 1.0, "a1", CHARTER, q, "turn 1") is not None
-        assert await send_back(store, 2.0, "a1", CHARTER, q, "turn 1") is None
-        assert await send_back(store, 3.0, "a1", CHARTER, q, "turn 2") is not None
-        assert await send_back(store, 4.0, "a1", CHARTER, q, "turn 2") is None
-    finally:
-        await store.db.close()
+    store = nightly_store
+    q = "Should I skip the flaky test or fix it?"
+    assert await send_back(store, 1.0, "a1", CHARTER, q, "turn 1") is not None
+    assert await send_back(store, 2.0, "a1", CHARTER, q, "turn 1") is None
+    assert await send_back(store, 3.0, "a1", CHARTER, q, "turn 2") is not None
+    assert await send_back(store, 4.0, "a1", CHARTER, q, "turn 2") is None
