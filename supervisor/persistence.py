@@ -106,6 +106,12 @@ class Persistence:
                 if (started or isinstance(event, TurnFinished)) and self.snapshots is not None:
                     self.snapshots.request("turn")
 
+    def session_known(self, agent_id: str) -> None:
+        """An agent's session id became known (its first turn) or changed: a snapshot, so that
+        the database in the bucket names the session a new container resumes."""
+        if self.snapshots is not None:
+            self.snapshots.request("session")
+
     def status(self) -> SnapshotStatus | None:
         return self.snapshots.status() if self.snapshots is not None else None
 

@@ -196,6 +196,7 @@ class AgentPool:
             repo_wall=self.repos.wall,
             session_store=self.session_store,
             before_start=self._before_start,
+            session_known=self._session_known,
             ingest=self.ingest,
         )
         await self.ingest.start()
@@ -299,6 +300,10 @@ class AgentPool:
         """Before an agent's process starts: its lease (AgentFailed if another holds it)."""
         if self.persistence is not None:
             await self.persistence.before_start(agent_id)
+
+    def _session_known(self, agent_id: str) -> None:
+        if self.persistence is not None:
+            self.persistence.session_known(agent_id)
 
     def _adopt(self, runner: AgentRunner) -> None:
         self._runners[runner.id] = runner

@@ -82,6 +82,9 @@ class RunnerDeps:
     # Awaited before the agent's process starts; raises AgentFailed to refuse (the lease in the
     # bucket is held by another supervisor: supervisor/persistence.py).
     before_start: Callable[[str], Awaitable[None]] | None = None
+    # Called once the agent's session id is known or changed: a snapshot is then wanted, or a
+    # container lost before the turn ends would come back not knowing which session to resume.
+    session_known: Callable[[str], None] | None = None
     ingest: EventIngest | None = None  # batched event writes; None: each event written alone
 
 
@@ -695,6 +698,8 @@ class AgentRunner:
         if rec.session_id and rec.session_id != self.session_id:
             self.session_id = rec.session_id
             await self._deps.store.agents.update(self.id, session_id=rec.session_id)
+            if deps.session_known is not None:
+                deps.session_known(self.id)
         if rec.tool is not None:
             self.current_tool = rec.tool if rec.tool != NO_TOOL else None
         for out in rec.outputs:

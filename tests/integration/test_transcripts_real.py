@@ -78,11 +78,12 @@ def _new_container(home: Path) -> None:
         (home / name).write_bytes(data)
 
 
-def _snapshot_turns(bucket) -> list[tuple[str, str]]:
-    """(prompt, status) of every turn in the newest complete snapshot in the bucket."""
+def _snapshot_knows_the_running_session(bucket) -> bool:
+    """The newest complete snapshot in the bucket has the turn under way and the session id of
+    its agent (which the CLI tells once the turn has begun: Persistence.session_known)."""
     blob = bucket.blob("db/manifest.json")
     if not blob.exists():
-        return []
+        return False
     manifest = json.loads(blob.download_as_bytes())
     data = gzip.decompress(bucket.blob(manifest["object"]).download_as_bytes())
     with tempfile.NamedTemporaryFile(suffix=".db") as fh:
@@ -90,7 +91,10 @@ def _snapshot_turns(bucket) -> list[tuple[str, str]]:
         fh.flush()
         conn = sqlite3.connect(fh.name)
         try:
-            return [(p, st) for p, st in conn.execute("SELECT prompt, status FROM turns")]
+            return conn.execute(
+                "SELECT 1 FROM turns JOIN agents ON agents.id = turns.agent_id"
+                " WHERE turns.status = 'running' AND agents.session_id IS NOT NULL"
+            ).fetchone() is not None
         finally:
             conn.close()
 
@@ -109,9 +113,10 @@ def test_sigkill_in_a_bash_call_then_a_new_container_resumes_the_session(
         sup.send(f"/spawn w BASH: python3 -c '{SLEEPER}'")
         _poll(_sleepers, 60, "the Bash command to run")
         tool_id = _poll(lambda: _mirrored_tool_use(bucket), 30, "the tool_use in the bucket")
-        # The turn's start made a snapshot: the bucket's database knows the turn is running.
-        _poll(lambda: any(st == "running" for _, st in _snapshot_turns(bucket)), 30,
-              "a snapshot with the running turn")
+        # The turn's start and the session id's arrival made snapshots: the bucket's database
+        # knows the turn is running, and in which session.
+        _poll(lambda: _snapshot_knows_the_running_session(bucket), 30,
+              "a snapshot with the running turn and its session")
         os.kill(sup.proc.pid, signal.SIGKILL)
         sup.proc.wait(10)
     finally:

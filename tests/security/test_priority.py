@@ -28,9 +28,12 @@ def _nice(pid: int) -> int:
 
 
 def _autogroup(pid: int) -> tuple[str, int]:
+    """(name, nice) of the autogroup of `pid`. A process whose session never called setsid()
+    since boot (a container's init and what it starts) is in the root group, for which the
+    kernel prints nothing: it weighs as nice 0."""
     with open(f"/proc/{pid}/autogroup") as fh:
-        name, _, nice = fh.read().split()
-    return name, int(nice)
+        fields = fh.read().split()
+    return (fields[0], int(fields[-1])) if fields else ("", 0)
 
 
 async def test_an_agent_runs_below_the_supervisor_and_cannot_raise_itself(niced_app, mock_api):

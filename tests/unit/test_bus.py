@@ -160,10 +160,12 @@ async def test_lease_extended_while_the_turn_runs_is_never_taken_twice(world: Wo
     box = world.bus.inbox("id-b")
     taken = await box.take(1)
     assert taken is not None
+    await world.clock.wait_sleep_calls(2)  # the keeper and the expiry sweep are asleep
     for _ in range(10):  # ten lease lengths go by; the keeper extends each time
-        await world.clock.wait_sleep_calls(1)
+        calls = world.clock.sleep_calls
         world.clock.advance(0.4)
-        await asyncio.sleep(0.01)
+        # Back asleep: its extension is written (however slow the writer thread is today).
+        await world.clock.wait_sleep_calls(calls + 1)
     with raw(world) as conn:
         stolen = world.store.bus.lease(conn, "id-b", holder="other", token="t2",
                                        until=world.clock.now() + 1, now=world.clock.now(),
