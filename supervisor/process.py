@@ -233,10 +233,13 @@ def sweep(prefix: str, *, rounds: int = 50) -> list[int]:
 
 
 def _autogroup_nice(pid: int | str) -> int | None:
+    """The nice of `pid`'s autogroup; None without autogroups. A session that never called
+    setsid() since boot (a container's init and what it starts) is in the root group, for which
+    the kernel prints nothing: it weighs as nice 0 (the launcher reads it the same way)."""
     try:
         with open(f"/proc/{pid}/autogroup") as fh:
-            return int(fh.read().split()[-1])
-    except (OSError, ValueError, IndexError):
+            return int((fh.read().split() or ["0"])[-1])
+    except (OSError, ValueError):
         return None
 
 
