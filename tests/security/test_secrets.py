@@ -138,6 +138,10 @@ async def test_no_secret_reaches_a_probing_agent(exposed, exposed_app, mock_api)
     script = "".join(f"{k}='{v}'\n" for k, v in paths.items()) + f"SUP={os.getpid()}\n" + rf"""
 echo "control {MARK}control-1" > "$PWD/control.txt"
 CONTROL={MARK}control-2 sleep 30 & CONTROL_PID=$!
+# Until the background child has exec'd, its /proc/<pid>/environ is still the shell's.
+for _ in $(seq 100); do
+    grep -q control-2 /proc/$CONTROL_PID/environ 2>/dev/null && break; sleep 0.05
+done
 echo "== ps eww"; ps eww 2>&1 | head -60; ps axeww 2>&1 | head -60
 echo "== grep environ"; grep -rao '{MARK}[A-Za-z0-9-]*' /proc/*/environ 2>&1 | head -20
 kill $CONTROL_PID
