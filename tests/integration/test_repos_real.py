@@ -56,7 +56,13 @@ async def test_commit_notice_reaches_the_overlapping_sibling_after_its_turn(
         # Committed inside the sandbox, taken into the bare repository by Switchboard.
         assert bare_git(app, "proj", "log", "-1", "--format=%s", "agent/ant") == "ant: shared"
 
-        await _idle(bee, "bee's sleep and the notice turn")
+        # The notice is a bus message delivered once the sleep ends: there is a moment between
+        # the two turns where bee is idle, so wait for the notice's turn itself to end.
+        async def noticed() -> bool:
+            last = (await _turns(app, bee))[-1]
+            return last.prompt != "SLEEP 12" and last.status != "running"
+
+        await wait_for(noticed, 90, "bee's sleep and the notice turn")
         tb = await _turns(app, bee)
         sleep = next(t for t in tb if t.prompt == "SLEEP 12")
         notice = tb[-1]
