@@ -181,25 +181,33 @@ class StatusCards:
         if not self.pinned or agent_id is None:
             return None
         key = (agent_id, chat)
-        shown = self._shown.get(key)
+        shown = self._shown.get(key) or await self._first_card(key)
         if shown is None:
-            found = await self.fleet.card(self.platform, agent_id, chat)
-            if found is not None:
-                self._shown[key] = _Shown(found, Reply())
-                self._dirty.add(agent_id)
-                return found
-            view = await self.fleet.agent(agent_id)
-            if view is None:
-                return None
-            # Faster than the first tick (a turn that ends at once): the card goes first.
-            self._send(key, self.render(view))
-            shown = self._shown[key]
+            return None
         if shown.message is None and shown.sent is not None:
             try:
                 return await asyncio.shield(shown.sent)
             except Exception:  # noqa: BLE001 - not sent: what concerns the agent goes alone
                 return None
         return shown.message
+
+    async def _first_card(self, key: tuple[str, ChatId]) -> _Shown | None:
+        """The agent's card in a chat this run has not shown it in: the recorded one, else one
+        sent now (faster than the first tick: a turn that ends at once). Each await may let a
+        tick send the card meanwhile: then that one is the card, never a second."""
+        agent_id, chat = key
+        found = await self.fleet.card(self.platform, agent_id, chat)
+        if (shown := self._shown.get(key)) is not None:
+            return shown
+        if found is not None:
+            self._shown[key] = shown = _Shown(found, Reply())
+            self._dirty.add(agent_id)
+            return shown
+        view = await self.fleet.agent(agent_id)
+        if (shown := self._shown.get(key)) is not None or view is None:
+            return shown
+        self._send(key, self.render(view))
+        return self._shown[key]
 
     async def run(self) -> None:
         while True:

@@ -89,3 +89,27 @@ async def test_the_anchor_sends_the_card_first_when_no_tick_has_yet(rig):
     assert anchor == card.id and "fixer" in card.text
     assert await cards.anchor("a1", C) == card.id  # once
     assert await cards.anchor(None, C) is None
+
+
+async def test_a_tick_while_the_anchor_looks_up_the_card_leaves_one_card(rig):
+    """Regression: the anchor looked for a recorded card, a tick sent the card meanwhile, and
+    the anchor then sent a second one (a loaded machine; the answer went under the second)."""
+    clock, chat, fleet, box, cards = rig
+    lookup, gate, recorded = asyncio.Event(), asyncio.Event(), fleet.card
+
+    async def slow_card(*args):
+        lookup.set()
+        await gate.wait()
+        return await recorded(*args)
+
+    fleet.card = slow_card  # type: ignore[method-assign]
+    anchoring = asyncio.create_task(cards.anchor("a1", C))
+    await lookup.wait()
+    fleet.card = recorded  # type: ignore[method-assign]
+    cards._dirty.add("a1")
+    await cards.tick()  # sends the card while the anchor waits
+    gate.set()
+    anchor = await anchoring
+    await box.flush(5)
+    (card,) = chat.sent(C)
+    assert anchor == card.id
