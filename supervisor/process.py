@@ -229,7 +229,28 @@ def sweep(prefix: str, *, rounds: int = 50) -> list[int]:
         killed.update(fresh)
         _signal_all(fresh, signal.SIGKILL)
         time.sleep(0.005)
+    _wait_dead(killed, time.monotonic() + DYING_WAIT_S)
     return sorted(killed)
+
+
+DYING_WAIT_S = 2.0  # bound on waiting for killed processes to finish exiting
+
+
+def _wait_dead(pids: set[int], deadline: float) -> None:
+    """Until every pid in `pids` is gone or a zombie (bounded: a pid reused meanwhile must not
+    hold a kill up). A process in the middle of exiting has already dropped its memory, so its
+    environment (the tag) reads empty and a scan no longer finds it; but it is still there:
+    the init of a pid namespace, for one, stays until the kernel has reaped all of its
+    namespace. Kill returns when they are really gone."""
+    left = _exiting(pids)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.002)
+        left = _exiting(left)
+
+
+def _exiting(pids: Iterable[int]) -> set[int]:
+    """Those of `pids` still there and not yet zombies."""
+    return {pid for pid in pids if (fields := _stat_fields(pid)) and fields[0] != b"Z"}
 
 
 def _autogroup_nice(pid: int | str) -> int | None:
@@ -450,12 +471,24 @@ class AgentProcess:
             forced = sorted(self._kill_known(last))
             try:
                 forced = sorted(set(forced) | await self._sweep_shared(table))
+                await self._exited({*forced, *(p for p in (self.init_pid, self.launcher_pid)
+                                                if p)})
             except asyncio.CancelledError:
                 self.kill_now()
                 raise
             finally:
                 await self.close(kill=False)
         return forced
+
+    @staticmethod
+    async def _exited(pids: set[int]) -> None:
+        """Until each killed pid has finished exiting (see `_wait_dead`), polled without
+        blocking the loop: most are gone already, so this is usually one pass of failed opens."""
+        deadline = time.monotonic() + DYING_WAIT_S
+        left = _exiting(pids)
+        while left and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+            left = _exiting(left)
 
     async def _still_there(self, table: ProcTable) -> set[int]:
         """What the polite wait waits for. Sandboxed: the CLI, one stat per poll and no scan

@@ -1,0 +1,40 @@
+"""A kill returns once its processes have really exited: a process in the middle of exiting
+has dropped its memory (its tag reads empty, a scan no longer finds it) but is still there;
+supervisor/process.py waits for such pids, bounded, until they are gone or zombies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+from supervisor import process
+
+
+def test_a_live_process_is_exiting_until_it_is_a_zombie_or_gone() -> None:
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        assert process._exiting([proc.pid]) == {proc.pid}
+        os.kill(proc.pid, signal.SIGKILL)
+        # Not reaped yet: a zombie, which has finished exiting.
+        deadline = time.monotonic() + 10
+        process._wait_dead({proc.pid}, deadline)
+        assert process._exiting([proc.pid]) == set()
+        assert time.monotonic() < deadline
+    finally:
+        proc.kill()
+        proc.wait()
+    assert process._exiting([proc.pid]) == set()  # reaped: gone
+
+
+def test_the_wait_is_bounded_when_a_pid_stays() -> None:
+    """A pid that stays (reused meanwhile, or a process that will not die) cannot hold a kill
+    up past the bound."""
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        process._wait_dead({proc.pid}, time.monotonic() + 0.05)
+        assert process._exiting([proc.pid]) == {proc.pid}
+    finally:
+        proc.kill()
+        proc.wait()
