@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from supervisor import sanitize as core
+
 # A message longer than this is refused before it is parsed (the dispatcher's own bound is
 # the same; a console line is cut off at the reader, in bytes, well above it).
 MAX_INPUT_CHARS = 200_000
@@ -22,11 +24,7 @@ _ESCAPES = re.compile(
     r"|(?:\x1b[\]PX^_]|[\x90\x9d\x98\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC etc.
     r"|\x1b[ -/]*[0-~]"  # two-character (and nF) escapes
 )
-# Control characters other than newline and tab, and lone surrogates (they cannot be encoded:
-# the database, the agent's pipe and the chat API all refuse them).
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_SURROGATES = re.compile("[\ud800-\udfff]")
-REPLACEMENT = "\ufffd"
+REPLACEMENT = core.REPLACEMENT
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,17 +48,17 @@ class Cleaned:
 
 
 def clean(text: str, *, limit: int = MAX_INPUT_CHARS) -> Cleaned:
-    """`text` bounded and cleaned: escape sequences and control characters (but newline and
-    tab; CR LF becomes LF) removed, lone surrogates replaced by U+FFFD."""
+    """`text` bounded and cleaned: terminal escape sequences removed, then what the supervisor
+    does to every operator text (supervisor/sanitize.py: control characters but newline and tab
+    removed, CR LF and a lone CR made LF, lone surrogates replaced by U+FFFD)."""
     if len(text) > limit:
         return Cleaned("", 0, f"That message is {len(text):,} characters; the limit is "
                               f"{limit:,}. Put long material in a file in the agent's directory "
                               "and refer to it.")
-    text = text.replace("\r\n", "\n")
-    out = _ESCAPES.sub("", text)
-    out = _CONTROLS.sub("", out)
-    out = _SURROGATES.sub(REPLACEMENT, out)
-    removed = len(text) - len(out) + sum(1 for _ in _SURROGATES.finditer(text))
+    text = text.replace("\r\n", "\n")  # a line end, not something removed
+    stripped = _ESCAPES.sub("", text)
+    out = core.clean(stripped)
+    removed = len(text) - len(out) + out.count(REPLACEMENT) - stripped.count(REPLACEMENT)
     return Cleaned(out, removed)
 
 
