@@ -544,7 +544,9 @@ class Bus:
         """Everything open for `agent_id` ends as a dead letter (killed, over budget)."""
         if self.state != BusState.RUNNING:
             return 0
-        dead = await self._write(lambda c: self.store.bus.dead_letter_open(c, agent_id, reason))
+        now = self.clock.now()
+        dead = await self._write(
+            lambda c: self.store.bus.dead_letter_open(c, agent_id, reason, now))
         self.inbox(agent_id).queued = 0
         for msg in dead:
             if msg.sender != OPERATOR:
