@@ -132,6 +132,9 @@ def bus_limits(settings: Settings) -> GuardLimits:
                        rate_alarm_per_min=settings.bus_rate_alarm_per_min)
 
 
+# A named tuple made from a tuple without its generated __new__ (a Python frame per call): for
+# the message and the reply each send makes. The same object NewMessage(...) would make.
+_row: Any = tuple.__new__
 _STAMPS: dict[int, str] = {}  # whole second -> its stamp: a turn's messages share a few
 
 
@@ -276,9 +279,10 @@ class Bus:
         to = to.strip()
         if to == OPERATOR or to == "*" or to.startswith(_PREFIXES):
             return None
-        is_live = self.members.is_live
-        for agent_id in self._directory().get(to, ()):
-            if is_live(agent_id):
+        members = self.members
+        by_name = self._by_name if len(self._names) == members.count() else self._directory()
+        for agent_id in by_name.get(to, ()):
+            if members.is_live(agent_id):
                 return self._names[agent_id], [agent_id]
         return None
 
@@ -343,9 +347,9 @@ class Bus:
         if targets and not admitted:
             return Sent(None, False, (), tuple(refused))
         now = self.clock.now()
-        msg = NewMessage(sender.id, sender.name, address, kind, body, tuple(admitted), now,
-                         reply_to, dedup_key, now + self.settings.bus_message_ttl_s,
-                         0 if kind == "interrupt" else 1)
+        msg: NewMessage = _row(NewMessage, (
+            sender.id, sender.name, address, kind, body, tuple(admitted), now, reply_to,
+            dedup_key, now + self.settings.bus_message_ttl_s, 0 if kind == "interrupt" else 1))
         if self.state is not BusState.RUNNING:
             raise ShuttingDown()
         message_id, duplicate = await self.writer.insert(msg)
@@ -363,7 +367,9 @@ class Bus:
         else:
             targets_of = tuple([(names.get(i, i), state_of(i), boxes[i].queued)
                                 for i in admitted])
-        return Sent(message_id, duplicate, targets_of, tuple(refused), address == OPERATOR)
+        sent: Sent = _row(Sent, (message_id, duplicate, targets_of, tuple(refused),
+                                 address == OPERATOR))
+        return sent
 
     async def _to_operator(self, sender: Sender, kind: str, body: str, message_id: int) -> None:
         """A question from an agent is an escalation, its answer a `result` back; anything
@@ -425,13 +431,27 @@ class Bus:
                           f"{self.guards.limits.rate_alarm_per_min}). /bus shows the "
                           "traffic; /messages who sends it.")
 
-    def _stored(self, msg: NewMessage, _message_id: int) -> None:
+    def _stored(self, msgs: list[NewMessage]) -> None:
+        """A batch's messages are stored: each recipient's inbox counts them (once per batch,
+        not per message), and an interrupt interrupts a busy recipient's turn."""
+        arrived: dict[str, int] = {}
+        get = arrived.get
+        for msg in msgs:
+            recipients = msg.recipients
+            if len(recipients) == 1:
+                rid = recipients[0]
+                arrived[rid] = get(rid, 0) + 1
+            else:
+                for rid in recipients:
+                    arrived[rid] = get(rid, 0) + 1
+            if msg.type == "interrupt":
+                for rid in recipients:
+                    if self.members.state_of(rid) == "busy":
+                        self._spawn(f"bus-interrupt:{rid}", self.members.interrupt(rid))
         boxes = self._inboxes
-        for rid in msg.recipients:
+        for rid, n in arrived.items():
             box = boxes.get(rid)
-            (self.inbox(rid) if box is None else box).arrived(1)
-            if msg.type == "interrupt" and self.members.state_of(rid) == "busy":
-                self._spawn(f"bus-interrupt:{rid}", self.members.interrupt(rid))
+            (self.inbox(rid) if box is None else box).arrived(n)
 
     def _name(self, agent_id: str) -> str:
         return self._names.get(agent_id, agent_id)

@@ -45,8 +45,9 @@ class BatchWriter:
             collections.deque()
         self._waiting = asyncio.Event()
         self.batches = 0
-        # Called at commit, before any caller resumes: inbox counts never lag their rows.
-        self.on_stored: Callable[[NewMessage, int], None] = lambda _msg, _id: None
+        # Called at commit with the messages stored (not the duplicates), before any caller
+        # resumes: inbox counts never lag their rows.
+        self.on_stored: Callable[[list[NewMessage]], None] = lambda _msgs: None
 
     async def submit(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
@@ -96,10 +97,9 @@ class BatchWriter:
             ok, value = results[0]
             results = results[1:]
             if ok:
-                on_stored = self.on_stored
-                for (msg, future), stored in zip(sends, value, strict=True):
-                    if not stored[1]:
-                        on_stored(msg, stored[0])
+                self.on_stored([msg for (msg, _), stored in zip(sends, value, strict=True)
+                                if not stored[1]])
+                for (_, future), stored in zip(sends, value, strict=True):
                     if not future.done():
                         future.set_result(stored)
             else:
