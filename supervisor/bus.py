@@ -246,10 +246,12 @@ class Bus:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+        """Queue a write for the writer's next batch; await the future for its value. Not a
+        coroutine (two turns' worth of frames for every lease and acknowledgement)."""
         if self.state is not BusState.RUNNING:
             raise ShuttingDown()
-        return await self.writer.submit(fn)
+        return self.writer.submit(fn)
 
     def inbox(self, agent_id: str, name: str = "") -> BusInbox:
         box = self._inboxes.get(agent_id)

@@ -49,11 +49,12 @@ class BatchWriter:
         # resumes: inbox counts never lag their rows.
         self.on_stored: Callable[[list[NewMessage]], None] = lambda _msgs: None
 
-    async def submit(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def submit(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+        """Queue a write; await the future for its value (not a coroutine, as `insert`)."""
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._writes.append((fn, future))
         self._waiting.set()
-        return await future
+        return future
 
     def insert(self, msg: NewMessage) -> asyncio.Future[tuple[int, bool]]:
         """Queue a send; await the future for its (id, duplicate). Not a coroutine: one is
@@ -97,11 +98,13 @@ class BatchWriter:
             ok, value = results[0]
             results = results[1:]
             if ok:
-                self.on_stored([msg for (msg, _), stored in zip(sends, value, strict=True)
-                                if not stored[1]])
-                for (_, future), stored in zip(sends, value, strict=True):
-                    if not future.done():
+                stored_msgs = []
+                for (msg, future), stored in zip(sends, value, strict=True):
+                    if not stored[1]:
+                        stored_msgs.append(msg)
+                    if not future.done():  # resumes its caller only after this batch is done
                         future.set_result(stored)
+                self.on_stored(stored_msgs)
             else:
                 _fail([f for _, f in sends], value)
         for (_, future), (ok, value) in zip(writes, results, strict=True):
