@@ -215,35 +215,37 @@ class BusRepo:
         if next_id is None:  # read once, then kept (the bus is these tables' only writer)
             top = _all(conn, "SELECT seq FROM sqlite_sequence WHERE name = 'bus_messages'")
             next_id = int(top[0][0]) if top else 0
-        missing = {rid for m in msgs for rid in m.recipients} - set(self._next_seq)
+        next_seq = self._next_seq
+        missing = {rid for m in msgs for rid in m.recipients if rid not in next_seq}
         if missing:
             marks = ", ".join("?" for _ in missing)
             rows = _all(conn, "SELECT recipient_id, MAX(seq) FROM bus_deliveries WHERE "
                                     f"recipient_id IN ({marks}) GROUP BY recipient_id",
                               tuple(missing))
-            self._next_seq.update({rid: 1 for rid in missing})
-            self._next_seq.update({str(r[0]): int(r[1]) + 1 for r in rows})
+            next_seq.update({rid: 1 for rid in missing})
+            next_seq.update({str(r[0]): int(r[1]) + 1 for r in rows})
         out: list[tuple[int, bool]] = []
         message_rows: list[MessageRow] = []
         delivery_rows: list[tuple[Any, ...]] = []
-        next_seq = self._next_seq
-        for msg in msgs:
-            if msg.dedup_key is not None:
-                key = (msg.sender, msg.dedup_key)
+        cache = self._recent
+        for (sender, sender_name, recipient, kind, body, recipients, created_at, reply_to,
+             dedup_key, expires_at, lane) in msgs:  # one unpacking, not eleven attribute reads
+            if dedup_key is not None:
+                key = (sender, dedup_key)
                 if key in seen:
                     out.append((seen[key], True))
                     continue
                 seen[key] = next_id + 1
             next_id += 1
             out.append((next_id, False))
-            message_rows.append(_row(MessageRow, (next_id, msg.sender, msg.sender_name,
-                                                  msg.recipient, msg.type, msg.body,
-                                                  msg.reply_to, msg.dedup_key, msg.expires_at,
-                                                  msg.created_at)))
-            for rid in msg.recipients:
+            row = cache[next_id] = _row(MessageRow, (next_id, sender, sender_name, recipient,
+                                                     kind, body, reply_to, dedup_key,
+                                                     expires_at, created_at))
+            message_rows.append(row)
+            for rid in recipients:
                 seq = next_seq[rid]
                 next_seq[rid] = seq + 1
-                delivery_rows.append((next_id, rid, seq, msg.lane, QUEUED))
+                delivery_rows.append((next_id, rid, seq, lane, QUEUED))
         conn.executemany(
             "INSERT INTO bus_messages (id, sender, sender_name, recipient, type, body, reply_to, "
             "dedup_key, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -252,7 +254,7 @@ class BusRepo:
             "INSERT INTO bus_deliveries (message_id, recipient_id, seq, lane, state) "
             "VALUES (?, ?, ?, ?, ?)", delivery_rows)
         self._last_id = next_id
-        self._remember(message_rows)
+        self._trim_recent()
         return out
 
     def forget_sequences(self) -> None:
@@ -337,11 +339,10 @@ class BusRepo:
                 found[int(r[0])] = MessageRow._make(r)
         return found
 
-    def _remember(self, rows: list[MessageRow]) -> None:
-        """Messages just stored, for the leases that follow (bounded: the oldest go)."""
+    def _trim_recent(self) -> None:
+        """The messages stored lately are kept for the leases that follow (`_recent`, filled
+        as they are stored), bounded: the oldest go."""
         cache = self._recent
-        for r in rows:
-            cache[r.id] = r
         if len(cache) > RECENT_MESSAGES:
             for old in list(itertools.islice(cache, len(cache) - RECENT_MESSAGES // 2)):
                 del cache[old]
