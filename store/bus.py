@@ -163,6 +163,8 @@ def _marks(n: int) -> str:
     return text
 
 
+_ACK = ("UPDATE bus_deliveries SET state = 'consumed', consumed_at = ?, ended_at = ?, "
+        f"lease_expires_at = NULL WHERE {_where('')}")
 _TAKABLE = "(state = 'queued' OR lease_expires_at <= ?)"  # open, and not held by a live lease
 _LEASE = ("UPDATE bus_deliveries SET state = 'leased', attempts = attempts + 1, lease_holder = ?, "
           "lease_token = ?, lease_expires_at = ?, delivered_at = COALESCE(delivered_at, ?) "
@@ -367,10 +369,12 @@ class BusRepo:
 
     def ack(self, conn: sqlite3.Connection, lease: Lease, now: float) -> int:
         """Consumed: only while the lease is still this token's (fencing). How many."""
-        where, params = lease.where()
-        cur = conn.execute(
-            "UPDATE bus_deliveries SET state = 'consumed', consumed_at = ?, ended_at = ?, "
-            f"lease_expires_at = NULL WHERE {where}", (now, now, *params))
+        return self.ack_many(conn, [(lease, now)])
+
+    def ack_many(self, conn: sqlite3.Connection, acks: Sequence[tuple[Lease, float]]) -> int:
+        """`ack` for many leases in one statement (a batch's acknowledgements). How many
+        deliveries were consumed, in all."""
+        cur = conn.executemany(_ACK, [(now, now, *lease.where()[1]) for lease, now in acks])
         return int(cur.rowcount)
 
     def release(self, conn: sqlite3.Connection, lease: Lease, *, max_attempts: int,

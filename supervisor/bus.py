@@ -544,7 +544,7 @@ class Bus:
         now = self.clock.now()
         try:
             if consumed:
-                await self._write(lambda c: self.store.bus.ack(c, lease, now))
+                await self.writer.ack(lease, now)  # with the batch's others, one statement
                 return
             dead, dropped = await self._write(lambda c: self.store.bus.release(
                 c, lease, max_attempts=self.settings.bus_max_attempts,
