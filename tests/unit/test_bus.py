@@ -242,6 +242,29 @@ async def test_the_bus_writer_checkpoints_rarely(world: World) -> None:
     assert pages == WAL_CHECKPOINT_PAGES > 1000
 
 
+async def test_acknowledgements_in_one_batch_each_consume_their_own_lease(world: World):
+    """A batch's acknowledgements are one statement; each still consumes only what its own
+    lease holds, and a stale token among them consumes nothing."""
+    one = await world.bus.send(A, "b", "task", "for b")
+    two = await world.bus.send(A, "c", "task", "for c")
+    taken_b, taken_c = await world.bus.inbox("id-b").take(1), await world.bus.inbox("id-c").take(1)
+    assert taken_b is not None and taken_c is not None
+    lease_b = world.bus._active.pop(taken_b.token or "")
+    lease_c = world.bus._active.pop(taken_c.token or "")
+    now, before = world.clock.now(), world.bus.writer.batches
+    acks = [world.bus.writer.ack(lease_b, now),  # queued together: one batch
+            world.bus.writer.ack(Lease("stale", "id-c", (1,)), now),
+            world.bus.writer.ack(lease_c, now)]
+    await asyncio.gather(*acks)
+    assert world.bus.writer.batches - before == 1
+    for sent in (one, two):
+        assert sent.message_id is not None
+        _, rows = await world.bus.status(sent.message_id)
+        assert rows[0].state == "consumed"
+    with raw(world) as conn:
+        assert world.store.bus.ack(conn, lease_b, world.clock.now()) == 0  # already consumed
+
+
 async def test_dedup_key_stores_once(world: World) -> None:
     one = await world.bus.send(A, "b", "task", "x", dedup_key="k1")
     two = await world.bus.send(A, "b", "task", "x again", dedup_key="k1")
