@@ -169,6 +169,9 @@ _TAKABLE = "(state = 'queued' OR lease_expires_at <= ?)"  # open, and not held b
 _LEASE = ("UPDATE bus_deliveries SET state = 'leased', attempts = attempts + 1, lease_holder = ?, "
           "lease_token = ?, lease_expires_at = ?, delivered_at = COALESCE(delivered_at, ?) "
           "WHERE recipient_id = ? AND ")
+_LEASE_RANGE = _LEASE + f"seq BETWEEN ? AND ? AND lane = ? AND {_OPEN} AND {_TAKABLE}"
+_TAKE = ("SELECT message_id, seq, state, attempts, lane FROM bus_deliveries WHERE "
+         f"recipient_id = ? AND {_OPEN} AND {_TAKABLE} ORDER BY lane, seq LIMIT ?")
 
 
 def _all(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -287,13 +290,12 @@ class BusRepo:
         ended as expired (returned first, so their senders can be told), and each leased one
         comes back as its message, sequence and attempts (no row objects it does not use). The
         messages come from what this writer stored recently, else from one query."""
-        rows = _all(
-            conn, "SELECT message_id, seq, state, attempts, lane FROM bus_deliveries WHERE "
-            f"recipient_id = ? AND {_OPEN} AND {_TAKABLE} ORDER BY lane, seq LIMIT ?",
-            (recipient_id, now, limit))
+        rows = conn.execute(_TAKE, (recipient_id, now, limit)).fetchall()
         if not rows:
             return [], []
-        messages = self._messages(conn, [r[0] for r in rows])
+        cache = self._recent
+        messages = cache if all(r[0] in cache for r in rows) else \
+            self._messages(conn, [r[0] for r in rows])
         expired: list[MessageRow] = []
         expired_seqs: list[tuple[float, str, int]] = []
         live: list[Taking] = []
@@ -316,9 +318,8 @@ class BusRepo:
             # exactly the takable rows of that lane between the first and the last sequence
             # (the query took the first ones in order), so one range of the primary key
             # finds them, whatever their number: the same statement text for every lease.
-            conn.execute(_LEASE + f"seq BETWEEN ? AND ? AND lane = ? AND {_OPEN} AND {_TAKABLE}",
-                         (holder, token, until, now, recipient_id, rows[0][1], rows[-1][1],
-                          lane, now))
+            conn.execute(_LEASE_RANGE, (holder, token, until, now, recipient_id, rows[0][1],
+                                        rows[-1][1], lane, now))
         else:
             conn.execute(_LEASE + f"seq IN ({_marks(len(live))})",
                          (holder, token, until, now, recipient_id, *[t.seq for t in live]))

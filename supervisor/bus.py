@@ -489,7 +489,7 @@ class Bus:
             await self._tell_sender(msg, "expired before it was read")
         if not items:
             return None
-        self._active[token] = Lease(token, box.agent_id, tuple(i.seq for i in items))
+        self._active[token] = Lease(token, box.agent_id, tuple([i.seq for i in items]))
         return Taken(render(items, box.queued), token, len(items))
 
     async def _keep_leases(self) -> None:
