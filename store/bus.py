@@ -22,8 +22,12 @@ from store.db import Database
 from store.errors import StoreUnavailable
 from store.writer import ThreadWriter, Write
 
-# The states appear as literals in the queries too: SQLite uses a partial index only for a query
-# whose WHERE has the index's own term, which a bound parameter cannot be.
+# A delivery is open (queued or leased) while its ended_at is NULL: the open-deliveries index is
+# keyed on that (migration 16), so a lease or a release, which change the state but not whether
+# the delivery is open, leave the index alone. A query that wants that index names its term,
+# `ended_at IS NULL`, as a literal: SQLite uses a partial index only for a query whose WHERE has
+# the index's own term. Every write that ends a delivery sets ended_at with its state.
+_OPEN = "ended_at IS NULL"
 QUEUED, LEASED, CONSUMED, EXPIRED, DEAD = "queued", "leased", "consumed", "expired", "dead"
 # Deliveries of the operator's own messages, and of the scheduler's (a run is recorded
 # failed or interrupted, never replayed): never redelivered after a failed or cut turn.
@@ -36,6 +40,14 @@ _FROM_OPERATOR = f"({_OPERATORS} OR {_SCHEDULED})"
 RESTART_REASON = "interrupted by a restart: reported to the operator"
 OPEN_STATES = (QUEUED, LEASED)
 RECENT_MESSAGES = 20_000  # messages the writer keeps after storing them, for their leases
+# The bus writer's connection checkpoints the WAL when it has grown to this many pages (SQLite's
+# default is 1,000, 4 MB), not at every 1,000: a checkpoint syncs the WAL and the database file,
+# and under a storm (about 160 pages a batch: the senders' and recipients' index pages) one every
+# six batches left the writer waiting on the disk, up to 130 ms a sync on a busy machine, for more
+# time than all its statements took (bench/bus_throughput.py). Fewer, larger checkpoints copy
+# each hot page once instead of six times. Durability is the same: every transaction is in the
+# WAL when its commit returns, whenever the WAL is copied back.
+WAL_CHECKPOINT_PAGES = 10_000
 
 
 # The rows are named tuples, not dataclasses: one is built per message in the send and lease
@@ -151,6 +163,17 @@ def _marks(n: int) -> str:
     return text
 
 
+_ACK = ("UPDATE bus_deliveries SET state = 'consumed', consumed_at = ?, ended_at = ?, "
+        f"lease_expires_at = NULL WHERE {_where('')}")
+_TAKABLE = "(state = 'queued' OR lease_expires_at <= ?)"  # open, and not held by a live lease
+_LEASE = ("UPDATE bus_deliveries SET state = 'leased', attempts = attempts + 1, lease_holder = ?, "
+          "lease_token = ?, lease_expires_at = ?, delivered_at = COALESCE(delivered_at, ?) "
+          "WHERE recipient_id = ? AND ")
+_LEASE_RANGE = _LEASE + f"seq BETWEEN ? AND ? AND lane = ? AND {_OPEN} AND {_TAKABLE}"
+_TAKE = ("SELECT message_id, seq, state, attempts, lane FROM bus_deliveries WHERE "
+         f"recipient_id = ? AND {_OPEN} AND {_TAKABLE} ORDER BY lane, seq LIMIT ?")
+
+
 def _all(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
     return conn.execute(sql, params).fetchall()
 
@@ -197,35 +220,37 @@ class BusRepo:
         if next_id is None:  # read once, then kept (the bus is these tables' only writer)
             top = _all(conn, "SELECT seq FROM sqlite_sequence WHERE name = 'bus_messages'")
             next_id = int(top[0][0]) if top else 0
-        missing = {rid for m in msgs for rid in m.recipients} - set(self._next_seq)
+        next_seq = self._next_seq
+        missing = {rid for m in msgs for rid in m.recipients if rid not in next_seq}
         if missing:
             marks = ", ".join("?" for _ in missing)
             rows = _all(conn, "SELECT recipient_id, MAX(seq) FROM bus_deliveries WHERE "
                                     f"recipient_id IN ({marks}) GROUP BY recipient_id",
                               tuple(missing))
-            self._next_seq.update({rid: 1 for rid in missing})
-            self._next_seq.update({str(r[0]): int(r[1]) + 1 for r in rows})
+            next_seq.update({rid: 1 for rid in missing})
+            next_seq.update({str(r[0]): int(r[1]) + 1 for r in rows})
         out: list[tuple[int, bool]] = []
         message_rows: list[MessageRow] = []
         delivery_rows: list[tuple[Any, ...]] = []
-        next_seq = self._next_seq
-        for msg in msgs:
-            if msg.dedup_key is not None:
-                key = (msg.sender, msg.dedup_key)
+        cache = self._recent
+        for (sender, sender_name, recipient, kind, body, recipients, created_at, reply_to,
+             dedup_key, expires_at, lane) in msgs:  # one unpacking, not eleven attribute reads
+            if dedup_key is not None:
+                key = (sender, dedup_key)
                 if key in seen:
                     out.append((seen[key], True))
                     continue
                 seen[key] = next_id + 1
             next_id += 1
             out.append((next_id, False))
-            message_rows.append(_row(MessageRow, (next_id, msg.sender, msg.sender_name,
-                                                  msg.recipient, msg.type, msg.body,
-                                                  msg.reply_to, msg.dedup_key, msg.expires_at,
-                                                  msg.created_at)))
-            for rid in msg.recipients:
+            row = cache[next_id] = _row(MessageRow, (next_id, sender, sender_name, recipient,
+                                                     kind, body, reply_to, dedup_key,
+                                                     expires_at, created_at))
+            message_rows.append(row)
+            for rid in recipients:
                 seq = next_seq[rid]
                 next_seq[rid] = seq + 1
-                delivery_rows.append((next_id, rid, seq, msg.lane, QUEUED))
+                delivery_rows.append((next_id, rid, seq, lane, QUEUED))
         conn.executemany(
             "INSERT INTO bus_messages (id, sender, sender_name, recipient, type, body, reply_to, "
             "dedup_key, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -234,7 +259,7 @@ class BusRepo:
             "INSERT INTO bus_deliveries (message_id, recipient_id, seq, lane, state) "
             "VALUES (?, ?, ?, ?, ?)", delivery_rows)
         self._last_id = next_id
-        self._remember(message_rows)
+        self._trim_recent()
         return out
 
     def forget_sequences(self) -> None:
@@ -265,35 +290,39 @@ class BusRepo:
         ended as expired (returned first, so their senders can be told), and each leased one
         comes back as its message, sequence and attempts (no row objects it does not use). The
         messages come from what this writer stored recently, else from one query."""
-        rows = _all(
-            conn, "SELECT message_id, seq, state, attempts FROM bus_deliveries WHERE "
-            "recipient_id = ? AND state IN ('queued', 'leased') AND "  # the partial index's term
-            "(state = 'queued' OR lease_expires_at <= ?) ORDER BY lane, seq LIMIT ?",
-            (recipient_id, now, limit))
+        rows = conn.execute(_TAKE, (recipient_id, now, limit)).fetchall()
         if not rows:
             return [], []
-        messages = self._messages(conn, [r[0] for r in rows])
+        cache = self._recent
+        messages = cache if all(r[0] in cache for r in rows) else \
+            self._messages(conn, [r[0] for r in rows])
         expired: list[MessageRow] = []
-        expired_seqs: list[tuple[str, int]] = []
+        expired_seqs: list[tuple[float, str, int]] = []
         live: list[Taking] = []
-        for message_id, seq, state, attempts in rows:  # one pass: no row objects but these
+        for message_id, seq, state, attempts, _lane in rows:  # no row objects but these
             m = messages[message_id]
             if state == QUEUED and m.expires_at is not None and m.expires_at <= now:
                 expired.append(m)
-                expired_seqs.append((recipient_id, seq))
+                expired_seqs.append((now, recipient_id, seq))
             else:
                 live.append(_row(Taking, (m, seq, attempts + 1)))
         if expired_seqs:
             conn.executemany(
-                "UPDATE bus_deliveries SET state = 'expired', reason = 'expired unread' "
-                "WHERE recipient_id = ? AND seq = ?", expired_seqs)
-        if live:
-            conn.execute(
-                "UPDATE bus_deliveries SET state = 'leased', attempts = attempts + 1, "
-                "lease_holder = ?, lease_token = ?, lease_expires_at = ?, "
-                "delivered_at = COALESCE(delivered_at, ?) WHERE recipient_id = ? AND "
-                f"seq IN ({_marks(len(live))})", (holder, token, until, now, recipient_id,
-                                                  *[t.seq for t in live]))
+                "UPDATE bus_deliveries SET state = 'expired', reason = 'expired unread', "
+                "ended_at = ? WHERE recipient_id = ? AND seq = ?", expired_seqs)
+        if not live:
+            return expired, live
+        lane = rows[0][4]
+        if not expired_seqs and rows[-1][4] == lane:
+            # The common case: every row taken is of one lane and none expired. They are then
+            # exactly the takable rows of that lane between the first and the last sequence
+            # (the query took the first ones in order), so one range of the primary key
+            # finds them, whatever their number: the same statement text for every lease.
+            conn.execute(_LEASE_RANGE, (holder, token, until, now, recipient_id, rows[0][1],
+                                        rows[-1][1], lane, now))
+        else:
+            conn.execute(_LEASE + f"seq IN ({_marks(len(live))})",
+                         (holder, token, until, now, recipient_id, *[t.seq for t in live]))
         return expired, live
 
     def _messages(self, conn: sqlite3.Connection, ids: list[int]) -> dict[int, MessageRow]:
@@ -313,11 +342,10 @@ class BusRepo:
                 found[int(r[0])] = MessageRow._make(r)
         return found
 
-    def _remember(self, rows: list[MessageRow]) -> None:
-        """Messages just stored, for the leases that follow (bounded: the oldest go)."""
+    def _trim_recent(self) -> None:
+        """The messages stored lately are kept for the leases that follow (`_recent`, filled
+        as they are stored), bounded: the oldest go."""
         cache = self._recent
-        for r in rows:
-            cache[r.id] = r
         if len(cache) > RECENT_MESSAGES:
             for old in list(itertools.islice(cache, len(cache) - RECENT_MESSAGES // 2)):
                 del cache[old]
@@ -327,10 +355,10 @@ class BusRepo:
         """Every queued delivery whose message has expired ends as expired, whether or not its
         recipient is reading: (message, recipient id) of each, so its sender can be told."""
         rows = _all(
-            conn, "UPDATE bus_deliveries SET state = 'expired', reason = 'expired unread' "
-            "WHERE state IN ('queued', 'leased') AND state = 'queued' AND "  # the open index
+            conn, "UPDATE bus_deliveries SET state = 'expired', reason = 'expired unread', "
+            f"ended_at = ? WHERE {_OPEN} AND state = 'queued' AND "
             "(SELECT expires_at FROM bus_messages m WHERE m.id = message_id) <= ? "
-            "RETURNING message_id, recipient_id", (now,))
+            "RETURNING message_id, recipient_id", (now, now))
         messages = self._messages(conn, [int(r[0]) for r in rows])
         return [(messages[int(r[0])], str(r[1])) for r in rows]
 
@@ -342,10 +370,12 @@ class BusRepo:
 
     def ack(self, conn: sqlite3.Connection, lease: Lease, now: float) -> int:
         """Consumed: only while the lease is still this token's (fencing). How many."""
-        where, params = lease.where()
-        cur = conn.execute(
-            "UPDATE bus_deliveries SET state = 'consumed', consumed_at = ?, "
-            f"lease_expires_at = NULL WHERE {where}", (now, *params))
+        return self.ack_many(conn, [(lease, now)])
+
+    def ack_many(self, conn: sqlite3.Connection, acks: Sequence[tuple[Lease, float]]) -> int:
+        """`ack` for many leases in one statement (a batch's acknowledgements). How many
+        deliveries were consumed, in all."""
+        cur = conn.executemany(_ACK, [(now, now, *lease.where()[1]) for lease, now in acks])
         return int(cur.rowcount)
 
     def release(self, conn: sqlite3.Connection, lease: Lease, *, max_attempts: int,
@@ -357,9 +387,9 @@ class BusRepo:
         many of the operator's were consumed)."""
         where, params = lease.where()
         cur = conn.execute(
-            "UPDATE bus_deliveries SET state = 'consumed', consumed_at = ?, lease_expires_at = "
-            f"NULL, reason = ? WHERE {where} AND {_FROM_OPERATOR}",
-            (now, f"{reason}: reported to the operator", *params))
+            "UPDATE bus_deliveries SET state = 'consumed', consumed_at = ?, ended_at = ?, "
+            f"lease_expires_at = NULL, reason = ? WHERE {where} AND {_FROM_OPERATOR}",
+            (now, now, f"{reason}: reported to the operator", *params))
         dropped = int(cur.rowcount)
         where, params = lease.where("d.")
         mcols = ", ".join("m." + c.strip() for c in _M_COLS.split(","))
@@ -369,9 +399,9 @@ class BusRepo:
             (*params, max_attempts))
         where, params = lease.where()
         conn.execute(
-            "UPDATE bus_deliveries SET state = 'dead', reason = ?, lease_expires_at = NULL "
-            f"WHERE {where} AND attempts >= ?",
-            (f"{reason} ({max_attempts} attempts)", *params, max_attempts))
+            "UPDATE bus_deliveries SET state = 'dead', reason = ?, ended_at = ?, "
+            f"lease_expires_at = NULL WHERE {where} AND attempts >= ?",
+            (f"{reason} ({max_attempts} attempts)", now, *params, max_attempts))
         conn.execute(
             "UPDATE bus_deliveries SET state = 'queued', lease_holder = NULL, "
             f"lease_token = NULL, lease_expires_at = NULL, reason = ? WHERE {where}",
@@ -394,9 +424,9 @@ class BusRepo:
                  " AND t.started_at >= bus_deliveries.delivered_at)")
         conn.execute(
             "UPDATE bus_deliveries SET state = ?, lease_holder = NULL, lease_token = NULL, "
-            "lease_expires_at = NULL, consumed_at = ?, reason = ? "
+            "lease_expires_at = NULL, consumed_at = ?, ended_at = ?, reason = ? "
             f"WHERE {stale} AND ({_SCHEDULED} OR ({_OPERATORS} AND {began}))",
-            (CONSUMED, now, RESTART_REASON, LEASED, len(holder_prefix), holder_prefix))
+            (CONSUMED, now, now, RESTART_REASON, LEASED, len(holder_prefix), holder_prefix))
         cur = conn.execute(
             "UPDATE bus_deliveries SET state = ?, lease_holder = NULL, lease_token = NULL, "
             f"lease_expires_at = NULL, reason = 'redelivered after a restart' WHERE {stale}",
@@ -404,17 +434,17 @@ class BusRepo:
         return int(cur.rowcount)
 
     def dead_letter_open(self, conn: sqlite3.Connection, recipient_id: str,
-                               reason: str) -> list[MessageRow]:
+                         reason: str, now: float) -> list[MessageRow]:
         """Every open delivery of `recipient_id` ends as a dead letter (killed, over budget)."""
         mcols = ", ".join("m." + c.strip() for c in _M_COLS.split(","))
         rows = _all(
             conn, f"SELECT {mcols} FROM bus_deliveries d JOIN bus_messages m "
-            "ON m.id = d.message_id WHERE d.recipient_id = ? AND "
-            "d.state IN ('queued', 'leased')", (recipient_id,))
+            "ON m.id = d.message_id WHERE d.recipient_id = ? AND d.ended_at IS NULL",
+            (recipient_id,))
         conn.execute(
-            "UPDATE bus_deliveries SET state = ?, reason = ?, lease_expires_at = NULL "
-            "WHERE recipient_id = ? AND state IN ('queued', 'leased')",
-            (DEAD, reason, recipient_id))
+            "UPDATE bus_deliveries SET state = ?, reason = ?, ended_at = ?, "
+            f"lease_expires_at = NULL WHERE recipient_id = ? AND {_OPEN}",
+            (DEAD, reason, now, recipient_id))
         return [_message(r) for r in rows]
 
     def subscribe(self, conn: sqlite3.Connection, topic: str, agent_id: str,
@@ -431,8 +461,8 @@ class BusRepo:
     async def open_counts(self) -> dict[str, int]:
         """Open (queued or leased) deliveries per recipient."""
         rows = await self.db.fetchall(
-            "SELECT recipient_id, COUNT(*) FROM bus_deliveries WHERE "
-            "state IN ('queued', 'leased') GROUP BY recipient_id")
+            f"SELECT recipient_id, COUNT(*) FROM bus_deliveries WHERE {_OPEN} "
+            "GROUP BY recipient_id")
         return {str(r[0]): int(r[1]) for r in rows}
 
     async def message(self, message_id: int) -> MessageRow | None:
@@ -502,7 +532,8 @@ class BusWriter(ThreadWriter):
     bus's connection is watched like the store's own."""
 
     def __init__(self, path: Path, repo: BusRepo) -> None:
-        super().__init__(path, name="bus writer", on_rollback=repo.forget_sequences)
+        super().__init__(path, name="bus writer", on_rollback=repo.forget_sequences,
+                         pragmas=(f"wal_autocheckpoint={WAL_CHECKPOINT_PAGES}",))
         self.repo = repo
         self._failures: list[str] = []
 

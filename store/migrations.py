@@ -423,4 +423,16 @@ MIGRATIONS: tuple[str, ...] = (
                                     (SELECT COALESCE(MAX(seq), 0) FROM escalations))
         FROM (SELECT DISTINCT frontend FROM deliveries) f;
     """,
+    # 16 (bus throughput): when a delivery ended (consumed, expired or dead-lettered), and the
+    # open-deliveries index keyed on it instead of on the state: a lease (queued -> leased) and
+    # its release (back to queued) no longer delete and re-insert the delivery's index entry,
+    # since SQLite rewrites a partial index's entry whenever a column its WHERE names changes.
+    """
+    ALTER TABLE bus_deliveries ADD COLUMN ended_at REAL;
+    UPDATE bus_deliveries SET ended_at = COALESCE(consumed_at, delivered_at, 0)
+        WHERE state NOT IN ('queued', 'leased');
+    DROP INDEX bus_deliveries_open;
+    CREATE INDEX bus_deliveries_open ON bus_deliveries(recipient_id, lane, seq)
+        WHERE ended_at IS NULL;
+    """,
 )

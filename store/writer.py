@@ -25,10 +25,12 @@ class ThreadWriter:
     is called (in that thread) when a transaction is rolled back, for caches of what it wrote."""
 
     def __init__(self, path: Path, *, name: str = "writer",
-                 on_rollback: Callable[[], None] = lambda: None) -> None:
+                 on_rollback: Callable[[], None] = lambda: None,
+                 pragmas: Sequence[str] = ()) -> None:
         self.path = Path(path)
         self.name = name
         self.on_rollback = on_rollback
+        self.pragmas = tuple(pragmas)  # "name=value" for this connection, after the common ones
         self._pool: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
 
@@ -37,6 +39,8 @@ class ThreadWriter:
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA busy_timeout=5000")
+        for pragma in self.pragmas:
+            conn.execute(f"PRAGMA {pragma}")
         self._conn = conn
 
     @property

@@ -132,6 +132,9 @@ def bus_limits(settings: Settings) -> GuardLimits:
                        rate_alarm_per_min=settings.bus_rate_alarm_per_min)
 
 
+# A named tuple made from a tuple without its generated __new__ (a Python frame per call): for
+# the message and the reply each send makes. The same object NewMessage(...) would make.
+_row: Any = tuple.__new__
 _STAMPS: dict[int, str] = {}  # whole second -> its stamp: a turn's messages share a few
 
 
@@ -243,10 +246,12 @@ class Bus:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+        """Queue a write for the writer's next batch; await the future for its value. Not a
+        coroutine (two turns' worth of frames for every lease and acknowledgement)."""
         if self.state is not BusState.RUNNING:
             raise ShuttingDown()
-        return await self.writer.submit(fn)
+        return self.writer.submit(fn)
 
     def inbox(self, agent_id: str, name: str = "") -> BusInbox:
         box = self._inboxes.get(agent_id)
@@ -276,9 +281,10 @@ class Bus:
         to = to.strip()
         if to == OPERATOR or to == "*" or to.startswith(_PREFIXES):
             return None
-        is_live = self.members.is_live
-        for agent_id in self._directory().get(to, ()):
-            if is_live(agent_id):
+        members = self.members
+        by_name = self._by_name if len(self._names) == members.count() else self._directory()
+        for agent_id in by_name.get(to, ()):
+            if members.is_live(agent_id):
                 return self._names[agent_id], [agent_id]
         return None
 
@@ -343,9 +349,9 @@ class Bus:
         if targets and not admitted:
             return Sent(None, False, (), tuple(refused))
         now = self.clock.now()
-        msg = NewMessage(sender.id, sender.name, address, kind, body, tuple(admitted), now,
-                         reply_to, dedup_key, now + self.settings.bus_message_ttl_s,
-                         0 if kind == "interrupt" else 1)
+        msg: NewMessage = _row(NewMessage, (
+            sender.id, sender.name, address, kind, body, tuple(admitted), now, reply_to,
+            dedup_key, now + self.settings.bus_message_ttl_s, 0 if kind == "interrupt" else 1))
         if self.state is not BusState.RUNNING:
             raise ShuttingDown()
         message_id, duplicate = await self.writer.insert(msg)
@@ -363,7 +369,9 @@ class Bus:
         else:
             targets_of = tuple([(names.get(i, i), state_of(i), boxes[i].queued)
                                 for i in admitted])
-        return Sent(message_id, duplicate, targets_of, tuple(refused), address == OPERATOR)
+        sent: Sent = _row(Sent, (message_id, duplicate, targets_of, tuple(refused),
+                                 address == OPERATOR))
+        return sent
 
     async def _to_operator(self, sender: Sender, kind: str, body: str, message_id: int) -> None:
         """A question from an agent is an escalation, its answer a `result` back; anything
@@ -425,13 +433,27 @@ class Bus:
                           f"{self.guards.limits.rate_alarm_per_min}). /bus shows the "
                           "traffic; /messages who sends it.")
 
-    def _stored(self, msg: NewMessage, _message_id: int) -> None:
+    def _stored(self, msgs: list[NewMessage]) -> None:
+        """A batch's messages are stored: each recipient's inbox counts them (once per batch,
+        not per message), and an interrupt interrupts a busy recipient's turn."""
+        arrived: dict[str, int] = {}
+        get = arrived.get
+        for msg in msgs:
+            recipients = msg.recipients
+            if len(recipients) == 1:
+                rid = recipients[0]
+                arrived[rid] = get(rid, 0) + 1
+            else:
+                for rid in recipients:
+                    arrived[rid] = get(rid, 0) + 1
+            if msg.type == "interrupt":
+                for rid in recipients:
+                    if self.members.state_of(rid) == "busy":
+                        self._spawn(f"bus-interrupt:{rid}", self.members.interrupt(rid))
         boxes = self._inboxes
-        for rid in msg.recipients:
+        for rid, n in arrived.items():
             box = boxes.get(rid)
-            (self.inbox(rid) if box is None else box).arrived(1)
-            if msg.type == "interrupt" and self.members.state_of(rid) == "busy":
-                self._spawn(f"bus-interrupt:{rid}", self.members.interrupt(rid))
+            (self.inbox(rid) if box is None else box).arrived(n)
 
     def _name(self, agent_id: str) -> str:
         return self._names.get(agent_id, agent_id)
@@ -467,7 +489,7 @@ class Bus:
             await self._tell_sender(msg, "expired before it was read")
         if not items:
             return None
-        self._active[token] = Lease(token, box.agent_id, tuple(i.seq for i in items))
+        self._active[token] = Lease(token, box.agent_id, tuple([i.seq for i in items]))
         return Taken(render(items, box.queued), token, len(items))
 
     async def _keep_leases(self) -> None:
@@ -522,7 +544,7 @@ class Bus:
         now = self.clock.now()
         try:
             if consumed:
-                await self._write(lambda c: self.store.bus.ack(c, lease, now))
+                await self.writer.ack(lease, now)  # with the batch's others, one statement
                 return
             dead, dropped = await self._write(lambda c: self.store.bus.release(
                 c, lease, max_attempts=self.settings.bus_max_attempts,
@@ -544,7 +566,9 @@ class Bus:
         """Everything open for `agent_id` ends as a dead letter (killed, over budget)."""
         if self.state != BusState.RUNNING:
             return 0
-        dead = await self._write(lambda c: self.store.bus.dead_letter_open(c, agent_id, reason))
+        now = self.clock.now()
+        dead = await self._write(
+            lambda c: self.store.bus.dead_letter_open(c, agent_id, reason, now))
         self.inbox(agent_id).queued = 0
         for msg in dead:
             if msg.sender != OPERATOR:

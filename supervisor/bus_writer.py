@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from store import Store
-from store.bus import NewMessage
+from store.bus import Lease, NewMessage
 from store.errors import StoreError
 from supervisor.errors import ShuttingDown
 
@@ -19,6 +19,15 @@ T = TypeVar("T")
 
 
 Write = Callable[[sqlite3.Connection], Any]
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.done():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
 
 
 def _fail(futures: list[asyncio.Future[Any]], exc: BaseException) -> None:
@@ -43,16 +52,20 @@ class BatchWriter:
             collections.deque()
         self._writes: collections.deque[tuple[Write, asyncio.Future[Any]]] = \
             collections.deque()
+        self._acks: collections.deque[tuple[tuple[Lease, float], asyncio.Future[Any]]] = \
+            collections.deque()
         self._waiting = asyncio.Event()
         self.batches = 0
-        # Called at commit, before any caller resumes: inbox counts never lag their rows.
-        self.on_stored: Callable[[NewMessage, int], None] = lambda _msg, _id: None
+        # Called at commit with the messages stored (not the duplicates), before any caller
+        # resumes: inbox counts never lag their rows.
+        self.on_stored: Callable[[list[NewMessage]], None] = lambda _msgs: None
 
-    async def submit(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def submit(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+        """Queue a write; await the future for its value (not a coroutine, as `insert`)."""
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._writes.append((fn, future))
         self._waiting.set()
-        return await future
+        return future
 
     def insert(self, msg: NewMessage) -> asyncio.Future[tuple[int, bool]]:
         """Queue a send; await the future for its (id, duplicate). Not a coroutine: one is
@@ -62,58 +75,76 @@ class BatchWriter:
         self._waiting.set()
         return future
 
+    def ack(self, lease: Lease, now: float) -> asyncio.Future[int]:
+        """Queue an acknowledgement (consumed); the batch's are one statement (`ack_many`)."""
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._acks.append(((lease, now), future))
+        self._waiting.set()
+        return future
+
     async def run(self) -> None:
-        sends, writes = self._sends, self._writes
+        sends, writes, acks = self._sends, self._writes, self._acks
         while True:
-            if not sends and not writes:
+            if not sends and not writes and not acks:
                 self._waiting.clear()
                 await self._waiting.wait()
-            n = min(len(sends), self.max_batch)
-            batch_sends = [sends.popleft() for _ in range(n)]
-            batch_writes = [writes.popleft()
-                            for _ in range(min(len(writes), self.max_batch - n))]
-            await self._apply(batch_sends, batch_writes)
+            room = self.max_batch
+            batch_sends = [sends.popleft() for _ in range(min(len(sends), room))]
+            room -= len(batch_sends)
+            batch_acks = [acks.popleft() for _ in range(min(len(acks), room))]
+            room -= len(batch_acks)
+            batch_writes = [writes.popleft() for _ in range(min(len(writes), room))]
+            await self._apply(batch_sends, batch_writes, batch_acks)
 
     async def _apply(self, sends: list[tuple[NewMessage, asyncio.Future[Any]]],
-                     writes: list[tuple[Write, asyncio.Future[Any]]]) -> None:
+                     writes: list[tuple[Write, asyncio.Future[Any]]],
+                     acks: list[tuple[tuple[Lease, float], asyncio.Future[Any]]]) -> None:
         repo = self.store.bus
         fns = [fn for fn, _ in writes]
+        if acks:  # one write for all of them: their leases' deliveries are disjoint
+            leases = [lease for lease, _ in acks]
+            fns.insert(0, lambda conn: repo.ack_many(conn, leases))
         if sends:
             msgs = [msg for msg, _ in sends]
             fns.insert(0, lambda conn: repo.insert_many(conn, msgs))
+        futures = [f for _, f in sends] + [f for _, f in acks] + [f for _, f in writes]
         try:
             results = await self.conn.batch(fns)
         except (StoreError, OSError) as exc:
-            _fail([f for _, f in sends] + [f for _, f in writes], exc)
+            _fail(futures, exc)
             return
         except asyncio.CancelledError:
             # The bus is closing mid-batch: its callers must not wait for an answer forever
             # (a runner's last ack would hold up shutdown). Whatever the thread commits stays.
-            _fail([f for _, f in sends] + [f for _, f in writes], ShuttingDown())
+            _fail(futures, ShuttingDown())
             raise
         self.batches += 1
         if sends:  # the sends' one write: its value is one (id, duplicate) per send
+            self._stored(sends, *results[0])
+            results = results[1:]
+        if acks:  # the acknowledgements' one write
             ok, value = results[0]
             results = results[1:]
-            if ok:
-                on_stored = self.on_stored
-                for (msg, future), stored in zip(sends, value, strict=True):
-                    if not stored[1]:
-                        on_stored(msg, stored[0])
-                    if not future.done():
-                        future.set_result(stored)
-            else:
-                _fail([f for _, f in sends], value)
+            for _, future in acks:
+                _settle(future, ok, None if ok else value)
         for (_, future), (ok, value) in zip(writes, results, strict=True):
-            if future.done():
-                continue
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
+            _settle(future, ok, value)
+
+    def _stored(self, sends: list[tuple[NewMessage, asyncio.Future[Any]]], ok: bool,
+                value: Any) -> None:
+        if not ok:
+            _fail([f for _, f in sends], value)
+            return
+        stored_msgs = []
+        for (msg, future), stored in zip(sends, value, strict=True):
+            if not stored[1]:
+                stored_msgs.append(msg)
+            if not future.done():  # resumes its caller only after this batch is done
+                future.set_result(stored)
+        self.on_stored(stored_msgs)
 
     def fail_waiting(self) -> None:
-        for queue in (self._sends, self._writes):
+        for queue in (self._sends, self._writes, self._acks):
             while queue:
                 _, future = queue.popleft()
                 if not future.done():

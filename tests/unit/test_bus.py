@@ -72,6 +72,12 @@ async def world(tmp_path: Path, migrated_db: Path) -> AsyncIterator[World]:
     await w.bus.start()
     try:
         yield w
+        # Every test here checks the open-deliveries invariant on its way out: a delivery is
+        # open (queued or leased) exactly while it has no end stamp (the index is keyed on it).
+        wrong = await store.db.fetchall(
+            "SELECT seq, state, ended_at FROM bus_deliveries "
+            "WHERE (ended_at IS NULL) != (state IN ('queued', 'leased'))")
+        assert [tuple(r) for r in wrong] == []
     finally:
         await w.bus.close()
         await store.db.close()
@@ -186,6 +192,77 @@ async def test_an_expired_lease_is_leased_again_and_fenced(world: World) -> None
         assert world.store.bus.ack(conn, Lease("t1", "id-b", seqs), now + 2) == 0
         assert world.store.bus.ack(conn, Lease("t2", "id-b", seqs), now + 2) == 1
     assert len(first) == len(second) == 1
+
+
+async def test_a_lease_by_range_skips_a_live_lease_between_its_rows(world: World) -> None:
+    """A lease of one lane's rows updates the range from its first to its last sequence: a
+    row in that range held by another turn's live lease is not taken (regression guard for
+    the range, which has to repeat the query's own test)."""
+    for i in range(3):
+        await world.bus.send(A, "b", "info", f"m{i}")
+    now = world.clock.now()
+    with raw(world) as conn:
+        bus = world.store.bus
+        first = bus.lease(conn, "id-b", holder="h1", token="t1", until=now + 1, now=now,
+                          limit=1)
+        second = bus.lease(conn, "id-b", holder="h2", token="t2", until=now + 100, now=now,
+                           limit=1)
+        third = bus.lease(conn, "id-b", holder="h3", token="t3", until=now + 100,
+                          now=now + 10, limit=5)  # t1 has run out, t2 has not
+        held = dict(conn.execute("SELECT seq, lease_token FROM bus_deliveries "
+                                 "WHERE recipient_id = 'id-b'").fetchall())
+    assert [x.delivery.seq for x in first] == [1] and [x.delivery.seq for x in second] == [2]
+    assert [x.delivery.seq for x in third] == [1, 3]
+    assert held == {1: "t3", 2: "t2", 3: "t3"}
+
+
+def test_the_open_deliveries_index_serves_the_lease_and_is_keyed_on_the_end(
+        migrated_db: Path) -> None:
+    """The lease's query uses the partial index, whose WHERE names ended_at, not the state:
+    a lease (queued -> leased) then leaves the index entry alone."""
+    conn = sqlite3.connect(migrated_db)
+    try:
+        (sql,) = conn.execute("SELECT sql FROM sqlite_master "
+                              "WHERE name = 'bus_deliveries_open'").fetchone()
+        plan = " ".join(str(r[-1]) for r in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT message_id, seq FROM bus_deliveries WHERE "
+            "recipient_id = 'x' AND ended_at IS NULL AND (state = 'queued' OR "
+            "lease_expires_at <= 0) ORDER BY lane, seq LIMIT 5"))
+    finally:
+        conn.close()
+    assert "WHERE ended_at IS NULL" in sql and "state" not in sql
+    assert "bus_deliveries_open" in plan and "TEMP B-TREE" not in plan
+
+
+async def test_the_bus_writer_checkpoints_rarely(world: World) -> None:
+    from store.bus import WAL_CHECKPOINT_PAGES
+
+    [pages] = await world.bus.writer.conn.transaction(
+        [lambda c: c.execute("PRAGMA wal_autocheckpoint").fetchone()[0]])
+    assert pages == WAL_CHECKPOINT_PAGES > 1000
+
+
+async def test_acknowledgements_in_one_batch_each_consume_their_own_lease(world: World):
+    """A batch's acknowledgements are one statement; each still consumes only what its own
+    lease holds, and a stale token among them consumes nothing."""
+    one = await world.bus.send(A, "b", "task", "for b")
+    two = await world.bus.send(A, "c", "task", "for c")
+    taken_b, taken_c = await world.bus.inbox("id-b").take(1), await world.bus.inbox("id-c").take(1)
+    assert taken_b is not None and taken_c is not None
+    lease_b = world.bus._active.pop(taken_b.token or "")
+    lease_c = world.bus._active.pop(taken_c.token or "")
+    now, before = world.clock.now(), world.bus.writer.batches
+    acks = [world.bus.writer.ack(lease_b, now),  # queued together: one batch
+            world.bus.writer.ack(Lease("stale", "id-c", (1,)), now),
+            world.bus.writer.ack(lease_c, now)]
+    await asyncio.gather(*acks)
+    assert world.bus.writer.batches - before == 1
+    for sent in (one, two):
+        assert sent.message_id is not None
+        _, rows = await world.bus.status(sent.message_id)
+        assert rows[0].state == "consumed"
+    with raw(world) as conn:
+        assert world.store.bus.ack(conn, lease_b, world.clock.now()) == 0  # already consumed
 
 
 async def test_dedup_key_stores_once(world: World) -> None:

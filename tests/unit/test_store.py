@@ -478,6 +478,33 @@ async def test_escalation_detail_is_kept_whole_and_old_rows_upgrade(db_path, mon
         await s.db.close()
 
 
+async def test_bus_deliveries_that_had_ended_are_stamped_on_upgrade(db_path, monkeypatch):
+    """Migration 16 stamps the end of every delivery that had ended, so the open-deliveries
+    index (keyed on the stamp) holds exactly the queued and leased ones."""
+    import store.db as db_module
+
+    monkeypatch.setattr(db_module, "MIGRATIONS", MIGRATIONS[:15])
+    old = await open_store(db_path)
+    states = ("queued", "leased", "consumed", "expired", "dead")
+    for i, state in enumerate(states, 1):
+        await old.db.execute("INSERT INTO bus_messages (id, sender, sender_name, recipient, "
+                             "type, body, created_at) VALUES (?, 'a', 'a', 'b', 'info', 'x', 0)",
+                             (i,))
+        await old.db.execute("INSERT INTO bus_deliveries (message_id, recipient_id, seq, state, "
+                             "consumed_at) VALUES (?, 'b', ?, ?, ?)",
+                             (i, i, state, 5.0 if state == "consumed" else None))
+    await old.db.close()
+    monkeypatch.setattr(db_module, "MIGRATIONS", MIGRATIONS)
+    s = await open_store(db_path)
+    try:
+        rows = await s.db.fetchall("SELECT state, ended_at FROM bus_deliveries ORDER BY seq")
+        assert [tuple(r) for r in rows] == [("queued", None), ("leased", None),
+                                           ("consumed", 5.0), ("expired", 0), ("dead", 0)]
+        assert await s.bus.open_counts() == {"b": 2}
+    finally:
+        await s.db.close()
+
+
 async def test_a_write_cancelled_during_begin_leaves_the_connection_clean(store):
     """Regression: a task cancelled while its BEGIN IMMEDIATE was queued in the connection's
     thread left the transaction open (the BEGIN ran after the cancel), and the next, unrelated
