@@ -57,7 +57,7 @@ SENDERS = 20 if smoke() else 200
 RECIPIENTS = 5 if smoke() else 50
 LATENCY_N = 3 if smoke() else 30
 GOAL = 0.25
-ROUNDS = 3
+ROUNDS = 5
 
 
 class Fleet:
