@@ -12,7 +12,6 @@ is the speed bump; this module is the wall: it must hold when the policy is wron
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -407,7 +406,7 @@ def sandbox_env(iso: Isolation, dirs: AgentDirs, bwrap: list[str],
         "HOME": str(dirs.home),
         "CLAUDE_CONFIG_DIR": str(dirs.config),
         "TMPDIR": "/tmp",
-        launcher_module.SANDBOX_VAR: json.dumps(bwrap),
+        launcher_module.SANDBOX_VAR: launcher_module.encode_argv(bwrap),
     }
     if iso.drops_uid:
         env["USER"] = env["LOGNAME"] = AGENT_USER
