@@ -17,6 +17,7 @@ from supervisor.charter import system_prompt as charter_prompt
 from supervisor.config import Settings
 from supervisor.context_sync import context_note
 from supervisor.errors import AgentFailed
+from supervisor.process import launcher_files
 from supervisor.sandbox import agent_dirs, bwrap_args, prepare, sandbox_env
 from supervisor.transcripts import MirrorOnly
 
@@ -45,7 +46,7 @@ def _sandbox(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> dict[str,
     prepare(deps.settings, iso, dirs, Path(r.cwd), env)
     wall = deps.repo_wall(r.id)
     argv = bwrap_args(deps.settings, iso, dirs, Path(r.cwd), env, deps.real_cli,
-                      ro_extra=(deps.launcher,),
+                      ro_extra=launcher_files(deps.launcher),
                       peers=(Path(p) for p in deps.peer_dirs(r.id)),
                       binds=wall.binds if wall is not None else ())
     return sandbox_env(iso, dirs, argv, Path(r.cwd)) | (wall.env if wall else {})

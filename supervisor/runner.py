@@ -527,10 +527,24 @@ class AgentRunner:
         self.session_started_at = self._deps.clock.now()
         self._mirror_warned = False
         self.ttl_warned = False
-        await self._deps.store.agents.update(
-            self.id, launcher_pid=proc.launcher_pid, cli_pid=proc.cli_pid
-        )
         return proc
+
+    def _record_pids(self, proc: AgentProcess | None) -> asyncio.Task[None] | None:
+        """Store a new process's pids (for /status: nothing else reads them back, a restart
+        clears them, and membership is the sandbox or the tag) while the CLI works on its first
+        message, instead of before that message is sent. Awaited by `_pids_recorded`."""
+        if proc is None:
+            return None
+        return asyncio.create_task(self._deps.store.agents.update(
+            self.id, launcher_pid=proc.launcher_pid, cli_pid=proc.cli_pid),
+            name=f"agent-pids-{self.id}")
+
+    async def _pids_recorded(self, task: asyncio.Task[None] | None) -> None:
+        if task is None:
+            return
+        (error,) = await asyncio.gather(task, return_exceptions=True)
+        if error is not None:  # the store's trouble shows on the writes that matter
+            logger.warning("pids not recorded agent=%s: %s", self.id, error)
 
     async def _check_idle_process(self) -> None:
         proc = self._proc
@@ -546,21 +560,26 @@ class AgentRunner:
         self._turn_done.clear()
         self._quiet_turn = self.quiet_turns or quiet_turn(prompt)
         turn_id: int | None = None
+        pids: asyncio.Task[None] | None = None
         try:
             proc = self._proc
+            started = None
             if proc is None or not proc.alive():
                 if proc is not None:
                     await proc.kill(0)
-                proc = await self._start_process(prompt)
+                proc = started = await self._start_process(prompt)
                 if proc is None:
                     return False  # held: the loop waits for the operator's choice
             turn_id = await self._deps.store.turns.start(self.id, prompt)
-            await self._log(turn_id, "prompt", prompt[:200], {"prompt": prompt})
             self.turn_started_at = self.last_activity_at = self._deps.clock.now()
             # Paused while the turn was being set up: it is working once resumed.
             await self._set_state(AgentState.WORKING, "", unless_paused=True)
+            # After the state: a state change first commits the events before it, and the
+            # prompt's row need not hold up the turn (it is queued before the CLI's events).
+            await self._log(turn_id, "prompt", prompt[:200], {"prompt": prompt})
             await proc.query(prompt, note=self._note)
             self._note = None
+            pids = self._record_pids(started)
             result = await self._retry_api_errors(proc, turn_id, await self._result(proc, turn_id))
             await self._finish_turn(turn_id, result)
             return True
@@ -590,6 +609,7 @@ class AgentRunner:
                 await self._fail(turn_id, AgentFailed(None, "", f"the turn failed: {exc!r}"))
             return False
         finally:
+            await self._pids_recorded(pids)
             self.current_tool = None
             self.turn_started_at = None
             self._turn_begun = self._interrupt_pending = False

@@ -42,6 +42,12 @@ async def test_killing_a_parent_kills_the_whole_subtree(deep_app):
             await _idle(fake_app, f"d{depth}{suffix}")
         parent = f"d{depth}a"
     bystander = await _idle_spawn(fake_app, "bystander")
+    # Its pids are stored while the CLI answers its first message (not before it is sent),
+    # and in any case by the end of the turn.
+    stored = await fake_app.store.agents.get(bystander.id)
+    assert bystander.process is not None and bystander.process.launcher_pid
+    assert (stored.launcher_pid, stored.cli_pid) == (bystander.process.launcher_pid,
+                                                     bystander.process.cli_pid)
     family = [r for r in fake_app.pool.runners() if r.name != "bystander"]
     assert len(family) == 7
     for r in family:

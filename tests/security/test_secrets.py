@@ -208,15 +208,17 @@ async def test_database_log_and_settings_are_neither_readable_nor_writable(
     app, settings = exposed_app, exposed_app.settings
     files = {"DB": settings.db_path, "LOG": settings.log_path, "CFG": exposed.config_file,
              "POL": exposed.policy_file, "KEY": exposed.key_file}
-    # The launcher the sandbox runs (as root, first) must be visible, but never writable.
+    # The launcher the sandbox runs (as root, first) must be visible, but never writable: its
+    # stub and the compiled code the stub loads.
     launcher = settings.run_dir / "claude-launcher"
     files["LAUNCHER"] = launcher
+    files["CODE"] = settings.run_dir / "claude-launcher.code"
     before = {k: _snapshot(p) for k, p in files.items() if k != "DB"}
     db_inode = settings.db_path.stat().st_ino
     script = "".join(f"{k}='{v}'\n" for k, v in files.items()) + r"""
-for f in "$DB" "$LOG" "$CFG" "$POL" "$KEY" "$LAUNCHER"; do
+for f in "$DB" "$LOG" "$CFG" "$POL" "$KEY" "$LAUNCHER" "$CODE"; do
     echo "== $f"
-    [ "$f" = "$LAUNCHER" ] || {
+    [ "$f" = "$LAUNCHER" ] || [ "$f" = "$CODE" ] || {
         cat "$f" > /tmp/c 2>/tmp/e; echo "read rc=$? bytes=$(wc -c < /tmp/c) $(cat /tmp/e)"; }
     (echo HOSTILE >> "$f") 2>/tmp/e; echo "append rc=$? $(cat /tmp/e)"
     python3 -c 'import sys; open(sys.argv[1], "a").write("HOSTILE")' "$f" 2>/tmp/e
@@ -237,7 +239,7 @@ echo "== done"
     # Every attempt failed, as the agent saw it ...
     attempts = re.findall(r"^(read|append|python|truncate|touch|mv|rm|sqlite) rc=(\d+)(.*)$",
                           out, re.MULTILINE)
-    assert len(attempts) == 5 * 7 + 6 + 1, out
+    assert len(attempts) == 5 * 7 + 2 * 6 + 1, out
     assert [a for a in attempts if a[1] == "0"] == [], out
     assert re.findall(r"^read rc=\d+ bytes=(\d+)", out, re.MULTILINE) == ["0"] * 5, out
     # ... and on the host nothing changed.
