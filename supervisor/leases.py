@@ -75,7 +75,11 @@ class Leases:
         self._now = now
         self._sleep = sleep
         self.held: dict[str, Lease] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards `held`
+        # One take, renewal or release at a time: this supervisor's own writes must not race
+        # each other (the start's take beside an agent's first start, a renewal beside a take:
+        # each read-back would find the other's nonce and call the lease another's).
+        self._ops = threading.Lock()
 
     def _read(self, agent_id: str) -> tuple[dict[str, object] | None, int]:
         st = self.remote.stat(PREFIX + agent_id + ".json")
@@ -91,17 +95,23 @@ class Leases:
     def acquire(self, agent_ids: Iterable[str]) -> tuple[list[Lease], list[LeaseHeld]]:
         """Take the leases of `agent_ids` (PARALLEL at a time, one settle delay for all of
         them). Returns (taken, refused)."""
-        now = self._now()
-        ids = list(agent_ids)
-        with ThreadPoolExecutor(max_workers=min(PARALLEL, len(ids) or 1)) as pool:
-            first = list(pool.map(lambda a: self._try_take(a, now), ids))
-            wrote = {a: r for a, r in zip(ids, first, strict=True) if isinstance(r, tuple)}
-            refused = [r for r in first if isinstance(r, LeaseHeld)]
-            if wrote and self.settle_s > 0:
-                self._sleep(self.settle_s)
-            checked = list(pool.map(lambda item: self._confirm(item[0], item[1], now),
-                                    wrote.items()))
-        taken = [c for c in checked if isinstance(c, Lease)]
+        wanted = list(agent_ids)
+        with self._ops:
+            with self._lock:  # ours already (taken at start, say): not written again
+                already = [self.held[a] for a in wanted if a in self.held]
+                ids = [a for a in wanted if a not in self.held]
+            if not ids:
+                return already, []
+            now = self._now()
+            with ThreadPoolExecutor(max_workers=min(PARALLEL, len(ids))) as pool:
+                first = list(pool.map(lambda a: self._try_take(a, now), ids))
+                wrote = {a: r for a, r in zip(ids, first, strict=True) if isinstance(r, tuple)}
+                refused = [r for r in first if isinstance(r, LeaseHeld)]
+                if wrote and self.settle_s > 0:
+                    self._sleep(self.settle_s)
+                checked = list(pool.map(lambda item: self._confirm(item[0], item[1], now),
+                                        wrote.items()))
+        taken = already + [c for c in checked if isinstance(c, Lease)]
         refused += [c for c in checked if isinstance(c, LeaseHeld)]
         return taken, refused
 
@@ -143,6 +153,10 @@ class Leases:
     def renew(self) -> list[str]:
         """Extend every lease we hold; the ids of those we found taken from us (by a
         supervisor that saw ours expire), which the caller must stop driving."""
+        with self._ops:
+            return self._renew_held()
+
+    def _renew_held(self) -> list[str]:
         lost = []
         with self._lock:
             held = list(self.held.values())
@@ -165,6 +179,10 @@ class Leases:
     def release(self, agent_ids: Iterable[str] | None = None) -> None:
         """Give leases back (at shutdown): the next supervisor need not wait for them to
         expire."""
+        with self._ops:
+            self._release(agent_ids)
+
+    def _release(self, agent_ids: Iterable[str] | None) -> None:
         with self._lock:
             ids = list(self.held) if agent_ids is None else [a for a in agent_ids
                                                                if a in self.held]

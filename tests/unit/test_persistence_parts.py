@@ -4,6 +4,8 @@ tokens, expiry, a second holder refused), the policy's view of the shared contex
 from __future__ import annotations
 
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from supervisor.leases import Leases
@@ -43,6 +45,25 @@ def test_a_lease_is_one_holders_until_it_expires_and_tokens_only_grow(tmp_path: 
     b.release()
     taken, _ = a.acquire(["x"])  # given back: taken at once, with a higher token still
     assert taken[0].token == 3
+
+
+def test_two_takes_of_one_lease_by_one_supervisor_at_once_both_get_it(tmp_path: Path) -> None:
+    """Regression: the take at start and an agent's first start (or a renewal) ran at once;
+    each read back the other's nonce and the agent was refused as "driven by another
+    supervisor", naming this one. The settle delays are made to overlap if they can."""
+    overlap = threading.Barrier(2)
+
+    def settle(_s: float) -> None:
+        try:
+            overlap.wait(timeout=0.2)  # both takes in their settle delay together, if allowed
+        except threading.BrokenBarrierError:
+            pass
+
+    a = Leases(DirRemote(tmp_path), "a", ttl_s=60, settle_s=0.01, now=Clock(), sleep=settle)
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: a.acquire(["x"]), range(2)))
+    assert [refused for _, refused in results] == [[], []]
+    assert [[t.token for t in taken] for taken, _ in results] == [[1], [1]]
 
 
 def test_the_shared_context_is_the_agents_but_a_link_in_it_to_ours_is_not(
