@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import json
 import os
 import shutil
 import sqlite3
@@ -181,7 +182,7 @@ async def main() -> int:
     args = parser.parse_args()
     quiet_logging()
     if args.before:
-        records.plain = dataclasses.asdict  # type: ignore[assignment]
+        records.data_json = lambda m: json.dumps(dataclasses.asdict(m), default=str)
     print(f"event ingest{' (before: unbatched, asdict)' if args.before else ''}, python "
           f"{sys.version.split()[0]}, {os.cpu_count()} cpus, {args.events:,} events per fleet",
           flush=True)

@@ -3,8 +3,8 @@
 A runner's record path only appends a row to a list (`add`, no await, no I/O). One writer task
 wakes on the first row, waits up to `window_s` for more (or until `max_batch` rows are waiting,
 or someone asks for a flush), and hands the whole batch to a writer thread with its own SQLite
-connection (store/writer.py) as one transaction, the rows in one statement; the JSON of each
-row is made there too, not on the event loop.
+connection (store/writer.py) as one transaction. Each row's JSON is made as it is queued
+(orjson, well under a microsecond), so that a waiting row is plain strings and numbers.
 
 The guarantee: what is acknowledged to a front end or counted in a cost is durable. Turn ends,
 costs, escalations, bus messages and state changes are written by the store directly (each
@@ -21,7 +21,7 @@ from typing import Any
 
 from store import Store
 from store.errors import StoreError
-from store.events import EventRepo, RawEvent
+from store.events import EventRepo, RawEvent, encode
 from store.writer import ThreadWriter
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.errors import ShuttingDown
@@ -61,11 +61,14 @@ class EventIngest:
         self._task = asyncio.create_task(self.run(), name="event-ingest")
 
     def add(self, agent_id: str, turn_id: int | None, kind: str, summary: str,
-            data: dict[str, Any], at: float | None = None) -> None:
-        """Queue one event (the hot path: no await). `data` must not change after this; `at`
-        is when it happened (the clock's now if not given)."""
+            data: dict[str, Any] | str, at: float | None = None) -> None:
+        """Queue one event (the hot path: no await). `data` is its JSON (the record path makes
+        it: supervisor/records.py data_json), or a dict made JSON here; either way the queued
+        row holds no object the GC tracks. `at` is when it happened (the clock's now if not
+        given)."""
         rows = self._rows
-        rows.append((agent_id, turn_id, kind, summary, data,
+        rows.append((agent_id, turn_id, kind, summary,
+                     data if isinstance(data, str) else encode(data),
                      self.clock.now() if at is None else at))
         if len(rows) == 1:
             self._wake.set()

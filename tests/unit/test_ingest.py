@@ -27,9 +27,9 @@ from store import Store, open_store
 from store.errors import StoreError
 from store.migrations import MIGRATIONS
 from supervisor.clock import FakeClock
-from supervisor.events import TurnFinished
+from supervisor.events import AgentOutput, EventHub, TurnFinished
 from supervisor.ingest import EventIngest
-from supervisor.records import plain, record_of
+from supervisor.records import data_json, record_of
 from supervisor.retention import DAY_S, Retention, database_bytes
 from tests.conftest import run, wait_for
 
@@ -203,9 +203,27 @@ def test_records_are_what_asdict_gave_less_nones_without_calling_it(msg, monkeyp
         raise AssertionError("asdict on the record path")
 
     monkeypatch.setattr(dataclasses, "asdict", no_asdict)
-    assert json.dumps(plain(msg), default=str) == expected
-    assert json.dumps(record_of(msg).data, default=str) == expected
-    assert plain(object()) .keys() == {"repr"}
+    assert json.loads(data_json(msg)) == json.loads(expected)
+    assert record_of(msg).data == data_json(msg)
+    assert json.loads(data_json(object())).keys() == {"repr"}
+
+
+def test_a_record_orjson_refuses_is_written_by_the_standard_encoder():
+    msg = AssistantMessage(content=[TextBlock("bad \udc80 text")], model="m",
+                           usage={"n": 2 ** 70})
+    assert json.loads(data_json(msg)) == {"content": [{"text": "bad \udc80 text"}],
+                                          "model": "m", "usage": {"n": 2 ** 70}}
+
+
+def test_a_lagging_subscriber_loses_its_oldest_events_and_the_publisher_never_waits():
+    hub = EventHub(maxsize=2)
+    with hub.subscription() as slow, hub.subscription() as fast:
+        for i in range(3):
+            hub.publish(AgentOutput("a1", "w", "text", f"t{i}"))
+            if i == 0:
+                fast.get_nowait()
+        assert [slow.get_nowait().text for _ in range(2)] == ["t1", "t2"]  # type: ignore[union-attr]
+        assert [fast.get_nowait().text for _ in range(2)] == ["t1", "t2"]  # type: ignore[union-attr]
 
 
 # -- aggregates ----------------------------------------------------------------------------------
