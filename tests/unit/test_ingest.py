@@ -226,6 +226,18 @@ def test_a_lagging_subscriber_loses_its_oldest_events_and_the_publisher_never_wa
         assert [fast.get_nowait().text for _ in range(2)] == ["t1", "t2"]  # type: ignore[union-attr]
 
 
+def test_an_agents_output_reaches_only_the_subscriptions_that_read_it():
+    hub = EventHub()
+    done = TurnFinished("a1", "w", 1, True, "ok", 0.1)
+    with hub.subscription() as every, hub.subscription(TurnFinished) as turns:
+        hub.publish(AgentOutput("a1", "w", "text", "t"))
+        hub.publish(done)
+        assert turns.qsize() == 1 and turns.get_nowait() is done
+        assert every.qsize() == 2
+    hub.publish(done)  # after the subscriptions ended: nobody holds a queue
+    assert turns.empty() and every.qsize() == 2
+
+
 # -- aggregates ----------------------------------------------------------------------------------
 
 
