@@ -10,7 +10,10 @@ The guarantee: what is acknowledged to a front end or counted in a cost is durab
 costs, escalations, bus messages and state changes are written by the store directly (each
 committed before it is reported); the runner `flush`es the ingest before each of them, so the
 events that led up to one are committed first. A crash (SIGKILL, power) loses at most the open
-batch of raw events: rows added in the last `window_s`, at most `max_batch` of them.
+batch of raw events: rows added in the last `window_s`, at most `max_batch` of them (and the
+batch being written, if the writer is busy). When the fleet streams faster than the writer
+commits, `behind` holds the record path back (an agent's next message waits for `room`), so the
+rows waiting never grow past a batch and one more event per agent.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ class EventIngest:
         self._flushers: list[asyncio.Future[None]] = []
         self._wake = asyncio.Event()
         self._full = asyncio.Event()
+        self._room = asyncio.Event()  # clear while a whole batch waits (see `behind`)
+        self._room.set()
         self._task: asyncio.Task[None] | None = None
         self._writing = False
         self.stored = 0  # rows committed
@@ -53,6 +58,18 @@ class EventIngest:
     @property
     def pending(self) -> int:
         return len(self._rows)
+
+    @property
+    def behind(self) -> bool:
+        """A whole batch waits behind the one being written: the fleet streams faster than
+        the writer commits. The record path then waits for `room` before it takes the next
+        message, so that what is not yet committed stays the batch being written and the one
+        gathering, never a backlog that grows."""
+        return len(self._rows) >= self.max_batch and self._task is not None
+
+    async def room(self) -> None:
+        """Return once the waiting rows are less than a batch (the writer took them)."""
+        await self._room.wait()
 
     async def start(self) -> None:
         if self._task is not None:
@@ -74,6 +91,8 @@ class EventIngest:
             self._wake.set()
         if len(rows) >= self.max_batch:
             self._full.set()
+            if len(rows) == self.max_batch:
+                self._room.clear()
 
     async def flush(self) -> None:
         """Return once every event added before this call is committed. Raises StoreError if
@@ -110,6 +129,8 @@ class EventIngest:
             else:
                 self._rows = []
                 waiters, self._flushers = self._flushers, []
+            if len(self._rows) < self.max_batch:
+                self._room.set()
             await self._write(rows, waiters)
 
     async def _write(self, rows: list[RawEvent], waiters: list[asyncio.Future[None]]) -> None:
@@ -158,6 +179,7 @@ class EventIngest:
                 pass  # reported above; the store is gone
         _settle(self._flushers, None if not self._rows else ShuttingDown())
         self._flushers = []
+        self._room.set()
         await self.writer.close()
 
 

@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -93,6 +94,35 @@ async def test_a_full_batch_is_written_without_waiting_for_the_window(store):
         await ingest.flush()
         assert count(store) == 250
     finally:
+        await ingest.close()
+
+
+async def test_a_writer_behind_the_fleet_holds_the_record_path_back(store):
+    """At most the batch being written and one gathering are uncommitted: past that, the
+    record path waits for room (what a crash can lose stays bounded, not a backlog)."""
+    ingest = EventIngest(store, window_s=60, max_batch=5)
+    await ingest.start()
+    gate = threading.Event()
+    busy = asyncio.ensure_future(ingest.writer.call(gate.wait))  # the writer thread held
+    await asyncio.sleep(0)  # (submitted before any batch)
+    try:
+        for i in range(5):
+            ingest.add("a1", None, "k", f"first{i}", {})
+        await wait_for(lambda: ingest.pending == 0, 5, "the first batch taken")
+        for i in range(5):
+            ingest.add("a1", None, "k", f"second{i}", {})
+        room = asyncio.ensure_future(ingest.room())
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert ingest.behind and not room.done()
+        gate.set()
+        await asyncio.wait_for(room, 5)
+        assert not ingest.behind
+        await ingest.flush()
+        assert count(store) == 10
+    finally:
+        gate.set()
+        await busy
         await ingest.close()
 
 
