@@ -126,6 +126,40 @@ async def test_a_writer_behind_the_fleet_holds_the_record_path_back(store):
         await ingest.close()
 
 
+async def test_an_agents_next_message_waits_while_a_whole_batch_waits_for_the_writer(
+        fake_settings):
+    from bot.app import Switchboard
+    from supervisor.runner import AgentRunner
+
+    settings = fake_settings.with_(ingest_max_batch=5, ingest_window_s=60.0)
+    async with Switchboard(settings) as app:
+        assert app.pool is not None and app.store is not None
+        row = await app.store.agents.create(id="w1", name="w1", parent_id=None, model=None,
+                                            cwd="/w", prompt="p", permission_mode="default",
+                                            state="working")
+        runner = AgentRunner(row, app.pool._deps)
+        turn = await app.store.turns.start("w1", "p")
+        ingest, gate = app.pool.ingest, threading.Event()
+        busy = asyncio.ensure_future(ingest.writer.call(gate.wait))  # the writer thread held
+        await asyncio.sleep(0)
+        msg = AssistantMessage(content=[TextBlock("x")], model="m")
+        try:
+            for _ in range(5):
+                await runner._record(msg, turn)
+            await wait_for(lambda: ingest.pending == 0, 5, "the first batch taken")
+            for _ in range(4):
+                await runner._record(msg, turn)
+            fifth = asyncio.ensure_future(runner._record(msg, turn))
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert not fifth.done() and ingest.pending == 5
+            gate.set()
+            await asyncio.wait_for(fifth, 5)
+        finally:
+            gate.set()
+            await busy
+
+
 async def test_a_flush_covers_the_batch_in_flight_and_what_came_after(store, ingest):
     ingest.add("a1", None, "k", "first", {})
     first = asyncio.ensure_future(ingest.flush())
