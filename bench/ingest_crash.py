@@ -10,7 +10,7 @@ SIGKILL. The supervisor is started again on the same data directory, and the dat
 every turn end the console showed (status, cost, the cost ledger and the agent's totals, every
 event the turn streamed) and every state change it showed (tests/ingest_crash.py, the same check
 as tests/integration/test_ingest_crash.py with 10 agents, which is what the test suite runs: 300
-sandboxed agents take about a minute).
+sandboxed agents take 20-70 s on two shared cores).
 
 This is a check, not a timing: it runs at full size in `make bench-smoke` (so on every CI run),
 and a broken guarantee makes it exit 1 (the suite fails on that), never a slow machine. The rows

@@ -2,7 +2,7 @@
 change a front end was shown before the kill is in the database after the restart, with every
 event of each finished turn (tests/ingest_crash.py has the run and the check). 10 agents here,
 each a real sandboxed fake CLI; the same at 300 agents is bench/ingest_crash.py, which
-`make bench-smoke` (so CI) runs: about a minute, too long for the suite."""
+`make bench-smoke` (so CI) runs: 20-70 s, too long for the suite."""
 
 from __future__ import annotations
 
