@@ -6,22 +6,26 @@ import functools
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import orjson
 
 from store.db import Database
 
-# One raw event as the ingest queues it: (agent_id, turn_id, kind, summary, data, at); `data`
-# is serialised by the writer (in its thread), not by whoever queued the row.
-RawEvent = tuple[str, int | None, str, str, dict[str, Any], float]
+# One raw event as the ingest queues it: (agent_id, turn_id, kind, summary, data as JSON, at).
+# The JSON is made when the row is queued (`encode`, a fraction of a microsecond): a queued row is
+# then a tuple of strings and numbers, which the cyclic GC stops tracking, instead of a tree of
+# dicts that lives through two collections while its batch waits and is carried into the oldest
+# generation, whose collections scan the whole heap.
+RawEvent = tuple[str, int | None, str, str, str, float]
 # What json.dumps(default=str) gives, made once (json.dumps makes an encoder per call).
 _STD_ENCODE = json.JSONEncoder(default=str).encode
 
 
-def _encode(data: dict[str, Any]) -> str:
+def encode(data: dict[str, Any]) -> str:
     """A row's JSON: orjson (an eighth of the standard encoder's time), or the standard
     encoder for what orjson refuses (a lone surrogate, an integer past 64 bits)."""
     try:
@@ -45,26 +49,32 @@ class EventRow:
     at: float
 
 
-VALUES_ROWS = 256  # rows in one INSERT: 1536 parameters, under SQLite's 32766
+# Rows one INSERT takes: up to 2048 (12,288 parameters, under SQLite's 32,766), so that a batch
+# of the ingest (2000 at most) is one statement, of one of 12 sizes (a power of two, the rows
+# past the batch's NULLs its WHERE leaves out) that stay prepared in the connection's cache.
+STATEMENT_ROWS = 2048
+_COLUMNS = 6
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=16)
 def _insert_sql(n: int) -> str:
-    return ("INSERT INTO agent_events (agent_id, turn_id, kind, summary, data, at) VALUES "
-            + ",".join(["(?,?,?,?,?,?)"] * n))
+    return ("INSERT INTO agent_events (agent_id, turn_id, kind, summary, data, at)"
+            " SELECT * FROM (VALUES " + ",".join(["(?,?,?,?,?,?)"] * n) + ")"
+            " WHERE column1 IS NOT NULL")
 
 
-def _insert(conn: sqlite3.Connection, rows: Sequence[RawEvent],
-            text: Callable[[str], str] | None = None) -> None:
-    dumps = _encode
-    for i in range(0, len(rows), VALUES_ROWS):
-        chunk = rows[i:i + VALUES_ROWS]
-        if text is None:
-            params = [v for a, t, k, s, d, at in chunk for v in (a, t, k, s, dumps(d), at)]
-        else:
-            params = [v for a, t, k, s, d, at in chunk
-                      for v in (text(a), t, text(k), text(s), dumps(d), at)]
-        conn.execute(_insert_sql(len(chunk)), params)
+def _insert(conn: sqlite3.Connection, rows: Sequence[RawEvent]) -> None:
+    for i in range(0, len(rows), STATEMENT_ROWS):
+        chunk = rows[i:i + STATEMENT_ROWS]
+        size = 1 << (len(chunk) - 1).bit_length()
+        params = list(chain.from_iterable(chunk))
+        params.extend([None] * (_COLUMNS * (size - len(chunk))))
+        try:
+            conn.execute(_insert_sql(size), params)
+        except UnicodeEncodeError:  # a lone surrogate in a text: that row's text repaired
+            # Raised while binding, before the statement ran: nothing of it to undo.
+            conn.execute(_insert_sql(size), [_safe(v) if isinstance(v, str) else v
+                                             for v in params])
 
 
 def _safe(text: str) -> str:
@@ -75,36 +85,30 @@ class EventRepo:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def append(
-        self, agent_id: str, turn_id: int | None, kind: str, summary: str, data: dict[str, Any]
-    ) -> int:
+    async def append(self, agent_id: str, turn_id: int | None, kind: str, summary: str,
+                     data: dict[str, Any] | str) -> int:
+        """One event, its own transaction; `data` a dict or its JSON already made."""
         return await self.db.execute(
             "INSERT INTO agent_events (agent_id, turn_id, kind, summary, data, at)"
             " VALUES (?,?,?,?,?,?)",
-            (agent_id, turn_id, kind, summary, json.dumps(data, default=str), time.time()),
+            (agent_id, turn_id, kind, summary,
+             data if isinstance(data, str) else json.dumps(data, default=str), time.time()),
         )
 
     @staticmethod
     def insert_rows(conn: sqlite3.Connection, rows: Sequence[RawEvent]) -> int:
-        """In a writer's thread, inside its transaction: up to VALUES_ROWS rows a statement.
+        """In a writer's thread, inside its transaction: up to STATEMENT_ROWS rows a statement.
 
-        One multi-row INSERT rather than `executemany`: sqlite3 lets go of the GIL around every
-        step, so `executemany` takes it back once per row, and on a busy event loop each of
-        those waits for the loop to let go; one statement binds its rows at once and steps
-        once."""
-        conn.execute("SAVEPOINT events")
-        try:
-            _insert(conn, rows)
-        except UnicodeEncodeError:  # a lone surrogate in a summary: that row's text repaired
-            conn.execute("ROLLBACK TO events")
-            _insert(conn, rows, _safe)
-        conn.execute("RELEASE events")
+        One multi-row INSERT rather than `executemany`, and as few statements as can be:
+        sqlite3 lets go of the GIL around every step (and every prepare), and on a busy event
+        loop each time the writer takes it back it may wait for the loop's switch interval
+        (5 ms); one statement binds all its rows at once and steps once."""
+        _insert(conn, rows)
         return len(rows)
 
     async def append_many(self, rows: Sequence[RawEvent]) -> None:
         """The rows of `insert_rows`, through the store's own writer connection."""
-        await self.db.executemany(_INSERT, [(a, t, k, s, json.dumps(d, default=str), at)
-                                            for a, t, k, s, d, at in rows])
+        await self.db.executemany(_INSERT, rows)
 
     async def tail(self, agent_id: str, n: int) -> list[EventRow]:
         rows = await self.db.fetchall(

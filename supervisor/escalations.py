@@ -408,7 +408,7 @@ class Escalations:
         with the next new row. A front end seen for the first time starts from now: what is
         still open and what this supervisor said since it started, not the history of notices and
         closed requests from before."""
-        with self.hub.subscription() as queue:
+        with self.hub.subscription(EscalationEvent) as queue:
             await self._first_sight(frontend)
             while True:
                 acked = self._held_acked.get(frontend, set())

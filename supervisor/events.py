@@ -70,31 +70,48 @@ Event = StateChanged | AgentOutput | TurnFinished
 
 class EventHub:
     """Fan-out of events to subscribers. Publishing never blocks: a subscriber that falls more
-    than `maxsize` events behind loses the oldest ones (it can re-read the store)."""
+    than `maxsize` events behind loses the oldest ones (it can re-read the store). A
+    subscription names the event classes it reads (exact classes; none: every event), so an
+    agent's output, thousands a second with a fleet, is put only in the queues of those that
+    read it (the front ends), not in every internal watcher's that would wake to drop it."""
 
     def __init__(self, maxsize: int = 10_000) -> None:
-        self._subs: set[asyncio.Queue[Event]] = set()
+        self._every: set[asyncio.Queue[Event]] = set()
+        self._by_kind: dict[type, set[asyncio.Queue[Event]]] = {}
         self._maxsize = maxsize
 
     def publish(self, event: Event) -> None:
-        for queue in self._subs:
-            if queue.full():
-                with contextlib.suppress(asyncio.QueueEmpty):
-                    queue.get_nowait()
-                logger.warning("event subscriber lagging, dropped oldest event")
-            queue.put_nowait(event)
+        for queue in self._every:
+            _put(queue, event)
+        for queue in self._by_kind.get(event.__class__, ()):
+            _put(queue, event)
 
     @contextlib.contextmanager
-    def subscription(self) -> Iterator[asyncio.Queue[Event]]:
+    def subscription(self, *kinds: type) -> Iterator[asyncio.Queue[Event]]:
+        """A queue of every event published from now on, or only of the classes `kinds`."""
         queue: asyncio.Queue[Event] = asyncio.Queue(self._maxsize)
-        self._subs.add(queue)
+        sets = [self._by_kind.setdefault(k, set()) for k in kinds] if kinds else [self._every]
+        for subscribers in sets:
+            subscribers.add(queue)
         try:
             yield queue
         finally:
-            self._subs.discard(queue)
+            for subscribers in sets:
+                subscribers.discard(queue)
 
     async def stream(self) -> AsyncIterator[Event]:
         with self.subscription() as queue:
             while True:
                 yield await queue.get()
 
+
+def _put(queue: asyncio.Queue[Event], event: Event) -> None:
+    # Once per agent output and subscriber: the put is tried first, not preceded by full(),
+    # which costs as much again.
+    try:
+        queue.put_nowait(event)
+    except asyncio.QueueFull:
+        with contextlib.suppress(asyncio.QueueEmpty):
+            queue.get_nowait()
+        logger.warning("event subscriber lagging, dropped oldest event")
+        queue.put_nowait(event)

@@ -3,14 +3,17 @@
 A runner's record path only appends a row to a list (`add`, no await, no I/O). One writer task
 wakes on the first row, waits up to `window_s` for more (or until `max_batch` rows are waiting,
 or someone asks for a flush), and hands the whole batch to a writer thread with its own SQLite
-connection (store/writer.py) as one transaction, the rows in one statement; the JSON of each
-row is made there too, not on the event loop.
+connection (store/writer.py) as one transaction. Each row's JSON is made as it is queued
+(orjson, well under a microsecond), so that a waiting row is plain strings and numbers.
 
 The guarantee: what is acknowledged to a front end or counted in a cost is durable. Turn ends,
 costs, escalations, bus messages and state changes are written by the store directly (each
 committed before it is reported); the runner `flush`es the ingest before each of them, so the
 events that led up to one are committed first. A crash (SIGKILL, power) loses at most the open
-batch of raw events: rows added in the last `window_s`, at most `max_batch` of them.
+batch of raw events: rows added in the last `window_s`, at most `max_batch` of them (and the
+batch being written, if the writer is busy). When the fleet streams faster than the writer
+commits, `behind` holds the record path back (an agent's next message waits for `room`), so the
+rows waiting never grow past a batch and one more event per agent.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from store import Store
 from store.errors import StoreError
-from store.events import EventRepo, RawEvent
+from store.events import EventRepo, RawEvent, encode
 from store.writer import ThreadWriter
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.errors import ShuttingDown
@@ -44,6 +47,8 @@ class EventIngest:
         self._flushers: list[asyncio.Future[None]] = []
         self._wake = asyncio.Event()
         self._full = asyncio.Event()
+        self._room = asyncio.Event()  # clear while a whole batch waits (see `behind`)
+        self._room.set()
         self._task: asyncio.Task[None] | None = None
         self._writing = False
         self.stored = 0  # rows committed
@@ -54,6 +59,18 @@ class EventIngest:
     def pending(self) -> int:
         return len(self._rows)
 
+    @property
+    def behind(self) -> bool:
+        """A whole batch waits behind the one being written: the fleet streams faster than
+        the writer commits. The record path then waits for `room` before it takes the next
+        message, so that what is not yet committed stays the batch being written and the one
+        gathering, never a backlog that grows."""
+        return len(self._rows) >= self.max_batch and self._task is not None
+
+    async def room(self) -> None:
+        """Return once the waiting rows are less than a batch (the writer took them)."""
+        await self._room.wait()
+
     async def start(self) -> None:
         if self._task is not None:
             return
@@ -61,16 +78,21 @@ class EventIngest:
         self._task = asyncio.create_task(self.run(), name="event-ingest")
 
     def add(self, agent_id: str, turn_id: int | None, kind: str, summary: str,
-            data: dict[str, Any], at: float | None = None) -> None:
-        """Queue one event (the hot path: no await). `data` must not change after this; `at`
-        is when it happened (the clock's now if not given)."""
+            data: dict[str, Any] | str, at: float | None = None) -> None:
+        """Queue one event (the hot path: no await). `data` is its JSON (the record path makes
+        it: supervisor/records.py data_json), or a dict made JSON here; either way the queued
+        row holds no object the GC tracks. `at` is when it happened (the clock's now if not
+        given)."""
         rows = self._rows
-        rows.append((agent_id, turn_id, kind, summary, data,
+        rows.append((agent_id, turn_id, kind, summary,
+                     data if isinstance(data, str) else encode(data),
                      self.clock.now() if at is None else at))
         if len(rows) == 1:
             self._wake.set()
         if len(rows) >= self.max_batch:
             self._full.set()
+            if len(rows) == self.max_batch:
+                self._room.clear()
 
     async def flush(self) -> None:
         """Return once every event added before this call is committed. Raises StoreError if
@@ -107,6 +129,8 @@ class EventIngest:
             else:
                 self._rows = []
                 waiters, self._flushers = self._flushers, []
+            if len(self._rows) < self.max_batch:
+                self._room.set()
             await self._write(rows, waiters)
 
     async def _write(self, rows: list[RawEvent], waiters: list[asyncio.Future[None]]) -> None:
@@ -155,6 +179,7 @@ class EventIngest:
                 pass  # reported above; the store is gone
         _settle(self._flushers, None if not self._rows else ShuttingDown())
         self._flushers = []
+        self._room.set()
         await self.writer.close()
 
 

@@ -98,7 +98,7 @@ class Persistence:
         """A snapshot when a turn starts as well as when it ends (both debounced): a container
         lost mid-turn then comes back knowing the turn was under way, so it is reported as
         interrupted, not silently forgotten."""
-        with hub.subscription() as events:
+        with hub.subscription(StateChanged, TurnFinished) as events:
             while True:
                 event = await events.get()
                 started = (isinstance(event, StateChanged) and event.new == AgentState.WORKING

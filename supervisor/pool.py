@@ -376,7 +376,7 @@ class AgentPool:
     async def _wait_idle(self, ref: str, timeout_s: float) -> bool:
         """For notify_when_idle: True once the agent is idle (at once if it is)."""
         r = await self.get(ref)
-        with self.hub.subscription() as events:
+        with self.hub.subscription(StateChanged) as events:
             if r.state == AgentState.IDLE and not r.busy and not r.queued:
                 return True
             try:

@@ -727,6 +727,8 @@ class AgentRunner:
         ingest = deps.ingest
         if ingest is not None:  # the hot path: queued, written with its batch
             ingest.add(self.id, turn_id, rec.kind, rec.summary, rec.data, self.last_activity_at)
+            if ingest.behind:  # the writer lags the fleet: wait, so a crash loses no backlog
+                await ingest.room()
         else:
             await self._deps.store.events.append(self.id, turn_id, rec.kind, rec.summary,
                                                  rec.data)

@@ -76,7 +76,7 @@ class EscalationTimers:
 
     async def run(self) -> None:
         hub = self.escalations.hub
-        with hub.subscription() as queue:
+        with hub.subscription(EscalationEvent) as queue:
             while True:
                 try:
                     await self.tick()

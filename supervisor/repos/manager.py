@@ -182,7 +182,7 @@ class Repos(Awareness):
                 logger.exception("worktree gc failed")
 
     async def _watch_turns(self) -> None:
-        with self._pool.hub.subscription() as events:
+        with self._pool.hub.subscription(TurnFinished) as events:
             while True:
                 ev = await events.get()
                 if isinstance(ev, TurnFinished) and ev.agent_id:

@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,9 +28,9 @@ from store import Store, open_store
 from store.errors import StoreError
 from store.migrations import MIGRATIONS
 from supervisor.clock import FakeClock
-from supervisor.events import TurnFinished
+from supervisor.events import AgentOutput, EventHub, TurnFinished
 from supervisor.ingest import EventIngest
-from supervisor.records import plain, record_of
+from supervisor.records import data_json, record_of
 from supervisor.retention import DAY_S, Retention, database_bytes
 from tests.conftest import run, wait_for
 
@@ -94,6 +95,69 @@ async def test_a_full_batch_is_written_without_waiting_for_the_window(store):
         assert count(store) == 250
     finally:
         await ingest.close()
+
+
+async def test_a_writer_behind_the_fleet_holds_the_record_path_back(store):
+    """At most the batch being written and one gathering are uncommitted: past that, the
+    record path waits for room (what a crash can lose stays bounded, not a backlog)."""
+    ingest = EventIngest(store, window_s=60, max_batch=5)
+    await ingest.start()
+    gate = threading.Event()
+    busy = asyncio.ensure_future(ingest.writer.call(gate.wait))  # the writer thread held
+    await asyncio.sleep(0)  # (submitted before any batch)
+    try:
+        for i in range(5):
+            ingest.add("a1", None, "k", f"first{i}", {})
+        await wait_for(lambda: ingest.pending == 0, 5, "the first batch taken")
+        for i in range(5):
+            ingest.add("a1", None, "k", f"second{i}", {})
+        room = asyncio.ensure_future(ingest.room())
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert ingest.behind and not room.done()
+        gate.set()
+        await asyncio.wait_for(room, 5)
+        assert not ingest.behind
+        await ingest.flush()
+        assert count(store) == 10
+    finally:
+        gate.set()
+        await busy
+        await ingest.close()
+
+
+async def test_an_agents_next_message_waits_while_a_whole_batch_waits_for_the_writer(
+        fake_settings):
+    from bot.app import Switchboard
+    from supervisor.runner import AgentRunner
+
+    settings = fake_settings.with_(ingest_max_batch=5, ingest_window_s=60.0)
+    async with Switchboard(settings) as app:
+        assert app.pool is not None and app.store is not None
+        row = await app.store.agents.create(id="w1", name="w1", parent_id=None, model=None,
+                                            cwd="/w", prompt="p", permission_mode="default",
+                                            state="working")
+        runner = AgentRunner(row, app.pool._deps)
+        turn = await app.store.turns.start("w1", "p")
+        ingest, gate = app.pool.ingest, threading.Event()
+        busy = asyncio.ensure_future(ingest.writer.call(gate.wait))  # the writer thread held
+        await asyncio.sleep(0)
+        msg = AssistantMessage(content=[TextBlock("x")], model="m")
+        try:
+            for _ in range(5):
+                await runner._record(msg, turn)
+            await wait_for(lambda: ingest.pending == 0, 5, "the first batch taken")
+            for _ in range(4):
+                await runner._record(msg, turn)
+            fifth = asyncio.ensure_future(runner._record(msg, turn))
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert not fifth.done() and ingest.pending == 5
+            gate.set()
+            await asyncio.wait_for(fifth, 5)
+        finally:
+            gate.set()
+            await busy
 
 
 async def test_a_flush_covers_the_batch_in_flight_and_what_came_after(store, ingest):
@@ -203,9 +267,39 @@ def test_records_are_what_asdict_gave_less_nones_without_calling_it(msg, monkeyp
         raise AssertionError("asdict on the record path")
 
     monkeypatch.setattr(dataclasses, "asdict", no_asdict)
-    assert json.dumps(plain(msg), default=str) == expected
-    assert json.dumps(record_of(msg).data, default=str) == expected
-    assert plain(object()) .keys() == {"repr"}
+    assert json.loads(data_json(msg)) == json.loads(expected)
+    assert record_of(msg).data == data_json(msg)
+    assert json.loads(data_json(object())).keys() == {"repr"}
+
+
+def test_a_record_orjson_refuses_is_written_by_the_standard_encoder():
+    msg = AssistantMessage(content=[TextBlock("bad \udc80 text")], model="m",
+                           usage={"n": 2 ** 70})
+    assert json.loads(data_json(msg)) == {"content": [{"text": "bad \udc80 text"}],
+                                          "model": "m", "usage": {"n": 2 ** 70}}
+
+
+def test_a_lagging_subscriber_loses_its_oldest_events_and_the_publisher_never_waits():
+    hub = EventHub(maxsize=2)
+    with hub.subscription() as slow, hub.subscription() as fast:
+        for i in range(3):
+            hub.publish(AgentOutput("a1", "w", "text", f"t{i}"))
+            if i == 0:
+                fast.get_nowait()
+        assert [slow.get_nowait().text for _ in range(2)] == ["t1", "t2"]  # type: ignore[union-attr]
+        assert [fast.get_nowait().text for _ in range(2)] == ["t1", "t2"]  # type: ignore[union-attr]
+
+
+def test_an_agents_output_reaches_only_the_subscriptions_that_read_it():
+    hub = EventHub()
+    done = TurnFinished("a1", "w", 1, True, "ok", 0.1)
+    with hub.subscription() as every, hub.subscription(TurnFinished) as turns:
+        hub.publish(AgentOutput("a1", "w", "text", "t"))
+        hub.publish(done)
+        assert turns.qsize() == 1 and turns.get_nowait() is done
+        assert every.qsize() == 2
+    hub.publish(done)  # after the subscriptions ended: nobody holds a queue
+    assert turns.empty() and every.qsize() == 2
 
 
 # -- aggregates ----------------------------------------------------------------------------------
