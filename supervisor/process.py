@@ -260,6 +260,7 @@ DYING_WAIT_S = 2.0  # bound on waiting for killed processes to finish exiting
 # 300 agents shutting down at once, 10 ms polls made the loop the bottleneck (shutdown 810-850 ms
 # against 690-760 ms at 50 ms: the shutdown of 300 idle fake agents, two runs each).
 POLITE_POLL_S = 0.05
+EXIT_POLL_S = 0.005  # how often `_exited` looks again (most pids are gone at the first look)
 
 
 def _wait_dead(pids: set[int], deadline: float) -> None:
@@ -495,10 +496,10 @@ class AgentProcess:
             # once, synchronously, so a cancelled kill still kills; the sweep that follows is
             # the synchronous one if we are being cancelled.
             forced = sorted(self._kill_known(last))
+            ours = {p for p in (self.init_pid, self.launcher_pid) if p}
             try:
                 forced = sorted(set(forced) | await self._sweep_shared(table))
-                await self._exited({*forced, *(p for p in (self.init_pid, self.launcher_pid)
-                                                if p)})
+                await self._exited({*forced, *ours})
             except asyncio.CancelledError:
                 self.kill_now()
                 raise
@@ -513,7 +514,7 @@ class AgentProcess:
         deadline = time.monotonic() + DYING_WAIT_S
         left = _exiting(pids)
         while left and time.monotonic() < deadline:
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(EXIT_POLL_S)
             left = _exiting(left)
 
     async def _still_there(self, table: ProcTable) -> set[int]:
