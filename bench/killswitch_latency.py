@@ -77,6 +77,7 @@ REPEATS = 1
 GOAL_RATIO = 2.0
 AGENT_NICE = Settings.model_fields["agent_nice"].default
 GOAL_FROM = 100  # fleet size from which the 2x goal applies (issue 11, item 3)
+SHUTDOWN_GOAL_FROM = 300  # issue 11, item 3: "shutdown with 300 idle agents"
 POLL_S = 0.002
 READY_TIMEOUT_S = 150.0
 KILL_TIMEOUT_S = 60.0
@@ -414,7 +415,9 @@ def report(by_n: dict[int, list[Row]]) -> None:
         for label, attr, baseline, what in figures:
             measured = med(rows, attr)
             ratio = measured / baseline if baseline > 0 else float("inf")
-            gated = n >= GOAL_FROM  # at 10 agents fixed costs dominate: reported, not judged
+            # At 10 agents fixed costs dominate: reported, not judged. The issue's goal for the
+            # shutdown names 300 idle agents; at 100 it is reported beside it, not judged.
+            gated = n >= (SHUTDOWN_GOAL_FROM if label.startswith("shutdown") else GOAL_FROM)
             result(f"{label}, {n} agents", measured, "ms",
                    goal=f"<= {GOAL_RATIO:g}x {what}" if gated else "",
                    baseline=baseline, ratio=ratio, passed=ratio <= GOAL_RATIO if gated else None)
