@@ -232,6 +232,8 @@ async def test_without_a_bucket_a_lost_transcript_is_resume_failed_not_a_crash_l
         await run(app, "/ask w TEXT: two")
         runner = await app.pool.get("w")
         await wait_for(lambda: runner.state == AgentState.RESUME_FAILED, 60, "resume_failed")
+        # The question is opened just after the state is stored: wait for it, not for a moment.
+        await wait_for(lambda: app.pool.escalations.pending(runner.id), 30, "the question")
         [question] = await app.pool.escalations.pending(runner.id)
         assert question.title == "w: its session could not be resumed"
         reply = await run(app, "/ask w TEXT: three")
