@@ -276,8 +276,8 @@ def _wait_dead(pids: set[int], deadline: float) -> None:
 
 
 def _exiting(pids: Iterable[int]) -> set[int]:
-    """Those of `pids` still there and not yet zombies."""
-    return {pid for pid in pids if (fields := _stat_fields(pid)) and fields[0] != b"Z"}
+    """Those of `pids` still there and not yet zombies (or dead)."""
+    return {pid for pid in pids if _live(pid)}
 
 
 def _autogroup_nice(pid: int | str) -> int | None:
