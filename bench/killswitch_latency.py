@@ -407,17 +407,21 @@ def report(by_n: dict[int, list[Row]]) -> None:
     """The suite's rows: each figure against its baseline, goal 2x (issue 11, item 3)."""
     for n, rows in by_n.items():
         direct, term = med(rows, "direct_ms"), med(rows, "term_ms")
-        figures = (("kill switch -> last process gone", "ks_ms", direct, "direct killpg"),
+        # The last field: the fleet size from which the figure is judged. At 10 agents fixed
+        # costs dominate: reported, not judged. The issue's goal for the shutdown names 300 idle
+        # agents; at 100 it is reported beside it, not judged.
+        figures = (("kill switch -> last process gone", "ks_ms", direct, "direct killpg",
+                    GOAL_FROM),
                    ("kill switch -> trigger() returned", "trigger_ms", direct,
-                    "direct killpg"),
-                   ("shutdown -> returned", "shut_ms", term, "direct SIGTERM"),
-                   ("shutdown -> last process gone", "shut_gone_ms", term, "direct SIGTERM"))
-        for label, attr, baseline, what in figures:
+                    "direct killpg", GOAL_FROM),
+                   ("shutdown -> returned", "shut_ms", term, "direct SIGTERM",
+                    SHUTDOWN_GOAL_FROM),
+                   ("shutdown -> last process gone", "shut_gone_ms", term, "direct SIGTERM",
+                    SHUTDOWN_GOAL_FROM))
+        for label, attr, baseline, what, judged_from in figures:
             measured = med(rows, attr)
             ratio = measured / baseline if baseline > 0 else float("inf")
-            # At 10 agents fixed costs dominate: reported, not judged. The issue's goal for the
-            # shutdown names 300 idle agents; at 100 it is reported beside it, not judged.
-            gated = n >= (SHUTDOWN_GOAL_FROM if label.startswith("shutdown") else GOAL_FROM)
+            gated = n >= judged_from
             result(f"{label}, {n} agents", measured, "ms",
                    goal=f"<= {GOAL_RATIO:g}x {what}" if gated else "",
                    baseline=baseline, ratio=ratio, passed=ratio <= GOAL_RATIO if gated else None)
