@@ -243,17 +243,23 @@ def _inner(argv, real_cli):
     status = 0
     # Our session (bwrap's --new-session made it) has an autogroup of its own, at nice 0. The
     # kernel lets a process without CAP_SYS_ADMIN (bwrap dropped ours) change one autogroup a
-    # tenth of a second, machine-wide: retry while the CLI starts, never delaying it.
+    # tenth of a second, machine-wide: retry while the CLI starts, never delaying it. A
+    # supervisor with the capability sets it for us at once (process.lower_autogroup), so each
+    # try first looks whether it is done; and the tries back off (50 ms, doubling up to 1 s):
+    # 300 agents started at once, each retrying every 50 ms for the 30 s the kernel's rate
+    # takes to serve them all, kept a third of a 2-core machine busy while the fleet was idle.
     regroup = (os.environ.get(NICE_VAR) or "").partition(":")[2]
     regroup_until = time.monotonic() + 30
+    regroup_wait = 0.05
     while True:
         if not regroup.isdigit() or time.monotonic() > regroup_until:
             regroup = ""
-        elif _set_autogroup_nice(int(regroup)):
+        elif _autogroup_nice() >= int(regroup) or _set_autogroup_nice(int(regroup)):
             regroup = ""
         if regroup:
-            info = signal.sigtimedwait(waited, 0.05)
+            info = signal.sigtimedwait(waited, regroup_wait)
             if info is None:
+                regroup_wait = min(1.0, regroup_wait * 2)
                 continue
         else:
             info = signal.sigwaitinfo(waited)
@@ -308,7 +314,12 @@ def main(argv):
         return 2
     stage = os.environ.get(STAGE_VAR)
     if stage == "inner":
-        return _inner(argv, real_cli)
+        # os._exit, not a return: pid 1's exit ends the namespace, and an interpreter's
+        # teardown (about a millisecond of CPU) would only delay that, 300 times over when a
+        # fleet shuts down at once. Nothing is buffered but stderr.
+        code = _inner(argv, real_cli)
+        sys.stderr.flush()
+        os._exit(code)
     expected_parent = os.environ.get(PARENT_VAR)
     if os.environ.get(SANDBOX_VAR):
         # Straight to bwrap with the allowlisted environment (the exec is what clears our
