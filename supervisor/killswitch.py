@@ -34,7 +34,7 @@ from store.kv import get_sync, set_sync
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import Halted
-from supervisor.process import kill_first, sweep
+from supervisor.process import kill_first, no_cyclic_gc, sweep
 
 logger = logging.getLogger(__name__)
 
@@ -186,8 +186,9 @@ class KillSwitch:
         # All at once: each closes its SDK client and checks for survivors from /proc
         # snapshots they share (supervisor/proctable.py); one agent's bookkeeping, failing or
         # slow, never holds up the rest.
-        await asyncio.gather(*(runner.mark_killed("kill switch") for runner in live),
-                             return_exceptions=True)
+        with no_cyclic_gc():
+            await asyncio.gather(*(runner.mark_killed("kill switch") for runner in live),
+                                 return_exceptions=True)
         denied = 0
         try:
             denied = await self.pool.escalations.cancel_all("the kill switch was triggered")

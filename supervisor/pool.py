@@ -27,7 +27,7 @@ from supervisor.killswitch import KillSwitch
 from supervisor.names import check_names, new_agent_id
 from supervisor.persistence import Persistence
 from supervisor.policy import Policy, PolicyError
-from supervisor.process import install_launcher, resolve_cli, sweep
+from supervisor.process import install_launcher, no_cyclic_gc, resolve_cli, sweep
 from supervisor.protected import ProtectedPaths
 from supervisor.recovery import RERUN_TOOL, answer_hook, report_interrupted
 from supervisor.repos import Repos
@@ -602,7 +602,11 @@ class AgentPool:
                 await asyncio.gather(loop_task, return_exceptions=True)
         await self.watchdog.close()
         runners = list(self._runners.values())
-        await asyncio.gather(*(r.close_for_shutdown() for r in runners), return_exceptions=True)
+        with no_cyclic_gc():
+            for r in runners:
+                r.begin_shutdown()  # every SIGTERM first, in one pass; then the waits
+            await asyncio.gather(*(r.close_for_shutdown() for r in runners),
+                                 return_exceptions=True)
         for task in self._tasks.values():
             task.cancel()
         await self.bus.close()  # leases still held stay: the next start delivers them again
