@@ -122,7 +122,9 @@ async def test_twenty_agents_then_clean_shutdown(fake_settings):
         runners = [await app.pool.get(f"f{i}") for i in range(20)]
         await wait_for(lambda: all(r.state == "idle" for r in runners), 60, "20 idle agents")
         prefix = fake_settings.instance_id + "/"
-        assert len([p for p in processes_with_tag(prefix) if p.name() == "sleep"]) == 20
+        # The turn can end before the background sh has exec'd its sleep: wait for all 20.
+        await wait_for(lambda: len([p for p in processes_with_tag(prefix)
+                                    if p.name() == "sleep"]) == 20, 20, "20 background sleeps")
     assert processes_with_tag(prefix) == []
     async with Switchboard(fake_settings) as app:
         assert len(app.pool.runners()) == 20
