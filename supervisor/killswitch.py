@@ -167,9 +167,12 @@ class KillSwitch:
 
     async def trigger(self, by: str, via: str, reason: str = "") -> KillReport:
         started = self.clock.monotonic()
-        live = self._live_halting()
-        pids = await asyncio.to_thread(self.fire_now, by, via, reason, known_pids(live))
-        return await self._after(live, pids, started, by, via)
+        # No cyclic GC from the first SIGKILL on: the loop handling every dying agent's pipes
+        # and the bookkeeping after make enough garbage to set off a full collection.
+        with no_cyclic_gc():
+            live = self._live_halting()
+            pids = await asyncio.to_thread(self.fire_now, by, via, reason, known_pids(live))
+            return await self._after(live, pids, started, by, via)
 
     async def _after_thread(self, pids: list[int], started: float, by: str,
                             via: str) -> KillReport:
@@ -186,7 +189,7 @@ class KillSwitch:
         # All at once: each closes its SDK client and checks for survivors from /proc
         # snapshots they share (supervisor/proctable.py); one agent's bookkeeping, failing or
         # slow, never holds up the rest.
-        with no_cyclic_gc():
+        with no_cyclic_gc():  # also for a watcher thread's trigger (`_after_thread`)
             await asyncio.gather(*(runner.mark_killed("kill switch") for runner in live),
                                  return_exceptions=True)
         denied = 0
