@@ -177,7 +177,8 @@ class KillSwitch:
     async def _after_thread(self, pids: list[int], started: float, by: str,
                             via: str) -> KillReport:
         """The loop's half of a trigger that a watcher thread fired."""
-        return await self._after(self._live_halting(), pids, started, by, via)
+        with no_cyclic_gc():  # as in `trigger`
+            return await self._after(self._live_halting(), pids, started, by, via)
 
     async def _after(self, live: list[Any], pids: list[int], started: float, by: str,
                      via: str) -> KillReport:
@@ -189,9 +190,8 @@ class KillSwitch:
         # All at once: each closes its SDK client and checks for survivors from /proc
         # snapshots they share (supervisor/proctable.py); one agent's bookkeeping, failing or
         # slow, never holds up the rest.
-        with no_cyclic_gc():  # also for a watcher thread's trigger (`_after_thread`)
-            await asyncio.gather(*(runner.mark_killed("kill switch") for runner in live),
-                                 return_exceptions=True)
+        await asyncio.gather(*(runner.mark_killed("kill switch") for runner in live),
+                             return_exceptions=True)
         denied = 0
         try:
             denied = await self.pool.escalations.cancel_all("the kill switch was triggered")

@@ -321,7 +321,6 @@ def no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-
 class AgentProcess:
     """The CLI process tree of one agent and the SDK client that talks to it."""
 
@@ -498,8 +497,9 @@ class AgentProcess:
         table = table or proctable.shared()
         last: set[int] = set()
         try:
-            if grace_s > 0 and self.terminate():
-                deadline = (self._terminated_at or time.monotonic()) + grace_s
+            sent = self.terminate() if grace_s > 0 else None
+            if sent is not None:
+                deadline = sent + grace_s
                 last = await self._still_there(table)
                 while last and time.monotonic() < deadline:
                     await asyncio.sleep(POLITE_POLL_S)
@@ -528,18 +528,18 @@ class AgentProcess:
                 await asyncio.shield(closing)
         return forced
 
-    def terminate(self) -> bool:
+    def terminate(self) -> float | None:
         """The polite half of `kill`, synchronous: resume if paused, then SIGTERM the CLI
         (sandboxed, through the init, which forwards it; bwrap would just die). Once only;
-        True if there is a process to wait for. A shutdown sends it to every agent in one pass
-        before any of them is waited for (`kill` then only waits)."""
+        returns when it was sent, None if there is no process to wait for. A shutdown sends it
+        to every agent in one pass before any of them is waited for (`kill` then only waits)."""
         polite = self.init_pid if self.sandboxed else self.launcher_pid
         if self._terminated_at is None and polite:
             if self.paused:
                 self.resume()
             _signal_all([polite], signal.SIGTERM)
             self._terminated_at = time.monotonic()
-        return self._terminated_at is not None
+        return self._terminated_at
 
     @staticmethod
     async def _exited(pids: set[int]) -> None:
