@@ -6,7 +6,7 @@ import functools
 import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
@@ -21,17 +21,24 @@ from store.db import Database
 # dicts that lives through two collections while its batch waits and is carried into the oldest
 # generation, whose collections scan the whole heap.
 RawEvent = tuple[str, int | None, str, str, str, float]
-# What json.dumps(default=str) gives, made once (json.dumps makes an encoder per call).
-_STD_ENCODE = json.JSONEncoder(default=str).encode
+def json_encoder(default: Callable[[Any], Any], option: int = 0) -> Callable[[Any], str]:
+    """An encoder of rows' JSON: orjson (an eighth of the standard encoder's time) with
+    `default` for what it cannot write, and non-string keys written as strings; for what orjson
+    refuses (a lone surrogate, an integer past 64 bits), the standard encoder with the same
+    `default`, made once (json.dumps makes one per call)."""
+    standard = json.JSONEncoder(default=default).encode
+    option |= orjson.OPT_NON_STR_KEYS
+
+    def encode(data: Any) -> str:
+        try:
+            return orjson.dumps(data, default=default, option=option).decode()
+        except TypeError:  # orjson.JSONEncodeError is one
+            return standard(data)
+
+    return encode
 
 
-def encode(data: dict[str, Any]) -> str:
-    """A row's JSON: orjson (an eighth of the standard encoder's time), or the standard
-    encoder for what orjson refuses (a lone surrogate, an integer past 64 bits)."""
-    try:
-        return orjson.dumps(data, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-    except TypeError:  # orjson.JSONEncodeError is one
-        return _STD_ENCODE(data)
+encode = json_encoder(str)  # a row's JSON, as json.dumps(default=str) would give its content
 
 
 _INSERT = ("INSERT INTO agent_events (agent_id, turn_id, kind, summary, data, at)"

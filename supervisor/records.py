@@ -19,6 +19,8 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
+from store.events import json_encoder
+
 SUMMARY_CHARS = 2000
 RESULT_PREVIEW_CHARS = 500
 OUTPUT_CHARS = 2000
@@ -61,7 +63,6 @@ def block_text(content: Any) -> str:
 
 # Each dataclass type's converter, made once from its fields: what orjson calls for it.
 _MAKERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
-_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_NON_STR_KEYS
 
 
 def _maker(cls: type) -> Callable[[Any], dict[str, Any]]:
@@ -90,7 +91,7 @@ def _default(v: Any) -> Any:
     return str(v)
 
 
-_STD_ENCODE = json.JSONEncoder(default=_default).encode
+_encode = json_encoder(_default, orjson.OPT_PASSTHROUGH_DATACLASS)
 
 
 def data_json(msg: Any) -> str:
@@ -101,11 +102,8 @@ def data_json(msg: Any) -> str:
     integer past 64 bits) goes through the standard encoder. Not a dataclass: {"repr": ...}."""
     if msg.__class__ not in _MAKERS and (
             not dataclasses.is_dataclass(msg) or isinstance(msg, type)):
-        return _STD_ENCODE({"repr": repr(msg)})
-    try:
-        return orjson.dumps(msg, default=_default, option=_OPTIONS).decode()
-    except TypeError:  # orjson.JSONEncodeError is one
-        return _STD_ENCODE(msg)
+        return json.dumps({"repr": repr(msg)})
+    return _encode(msg)
 
 
 _KINDS: dict[type, str] = {}
