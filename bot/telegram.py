@@ -324,6 +324,11 @@ class TelegramFrontend(Lifecycle):
         if ptb is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(ptb.shutdown(), timeout_s)
+            # An application whose initialize() failed (a refused token, the API down) does
+            # nothing on shutdown(), but its bot's HTTP clients are open: close them, or their
+            # connections leak (the bot's shutdown is a no-op once they are closed).
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ptb.bot.shutdown(), timeout_s)
         self.ptb = None
 
     # -- inbound: parse, hand to the kit --------------------------------------------------------

@@ -612,6 +612,13 @@ class AgentProcess:
                 async with asyncio.timeout(timeout_s):
                     await asyncio.shield(self.client.disconnect())
         finally:
+            # The SDK closes the message stream's receive side only when disconnect() gets to
+            # its end; one that raised or ran out of time leaves it open (a ResourceWarning
+            # once collected). We are its only reader, and done with it.
+            query = getattr(self.client, "_query", None)
+            if query is not None:
+                with contextlib.suppress(Exception):
+                    query.close_receive_stream()
             if kill:
                 self._kill_known(set())
                 table = proctable.shared()

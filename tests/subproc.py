@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -42,8 +43,9 @@ class Supervisor:
 
     def _pump(self) -> None:
         assert self.proc.stdout
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
+        with self.proc.stdout:  # closed at its end: an unclosed pipe is a ResourceWarning
+            for line in self.proc.stdout:
+                self.lines.put(line.rstrip("\n"))
         self.ended.set()
 
     def rest(self, timeout: float = 10) -> list[str]:
@@ -81,9 +83,14 @@ class Supervisor:
             left = [n for n in left if n not in line]
 
     def close(self) -> None:
+        """Kill the supervisor if it still runs and close its stdin (the pump closes stdout at
+        its end: an agent left behind may hold it open)."""
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(10)
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):  # a line the dead process never read
+                self.proc.stdin.close()
 
 
 def write_config(home: Path, mock=None, *, fake: bool = False, permissive: bool = False,

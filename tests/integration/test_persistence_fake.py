@@ -90,11 +90,17 @@ async def test_a_new_data_directory_comes_back_from_the_bucket(bucket_settings: 
         after = _rows(settings.db_path)
         for table, rows in before.items():
             assert rows <= after[table], f"{table}: {rows - after[table]} missing"
-        # The agents are back, alive, each to resume its session on its next message (the
-        # fake CLI keeps no transcript: the real CLI's resume is test_persistence_real.py's).
-        # Back and settled: one may first run what was delivered to it again after the restart.
-        await wait_for(lambda: {(r.name, r.state) for r in app.pool.runners()}  # type: ignore[union-attr]
-                       == {("a", "idle"), ("b", "idle")}, 30, "both agents back and idle")
+        # The agents are back, alive, each to resume its session on its next message. b's
+        # question died with the old supervisor: b is told so at once, a turn that resumes
+        # its session. The fake CLI keeps no transcript, so that resume fails, and says why
+        # (the real CLI's resume is test_persistence_real.py's).
+        pool = app.pool
+        assert pool is not None
+        await wait_for(lambda: {(r.name, r.state) for r in pool.runners(include_dead=True)}
+                       == {("a", "idle"), ("b", "resume_failed")}, 30,
+                       "a back and idle, b's resume refused")
+        b = await pool.get("b")
+        assert "neither on this disk nor in the bucket" in (b.last_error or "")
         status = await run(app, "/status")
         assert "Last snapshot: generation" in status.plain()
 
