@@ -238,6 +238,17 @@ async def run(app: Switchboard | QuietSwitchboard, line: str) -> Reply:
     return await app.run_command(ADMIN, line)
 
 
+def files_under(top: Path, suffix: str = "") -> Iterator[Path]:
+    """Regular files under `top` (symlinks not followed), for a tree a live CLI is still
+    writing: a directory it removes mid-walk (its `.claude.json.lock`) is skipped, where
+    `Path.rglob` raises FileNotFoundError."""
+    for root, _dirs, names in os.walk(top):
+        for name in names:
+            path = Path(root, name)
+            if name.endswith(suffix) and path.is_file() and not path.is_symlink():
+                yield path
+
+
 async def wait_for(predicate: Callable[[], object], timeout: float = 60.0,
                    what: str = "condition") -> None:
     deadline = time.monotonic() + timeout

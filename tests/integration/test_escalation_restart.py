@@ -13,7 +13,7 @@ import pytest
 
 from store import open_store
 from supervisor.config import Settings
-from tests.conftest import agent_dir
+from tests.conftest import agent_dir, files_under
 from tests.subproc import Supervisor, write_config
 
 pytestmark = [pytest.mark.real_cli, pytest.mark.timeout(240)]
@@ -30,7 +30,7 @@ async def _rows(home):
 def _transcripts(home) -> list[str]:
     """The agents' session files (in their private config directories) that hold a tool call."""
     found = []
-    for path in home.rglob("*.jsonl"):
+    for path in files_under(home, ".jsonl"):
         try:
             if '"tool_use"' in path.read_text(errors="replace"):
                 found.append(str(path))

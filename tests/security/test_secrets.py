@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from bot.app import Switchboard
-from tests.conftest import PERMISSIVE_POLICY, agent_uid, make_settings, run, wait_for
+from tests.conftest import PERMISSIVE_POLICY, agent_uid, files_under, make_settings, run, wait_for
 from tests.security.conftest import bash_script, spawn_fleet, tool_calls
 
 pytestmark = [pytest.mark.real_cli, pytest.mark.timeout(240)]
@@ -188,8 +188,11 @@ echo "== done"
         assert probe in out, out.split("== unmount the covers", 1)[1]
     # Nothing of ours was copied anywhere the agent can read or write on the host either.
     for top in (Path(spy.cwd), settings.agents_dir / spy.id):
-        for f in (p for p in top.rglob("*") if p.is_file() and not p.is_symlink()):
-            data = f.read_bytes()
+        for f in files_under(top):
+            try:
+                data = f.read_bytes()
+            except FileNotFoundError:  # removed by the CLI since the walk saw it
+                continue
             assert not [k for k, v in exposed.secrets.items() if v.encode() in data], f
 
 
