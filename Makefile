@@ -45,9 +45,10 @@ TEST_WORKERS ?= 4
 # Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): without
 # it every worker and every supervisor the tests start compiles (and pytest rewrites) every
 # module again.
+# `make test TEST_ARGS="tests/unit"` runs a part of the suite the same way.
 test: $(TEST_STAMP) sandbox
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadscope \
-	    --no-loadscope-reorder
+	    --no-loadscope-reorder $(TEST_ARGS)
 
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check bot commands supervisor store tests bench deploy
