@@ -162,6 +162,14 @@ class AgentRunner:
     def busy(self) -> bool:
         return not self._turn_done.is_set()
 
+    async def turn_ended(self, timeout_s: float) -> bool:
+        """Until the running turn, if any, has ended (its row is written before its last
+        bookkeeping: state, budget, pids), bounded by `timeout_s`. True once it has."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await self._turn_done.wait()
+        return not self.busy
+
     @property
     def standing(self) -> bool:
         """Spawned with a charter: no session TTL, parked when idle, irreversible steps ask."""

@@ -377,7 +377,10 @@ class PoolTargets:
         """A run's own agent has done its turn: stopped (resumable, not killed), so runs do
         not pile up live agents against max_agents."""
         runner = self.pool._runners.get(agent_id)
-        if runner is not None and runner.state.live and not runner.busy:
+        # The turn's row says it ended a moment before the runner does: wait for that, or
+        # the agent stays live (a run's outcome is read once).
+        if runner is not None and runner.state.live and \
+                await runner.turn_ended(self.pool.settings.stop_grace_s):
             with contextlib.suppress(SupervisorError, StoreError):
                 await runner.stop()
 
