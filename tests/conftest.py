@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import psutil
 import pytest
@@ -29,6 +30,8 @@ from supervisor.process import ns_pid
 from supervisor.sandbox import agent_ids
 from tests.fakes.gcs import Emulator
 from tests.fakes.mock_anthropic import MockAnthropic
+
+T = TypeVar("T")
 
 
 def _fake_claude_executable() -> Path:
@@ -260,6 +263,19 @@ async def wait_for(predicate: Callable[[], object], timeout: float = 60.0,
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def settle(predicate: Callable[[], T | None], timeout: float, what: str) -> T:
+    """The synchronous `wait_for`, for tests that drive a supervisor subprocess: polls until
+    `predicate()` is truthy and returns its value, or fails naming what it waited for."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
 
 
 def processes_with_tag(tag: str) -> list[psutil.Process]:

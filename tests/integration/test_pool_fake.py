@@ -51,7 +51,10 @@ async def test_killing_a_parent_kills_the_whole_subtree(deep_app):
     family = [r for r in fake_app.pool.runners() if r.name != "bystander"]
     assert len(family) == 7
     for r in family:
-        assert any(p.name() == "sleep" for p in processes_with_tag(r.tag + "\0")), r.name
+        # The turn can end before its background sh has exec'd the sleep: wait for it.
+        await wait_for(lambda r=r: any(p.name() == "sleep"
+                                       for p in processes_with_tag(r.tag + "\0")),
+                       20, f"{r.name}'s background sleep")
     reply = await run(fake_app, "/kill root")
     assert reply.ok and "Killed 7 agent(s)" in reply.plain(), reply.plain()
     for r in family:

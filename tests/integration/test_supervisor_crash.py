@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from supervisor.config import Settings
-from tests.conftest import processes_with_tag
+from tests.conftest import processes_with_tag, settle
 from tests.subproc import Supervisor, write_config
 
 pytestmark = [pytest.mark.real_cli, pytest.mark.timeout(240)]
@@ -28,8 +28,13 @@ def test_sigkill_of_supervisor_then_next_start_cleans_up(short_home, mock_api,
         sup.expect("Switchboard console")
         sup.send("/spawn bgkid BASH: (sh -c 'sleep 1000' &); echo started")
         sup.expect("[bgkid] ✓ turn finished")
-        procs = processes_with_tag(prefix)
-        assert any(p.name() == "sleep" for p in procs)
+        # The turn can end before the background sh has exec'd its sleep (the echo returns at
+        # once): wait, bounded, for the sleep, the process this test is about.
+        def with_sleep() -> list[psutil.Process] | None:
+            procs = processes_with_tag(prefix)
+            return procs if any(p.name() == "sleep" for p in procs) else None
+
+        procs = settle(with_sleep, 20, "the background sleep")
         victims = [sup.proc.pid]
         if also_kill_launchers:
             victims += [p.ppid() for p in procs if p.name() == "claude"]
