@@ -278,10 +278,31 @@ def settle(predicate: Callable[[], T | None], timeout: float, what: str) -> T:
         time.sleep(0.05)
 
 
+class SeenProcess(psutil.Process):
+    """A process as the table scan saw it: `name()` is the name it had then, and `status()`
+    is `dead` once it has gone. An agent's CLI starts short-lived helpers; one that exits
+    between the scan and a `p.name()` raised NoSuchProcess in the middle of a check about
+    other processes (test_lifecycle_real failed so in a fresh-clone CI run)."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(pid)
+        self.seen_name = super().name()
+
+    def name(self) -> str:
+        return self.seen_name
+
+    def status(self) -> str:
+        """Its state now; `dead` once it has exited since the scan (never stopped, then)."""
+        try:
+            return str(super().status())
+        except psutil.NoSuchProcess:
+            return psutil.STATUS_DEAD
+
+
 def processes_with_tag(tag: str) -> list[psutil.Process]:
     """The process-table check: every non-zombie process whose environment carries the tag."""
     needle = f"SWITCHBOARD_AGENT_TAG={tag}".encode()
-    found = []
+    found: list[psutil.Process] = []
     for pid in psutil.pids():
         if pid == os.getpid():
             continue
@@ -289,7 +310,7 @@ def processes_with_tag(tag: str) -> list[psutil.Process]:
             with open(f"/proc/{pid}/environ", "rb") as fh:
                 if needle not in fh.read():
                     continue
-            proc = psutil.Process(pid)
+            proc = SeenProcess(pid)
             if proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
         except (OSError, psutil.Error):
