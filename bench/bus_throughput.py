@@ -164,7 +164,7 @@ async def latency(home: Path) -> tuple[list[float], list[float]]:
         assert app.pool is not None
         for name in ("src", "dst"):
             assert (await run(app, f"/spawn {name} hello")).ok
-        src, dst = await app.pool.get("src"), await app.pool.get("dst")
+        src, dst = await app.pool.fleet.get("src"), await app.pool.fleet.get("dst")
 
         def idle() -> bool:
             return all(r.state == "idle" and not r.busy and not r.queued for r in (src, dst))

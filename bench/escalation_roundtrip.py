@@ -186,7 +186,7 @@ async def start_agent(app: Switchboard, name: str, cwd: Path) -> AgentRunner:
     reply = await run(app, f"/spawn {name} --cwd {cwd} TEXT: ready")
     if not reply.ok:
         raise RuntimeError(f"/spawn {name} failed: {reply.plain()}")
-    runner = await app.pool.get(name)
+    runner = await app.pool.fleet.get(name)
     await wait_until(lambda: runner.state in ("idle", "failed"), TURN_TIMEOUT_S,
                      f"{name}'s first turn", interval=POLL_S)
     if runner.state == "failed":

@@ -343,7 +343,7 @@ async def sigterm_round(app: Switchboard, row: Row) -> None:
     """The shutdown's baseline: SIGTERM straight to every process group of N idle agents."""
     assert app.pool is not None
     pids = await spawn_fleet(app, row.n, "b")
-    for runner in app.pool.runners():
+    for runner in app.pool.fleet.live():
         runner.halting()  # their CLIs' deaths are expected: no restart
     groups = {os.getpgid(pid) for pid in pids}
     watcher = Watcher(pids)

@@ -262,7 +262,7 @@ async def operator(app: Switchboard, day: Day) -> None:
 
 def _quiet(app: Switchboard, names: list[str]) -> bool:
     assert app.pool is not None
-    runners = [r for r in app.pool.runners(include_dead=True) if r.name in names]
+    runners = [r for r in app.pool.fleet.everyone() if r.name in names]
     return all(r.state in ("idle", "stopped") and not r.busy and not r.queued for r in runners)
 
 
@@ -365,7 +365,7 @@ async def pass_the_day(app: Switchboard, clock: FakeClock, replica: Scheduler,
         slot = round((clock.now() - DAY_START) / (WAKE_EVERY_H * 3600)) - 1
         if abs(clock.now() - (DAY_START + (slot + 1) * WAKE_EVERY_H * 3600)) < STEP_S / 2:
             day.wake = slot
-            day.resumed += sum(1 for r in app.pool.runners(include_dead=True)
+            day.resumed += sum(1 for r in app.pool.fleet.everyone()
                                if r.name in names and r.process is None)
         await asyncio.gather(scheduler.tick(), replica.tick())
         await wait_real(lambda: runs_ended(app, names),
@@ -403,7 +403,7 @@ async def count_runs(app: Switchboard, sids: list[str], names: list[str], replic
             day.runs[r.status] += 1
             day.by_replica += r.claimed_by == replica
     for name in names:
-        runner = await app.pool.get(name)
+        runner = await app.pool.fleet.get(name)
         got: Counter[str] = Counter()
         for t in await app.store.turns.recent(runner.id, 100):
             got.update(re.findall(r'<message [^>]*id="(\d+)" from="scheduler"', t.prompt))

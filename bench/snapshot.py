@@ -72,7 +72,7 @@ def _add_events(db: Path, agent_ids: list[str]) -> None:
 
 async def _ready(app: Switchboard, prompt: str) -> None:
     assert app.store is not None
-    for r in app.pool.runners():  # type: ignore[union-attr]
+    for r in app.pool.fleet.live():  # type: ignore[union-attr]
         reply = await app.run_command(_admin(), f"/ask {r.id} {prompt}")
         assert reply.ok, reply.plain()
     store = app.store
@@ -123,7 +123,7 @@ async def main() -> int:
                 for i in range(AGENTS):
                     reply = await app.run_command(_admin(), f"/spawn a{i} hello")
                     assert reply.ok, reply.plain()
-                runners = app.pool.runners()  # type: ignore[union-attr]
+                runners = app.pool.fleet.live()  # type: ignore[union-attr]
                 await wait_until(lambda: all(r.state == "idle" and not r.busy
                                              for r in runners), READY_TIMEOUT_S,
                                  "every agent idle", interval=0.05)

@@ -203,7 +203,7 @@ class Switchboard:
         is leaving the `async with`. True if every turn finished in time."""
         assert self.pool is not None
         await self.stopping.wait()
-        busy = sum(1 for r in self.pool.runners() if r.busy)
+        busy = sum(1 for r in self.pool.fleet.live() if r.busy)
         announce(f"shutting down: waiting up to {self.settings.shutdown_grace_s:g}s for {busy} "
                  "running turn(s); interrupt again to force")
         drain = asyncio.create_task(self.pool.drain(self.settings.shutdown_grace_s),

@@ -292,9 +292,8 @@ class SlackFrontend(Lifecycle):
         site = web.TCPSite(self._http, self.settings.slack_http_listen,
                            self.settings.slack_http_port)
         await site.start()
-        server = site._server  # the port actually bound (0 in tests: any free port)
-        sockets = getattr(server, "sockets", None) or []
-        self.http_port = sockets[0].getsockname()[1] if sockets else self.settings.slack_http_port
+        bound = self._http.addresses  # the port actually bound (0 in tests: any free port)
+        self.http_port = bound[0][1] if bound else self.settings.slack_http_port
 
     async def connect(self) -> None:
         """Socket Mode: a WebSocket URL from apps.connections.open (our own call, so a refused

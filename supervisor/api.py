@@ -14,7 +14,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from store import Store
 from store.errors import StoreError
@@ -53,6 +53,7 @@ from supervisor.sanitize import clean
 from supervisor.schedule_tools import schedule_tools
 from supervisor.standing import charter_text
 from supervisor.views import (
+    Actor,
     AgentDetail,
     AgentLog,
     AgentView,
@@ -78,11 +79,12 @@ from supervisor.views import (
     StoreCheck,
     TeamStarted,
     TeamView,
+    agent_fields,
+    agent_view,
 )
 
 if TYPE_CHECKING:
     from supervisor.pool import AgentPool
-    from supervisor.runner import AgentRunner
 
 logger = logging.getLogger(__name__)
 
@@ -93,17 +95,6 @@ INVITE_LENGTH = 10
 TURN_OUTCOMES = ("ok", "error", "interrupted", "failed")
 SCHEDULE_OUTCOMES = ("ok", "failed", "skipped")
 WRITE_PROBE_KEY = "health.write_probe"
-
-
-class Actor(Protocol):
-    """Who asks: an operator on a platform (commands.base.Caller is one), or an agent."""
-
-    @property
-    def id(self) -> str: ...  # "platform:user_id", unique across platforms
-    @property
-    def name(self) -> str: ...
-    @property
-    def platform(self) -> str: ...
 
 
 P = ParamSpec("P")
@@ -125,19 +116,6 @@ def _store_errors(
     return wrapper
 
 
-def _fields(r: AgentRunner) -> dict[str, Any]:
-    return dict(
-        id=r.id, name=r.name, state=r.state, model=r.model, cwd=r.cwd, parent_id=r.parent_id,
-        created_at=r.created_at, permission_mode=r.permission_mode,
-        project_settings=r.project_settings, current_tool=r.current_tool, queued=r.queued,
-        busy=r.busy,
-    )
-
-
-def _view(r: AgentRunner) -> AgentView:
-    return AgentView(**_fields(r))
-
-
 class SupervisorAPI:
     def __init__(self, *, settings: Settings, store: Store, hub: EventHub, pool: AgentPool,
                  escalations: Escalations, killswitch: KillSwitch) -> None:
@@ -150,7 +128,8 @@ class SupervisorAPI:
         self._rates = RateLimiter()
         self._bus_depth: Callable[[], int] = lambda: 0
         self._schedule_runs: Callable[[], Mapping[str, int]] = dict
-        self.repos = RepoAPI(self)  # repositories and worktrees (supervisor/api_repos.py)
+        # Repositories and worktrees (supervisor/api_repos.py).
+        self.repos = RepoAPI(pool, self._not_halted, self._charter_refused)
         self.standing = StandingAPI(pool)  # supervisor/api_standing.py
         # The scheduler (supervisor/api_schedules.py): /cron, /remind, schedule_wakeup.
         self.schedules = ScheduleAPI(pool, audit=self._audit_row)
@@ -179,19 +158,19 @@ class SupervisorAPI:
     def agents(self, *, include_ended: bool = False) -> tuple[AgentView, ...]:
         """Live agents (with `include_ended`, stopped, failed and killed ones too), oldest
         first."""
-        runners = sorted(self._pool.runners(include_dead=include_ended),
+        runners = sorted(self._pool.fleet.everyone() if include_ended else self._pool.fleet.live(),
                          key=lambda r: r.created_at)
-        return tuple(_view(r) for r in runners)
+        return tuple(agent_view(r) for r in runners)
 
     @_store_errors
     async def agent(self, ref: str) -> AgentDetail:
         """One agent by name or id (a live agent wins its name), with spend and process."""
-        r = await self._pool.get(ref)
+        r = await self._pool.fleet.get(ref)
         totals = await self._store.turns.totals_by_agent(r.id)
         last = await self._store.turns.recent(r.id, 1)
         proc = r.process
         return AgentDetail(
-            **_fields(r),
+            **agent_fields(r),
             effective_model=r.model or self.settings.default_model,
             session_id=r.session_id,
             turns=totals[0].turns if totals else 0,
@@ -207,7 +186,7 @@ class SupervisorAPI:
     @_store_errors
     async def fleet(self) -> FleetView:
         counts: dict[str, int] = {}
-        for r in self._pool.runners():
+        for r in self._pool.fleet.live():
             counts[r.state] = counts.get(r.state, 0) + 1
         totals = await self._store.turns.totals_by_agent()
         return FleetView(tuple(sorted(counts.items())), sum(t.cost_usd for t in totals),
@@ -217,20 +196,20 @@ class SupervisorAPI:
     @_store_errors
     async def logs(self, ref: str, n: int = 20) -> AgentLog:
         """The agent's last `n` events, oldest first."""
-        r = await self._pool.get(ref)
+        r = await self._pool.fleet.get(ref)
         await self._pool.ingest.flush()  # the events still in the open batch too
         events = await self._store.events.tail(r.id, n)
-        return AgentLog(_view(r), tuple(LogEntry(e.kind, e.summary, e.at, e.turn_id)
+        return AgentLog(agent_view(r), tuple(LogEntry(e.kind, e.summary, e.at, e.turn_id)
                                         for e in events))
 
     @_store_errors
     async def spend(self, ref: str | None = None) -> SpendReport:
         """Spend and tokens per agent and per model, of one agent or of all."""
-        agent = _view(await self._pool.get(ref)) if ref else None
+        agent = agent_view(await self._pool.fleet.get(ref)) if ref else None
         agent_id = agent.id if agent else None
         by_agent = await self._store.turns.totals_by_agent(agent_id)
         by_model = await self._store.turns.totals_by_model(agent_id)
-        names = {r.id: r.name for r in self._pool.runners(include_dead=True)}
+        names = {r.id: r.name for r in self._pool.fleet.everyone()}
         return SpendReport(
             agent,
             tuple(SpendLine(c.key, names.get(c.key, c.key), c.cost_usd, c.input_tokens,
@@ -258,7 +237,7 @@ class SupervisorAPI:
                                    permission_mode=permission_mode,
                                    project_settings=project_settings, by=by.id, role=role,
                                    charter=text)
-        return _view(r)
+        return agent_view(r)
 
     def _charter_refused(self, path: Path) -> str | None:
         """A charter file the policy would not let an agent read (credentials, our files)."""
@@ -271,40 +250,40 @@ class SupervisorAPI:
         failed agent restarts on its session; a paused one runs it once resumed)."""
         self._not_halted()
         r, ahead = await self._pool.ask(clean(ref), clean(text))
-        return Sent(_view(r), ahead)
+        return Sent(agent_view(r), ahead)
 
     @_store_errors
     async def pause(self, ref: str) -> Paused:
         self._not_halted()
-        r = await self._pool.get(ref)
+        r = await self._pool.fleet.get(ref)
         stopped = await r.pause()
-        return Paused(_view(r), len(stopped))
+        return Paused(agent_view(r), len(stopped))
 
     @_store_errors
     async def resume(self, ref: str) -> AgentView:
         self._not_halted()
-        r = await self._pool.get(ref)
+        r = await self._pool.fleet.get(ref)
         await r.resume()
-        return _view(r)
+        return agent_view(r)
 
     @_store_errors
     async def stop(self, ref: str) -> AgentView:
         """Interrupt the running turn and close the agent; its session is kept."""
         self._not_halted()
-        r = await self._pool.get(ref)
+        r = await self._pool.fleet.get(ref)
         await r.stop()
-        return _view(r)
+        return agent_view(r)
 
     @_store_errors
     async def kill(self, ref: str) -> Killed:
         """Kill the agent and every descendant: every process, no session restart."""
         self._not_halted()
-        root = await self._pool.get(ref)
-        before = _view(root)
+        root = await self._pool.fleet.get(ref)
+        before = agent_view(root)
         if root.state == AgentState.KILLED:
             return Killed(before, ())
         killed = await self._pool.kill(root.id)
-        return Killed(before, tuple(_view(r) for r in killed))
+        return Killed(before, tuple(agent_view(r) for r in killed))
 
     # -- teams ----------------------------------------------------------------------------------
 
@@ -327,7 +306,7 @@ class SupervisorAPI:
         runners = await teams_module.spawn_team(self._pool, team, prompt, by=by.id,
                                                 prefix=prefix, cwd=cwd)
         return TeamStarted(team.name, (prompt or "").strip() or team.example,
-                           tuple(_view(r) for r in runners))
+                           tuple(agent_view(r) for r in runners))
 
     # -- the bus --------------------------------------------------------------------------------
 
@@ -336,7 +315,7 @@ class SupervisorAPI:
         """A message from the operator to an agent, a role (role:x), a topic (topic:x) or
         everyone (*), stored before this returns."""
         self._not_halted()
-        self._pool._require_running()
+        self._pool.require_running()
         sent = await self._pool.bus.send(OPERATOR_SENDER, to, kind, text)
         logger.info("operator message by=%s to=%s id=%s", by.id, to, sent.message_id)
         return BusSent(sent.message_id, sent.duplicate, sent.queued, sent.refused,
@@ -357,7 +336,7 @@ class SupervisorAPI:
     @_store_errors
     async def messages(self, ref: str | None = None, n: int = 20) -> tuple[MessageView, ...]:
         """The last `n` messages (sent or received by one agent, or all), oldest first."""
-        agent_id = (await self._pool.get(ref)).id if ref else None
+        agent_id = (await self._pool.fleet.get(ref)).id if ref else None
         rows = await self._store.bus.recent(agent_id, max(1, min(n, 200)))
         return tuple([await self._message_view(m.id) for m in rows])
 
@@ -365,14 +344,14 @@ class SupervisorAPI:
     async def inbox(self, ref: str) -> tuple[MessageView, ...]:
         """What is waiting for an agent (queued, or leased to its running turn), in the order
         it will get it."""
-        r = await self._pool.get(ref)
+        r = await self._pool.fleet.get(ref)
         rows = await self._store.bus.of_recipient(r.id)
         return tuple([await self._message_view(x.message.id) for x in rows])
 
     @_store_errors
     async def bus_state(self) -> BusView:
         """Queue depth per agent and deliveries by state."""
-        names = {r.id: r.name for r in self._pool.runners(include_dead=True)}
+        names = {r.id: r.name for r in self._pool.fleet.everyone()}
         depths = sorted(((names.get(i, i), n) for i, n in self._pool.bus.depths().items()),
                         key=lambda x: -x[1])
         states = tuple(sorted((await self._store.bus.state_counts()).items()))
@@ -383,7 +362,7 @@ class SupervisorAPI:
     @_store_errors
     async def pending(self, agent: str | None = None) -> tuple[EscalationView, ...]:
         """Open questions and permission requests, oldest first (of one agent, or all)."""
-        agent_id = (await self._pool.get(agent)).id if agent else None
+        agent_id = (await self._pool.fleet.get(agent)).id if agent else None
         return tuple(await self._escalations.pending(agent_id))
 
     @_store_errors
@@ -405,13 +384,13 @@ class SupervisorAPI:
     async def approve_all(self, agent: str, *, by: Actor, session: bool = False) -> Approved:
         """Allow every open permission request of one agent."""
         self._not_halted()
-        r = await self._pool.get(agent)
+        r = await self._pool.fleet.get(agent)
         rows = [row for row in await self._escalations.pending(r.id)
                 if row.kind == Kind.PERMISSION]
         decision = Decision.ALLOW_SESSION if session else Decision.ALLOW
         closed = [await self._escalations.answer(row.id, Answer(decision, "", by.name,
                                                                 by.platform)) for row in rows]
-        return Approved(_view(r), tuple(closed))
+        return Approved(agent_view(r), tuple(closed))
 
     @_store_errors
     async def deny(self, esc_id: str, *, by: Actor, reason: str = "") -> EscalationView:
@@ -475,7 +454,7 @@ class SupervisorAPI:
     async def stats(self) -> StatsView:
         """Counts from memory (agents, the turn tally) and one indexed count of open
         escalations: cheap enough for every scrape, whatever the size of the tables."""
-        runners = self._pool.runners(include_dead=True)
+        runners = self._pool.fleet.everyone()
         agents = {str(state): 0 for state in AgentState}
         for r in runners:
             agents[str(r.state)] += 1

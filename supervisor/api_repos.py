@@ -3,6 +3,7 @@ repositories, spawning agents into worktrees, diffs, merges, archives, GC. Froze
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -11,10 +12,12 @@ from supervisor.names import check_names, new_agent_id
 from supervisor.redact import SECRETS
 from supervisor.sanitize import clean
 from supervisor.standing import charter_text
-from supervisor.views import AgentView
+from supervisor.views import Actor, AgentView, agent_view
 
 if TYPE_CHECKING:
-    from supervisor.api import Actor, SupervisorAPI
+    from pathlib import Path
+
+    from supervisor.pool import AgentPool
     from supervisor.repos import Repos
     from supervisor.runner import AgentRunner
 
@@ -80,17 +83,20 @@ def _wt(w: object) -> WorktreeView:
 
 
 class RepoAPI:
-    def __init__(self, api: SupervisorAPI) -> None:
-        self._api = api
+    """Over the pool and its repositories; `not_halted` is the API's kill-switch guard and
+    `charter_refused` its check of a charter file against the policy."""
 
-    @property
-    def _repos(self) -> Repos:
-        return self._api._pool.repos
+    def __init__(self, pool: AgentPool, not_halted: Callable[[], None],
+                 charter_refused: Callable[[Path], str | None]) -> None:
+        self._pool = pool
+        self._repos: Repos = pool.repos
+        self._not_halted = not_halted
+        self._charter_refused = charter_refused
 
     async def add(self, name: str, source: str, *, by: Actor) -> RepoView:
         """Register a repository: a bare clone in the data directory (its remote's
         credentials come from the settings, never from the URL)."""
-        self._api._not_halted()
+        self._not_halted()
         row = await self._repos.add(clean(name).strip(), clean(source).strip())
         return RepoView(row.name, row.url, row.default_branch, row.created_at, row.fetched_at)
 
@@ -105,7 +111,7 @@ class RepoAPI:
 
     async def fetch(self, name: str, *, by: Actor) -> tuple[str, ...]:
         """Fetch the remote; returns the branches that moved (fast-forwards only)."""
-        self._api._not_halted()
+        self._not_halted()
         return tuple(await self._repos.fetch(name.strip()))
 
     async def archives(self, name: str | None = None) -> tuple[ArchiveView, ...]:
@@ -119,17 +125,17 @@ class RepoAPI:
                     charter: str | None = None) -> tuple[AgentView, WorktreeView]:
         """An agent in a new worktree of `repo` on branch agent/<name> from `base` (the
         repository's default branch); the worktree is removed if the spawn is refused."""
-        self._api._not_halted()
+        self._not_halted()
         name, prompt = clean(name), clean(prompt)
-        pool = self._api._pool
-        pool._require_running()
+        pool = self._pool
+        pool.require_running()
         if not prompt.strip():
             raise InvalidRequest("the prompt is empty: say what the agent should do")
         check_names(name, role)
         if await pool.store.agents.live_name_taken(name):
             raise AgentExists(name)
         text = None if charter is None else charter_text(
-            clean(charter), refused=self._api._charter_refused, redact=SECRETS)
+            clean(charter), refused=self._charter_refused, redact=SECRETS)
         agent_id = new_agent_id()
 
         async def start() -> AgentRunner:
@@ -140,12 +146,10 @@ class RepoAPI:
 
         runner = await self._repos.spawn(name, repo.strip(), base, agent_id, start)
         wt = await pool.store.repos.worktree(agent_id)
-        from supervisor.api import _view  # the API module imports this one
-
-        return _view(runner), _wt(wt)
+        return agent_view(runner), _wt(wt)
 
     async def _agent(self, ref: str) -> str:
-        return (await self._api._pool.get(ref)).id
+        return (await self._pool.fleet.get(ref)).id
 
     async def diff(self, ref: str) -> DiffView:
         wt, stat, full, dirty = await self._repos.diff(await self._agent(ref))
@@ -154,7 +158,7 @@ class RepoAPI:
     async def merge(self, ref: str, *, by: Actor) -> MergeView:
         """Merge the agent's branch into its base when clean; a conflict is an escalation
         that lists the paths, and nothing changes."""
-        self._api._not_halted()
+        self._not_halted()
         wt, result = await self._repos.merge(await self._agent(ref))
         return MergeView(_wt(wt), result.kind, result.sha, result.conflicts)
 

@@ -184,7 +184,7 @@ class ScheduleAPI:
     def _name(self, agent_id: str | None) -> str | None:
         if agent_id is None:
             return None
-        r = self._pool._runners.get(agent_id)
+        r = self._pool.fleet.find(agent_id)
         return r.name if r else agent_id
 
     def _run_view(self, row: RunRow, tz: str) -> RunView:
@@ -243,7 +243,7 @@ class ScheduleAPI:
         if word == NEW or word.startswith(NEW + ":"):
             stem = word.partition(":")[2] or "cron"
             return SPAWN, stem, f"a new agent {stem}-<run>"
-        runner = await self._pool.get(word)
+        runner = await self._pool.fleet.get(word)
         if runner.state == AgentState.KILLED:
             raise InvalidRequest(f"{runner.name} was killed: schedule a live agent, or 'new' "
                                  "for a fresh agent each run")
@@ -253,7 +253,7 @@ class ScheduleAPI:
         """Whether `word` names a target (how /cron add finds where its time words end)."""
         if word == NEW or word.startswith(NEW + ":"):
             return True
-        return any(r.name == word or r.id == word for r in self._pool.runners(include_dead=True)
+        return any(r.name == word or r.id == word for r in self._pool.fleet.everyone()
                    if r.state != AgentState.KILLED)
 
     def parse_when(self, words: str, tz: str | None = None) -> Spec:

@@ -39,7 +39,7 @@ class StandingAPI:
 
     async def send_backs(self, ref: str) -> tuple[SendBackView, ...]:
         """The questions this agent's charter sent back to it, oldest first."""
-        r = await self._pool.get(ref)
+        r = await self._pool.fleet.get(ref)
         try:
             rows = await self._pool.store.charters.sendbacks(r.id)
         except StoreError as exc:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store import Store
 from store.errors import StoreError
@@ -35,6 +35,10 @@ from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import Halted
 from supervisor.process import kill_first, no_cyclic_gc, sweep
+
+if TYPE_CHECKING:
+    from supervisor.escalations import Escalations
+    from supervisor.fleet import FleetView
 
 logger = logging.getLogger(__name__)
 
@@ -70,11 +74,12 @@ Revoker = Callable[[], Awaitable[int]]
 
 
 class KillSwitch:
-    def __init__(self, settings: Settings, store: Store, pool: Any,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, settings: Settings, store: Store, fleet: FleetView,
+                 escalations: Escalations, clock: Clock = SYSTEM_CLOCK) -> None:
         self.settings = settings
         self.store = store
-        self.pool = pool
+        self.fleet = fleet
+        self.escalations = escalations
         self.clock = clock
         self.halt: dict[str, Any] | None = None
         self.revokers: list[Revoker] = []
@@ -160,8 +165,8 @@ class KillSwitch:
 
     def _live_halting(self) -> list[Any]:
         """On the loop: the live runners, each told that its CLI's death is the switch's."""
-        live = [r for r in self.pool.runners() if r.state.live]
-        for runner in self.pool.runners():
+        live = self.fleet.live()
+        for runner in live:
             runner.halting()
         return live
 
@@ -194,7 +199,7 @@ class KillSwitch:
                              return_exceptions=True)
         denied = 0
         try:
-            denied = await self.pool.escalations.cancel_all("the kill switch was triggered")
+            denied = await self.escalations.cancel_all("the kill switch was triggered")
         except StoreError as exc:  # the processes are dead whatever the store says
             problems.append(f"open requests could not be closed in the database ({exc}); "
                             "tool calls are refused anyway")
@@ -216,7 +221,7 @@ class KillSwitch:
             await self.store.audit.record(platform=via, user_id=by, user_name=by,
                                           action="killswitch", args="on", ok=True,
                                           result=report.text())
-        await self.pool.escalations.notify(None, "🛑 Kill switch triggered",
+        await self.escalations.notify(None, "🛑 Kill switch triggered",
                                            f"By {by} via {via}. {report.text()}")
         logger.warning("kill switch triggered by=%s via=%s agents=%d pids=%d took_ms=%.0f", by,
                        via, len(live), len(pids), took * 1000)
@@ -246,7 +251,7 @@ class KillSwitch:
                 "Spawns and messages work again.")
         await self.store.audit.record(platform=via, user_id=by, user_name=by, action="killswitch",
                                       args="off", ok=True, result=text)
-        await self.pool.escalations.notify(None, "Kill switch off", f"By {by} via {via}. {text}")
+        await self.escalations.notify(None, "Kill switch off", f"By {by} via {via}. {text}")
         return text
 
     # -- remote triggers (threads) ----------------------------------------------------------------

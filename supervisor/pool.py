@@ -18,9 +18,10 @@ from supervisor.bus import Bus
 from supervisor.bus_tools import FleetHooks, bus_tools
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import PERMISSION_MODES, Settings
-from supervisor.errors import AgentExists, ConfigError, InvalidRequest, ShuttingDown, UnknownAgent
+from supervisor.errors import AgentExists, ConfigError, InvalidRequest, ShuttingDown
 from supervisor.escalations import Decision, Escalations, Kind, Timeouts
 from supervisor.events import AgentState, EventHub, StateChanged
+from supervisor.fleet import BusMembers, Fleet
 from supervisor.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
 from supervisor.ingest import EventIngest
 from supervisor.killswitch import KillSwitch
@@ -62,37 +63,6 @@ class RecoveryReport:
     interrupted_turns: int
 
 
-class _Members:
-    """The pool as the bus sees it: who is live, who is busy, and interrupting a turn."""
-
-    def __init__(self, pool: AgentPool) -> None:
-        self._pool = pool
-
-    def live(self) -> list[tuple[str, str]]:
-        return [(r.id, r.name) for r in self._pool.runners()]
-
-    def everyone(self) -> list[tuple[str, str]]:
-        return [(r.id, r.name) for r in self._pool._runners.values()]
-
-    def count(self) -> int:
-        return len(self._pool._runners)
-
-    def is_live(self, agent_id: str) -> bool:
-        r = self._pool._runners.get(agent_id)
-        return r is not None and r.state.live
-
-    def state_of(self, agent_id: str) -> str:
-        r = self._pool._runners.get(agent_id)
-        if r is None:
-            return "gone"
-        return "busy" if r.busy else str(r.state)
-
-    async def interrupt(self, agent_id: str) -> None:
-        r = self._pool._runners.get(agent_id)
-        if r is not None:
-            await r.interrupt_turn()
-
-
 class AgentPool:
     def __init__(self, settings: Settings, store: Store, hub: EventHub,
                  clock: Clock = SYSTEM_CLOCK) -> None:
@@ -101,7 +71,7 @@ class AgentPool:
         self.store = store
         self.hub = hub
         self.state = PoolState.NEW
-        self._runners: dict[str, AgentRunner] = {}
+        self.fleet = Fleet(store)  # every agent, read by the rest through FleetView
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._deps: RunnerDeps | None = None
         self.recovery: RecoveryReport | None = None
@@ -119,18 +89,20 @@ class AgentPool:
             reminder_s=settings.approval_reminder_s, timeout_s=settings.approval_timeout_s,
             on_timeout=settings.approval_on_timeout,
         ), clock)
-        self.escalations.on_answer(RERUN_TOOL, answer_hook(self))
-        self.escalations.on_answer(FRESH_TOOL, fresh_answer_hook(self))
+        self.escalations.on_answer(RERUN_TOOL, answer_hook(store, self.escalations, self.ask))
+        self.escalations.on_answer(FRESH_TOOL, fresh_answer_hook(self.fleet, store,
+                                                                 self.escalations))
         self.session_store: Any = None  # transcripts in the bucket (store/gcs_sessions.py)
         self._store_problem: str | None = None
         self.timers = EscalationTimers(self.escalations, clock)
         self.storage = StorageGuard(store, self.escalations, clock)
-        self.killswitch = KillSwitch(settings, store, self, clock)
+        self.killswitch = KillSwitch(settings, store, self.fleet, self.escalations, clock)
         self.crashes = CrashTracker(settings.crash_loop_max, settings.crash_loop_window_s, clock)
         self.rates = RateLimiter(clock)
         self.memory = MemoryProbe(settings.cgroup_dir)
-        self.watchdog = Watchdog(self, self.memory, clock)
-        self.bus = Bus(store, settings, _Members(self), clock=clock,
+        self.watchdog = Watchdog(settings, self.fleet, self.escalations, store, self.memory,
+                                 clock)
+        self.bus = Bus(store, settings, BusMembers(self.fleet), clock=clock,
                        notify=lambda agent_id, title, body: self.escalations.notify(
                            agent_id, title, body),
                        halted=lambda: self.killswitch.halted,
@@ -141,11 +113,13 @@ class AgentPool:
                                    per_agent=settings.event_retention_per_agent,
                                    interval_s=settings.retention_interval_s, clock=clock)
         self._retention_task: asyncio.Task[None] | None = None
-        self.standing = StandingAgents(self)  # the wake path (the scheduler's), send-backs
+        self.standing = StandingAgents(self.fleet, self.bus, store, clock)  # wake, send-backs
         self._watchdog_task: asyncio.Task[None] | None = None
         self.roles: dict[str, tuple[str, ...]] = {}  # agent id -> its roles (from /team)
         self.isolation: Isolation | None = None
-        self.repos = Repos(self)  # registered repositories and agents' worktrees
+        # Registered repositories and agents' worktrees.
+        self.repos = Repos(settings, store, hub, self.fleet, self.bus, self.escalations,
+                           lambda: self.isolation, clock)
         # More in-process MCP tools per agent (the scheduler's schedule_wakeup), besides the bus's.
         self.tool_makers: dict[str, Callable[[AgentRunner], list[Any]]] = {}
         # The bucket's side (snapshots, leases), set by the composition root before start.
@@ -226,7 +200,7 @@ class AgentPool:
             runner = AgentRunner(row, self._deps, self.bus.inbox(row.id, row.name),
                                  charter=charters.get(row.id))
             if row.state == AgentState.KILLED:
-                self._runners[row.id] = runner  # kept for /status and /logs; it has no loop
+                self.fleet.add(runner)  # kept for /status and /logs; it has no loop
                 continue
             if runner.state.live:
                 last = await self.store.turns.recent(row.id, 1)
@@ -234,7 +208,7 @@ class AgentPool:
                     restarted_at, bool(last) and last[0].status == "interrupted"))
                 resumed.append(row.name)
             await self.store.agents.update(row.id, launcher_pid=None, cli_pid=None)
-            self._runners[row.id] = runner
+            self.fleet.add(runner)
             waiting.append(runner)
         self.state = PoolState.RUNNING
         if not iso.ok:
@@ -252,7 +226,7 @@ class AgentPool:
         # Questions whose asker died with the previous supervisor: close them, tell the
         # operator, and give the agent a note so it knows its request went unanswered.
         for orphan in await self.escalations.expire_orphans("the supervisor restarted"):
-            asker = self._runners.get(orphan.agent_id or "")
+            asker = self.fleet.find(orphan.agent_id or "")
             if asker is not None and asker.state.live and not self.killswitch.halted:
                 await asker.submit(
                     f"[Switchboard] Your earlier request was not answered because the supervisor "
@@ -292,7 +266,7 @@ class AgentPool:
     async def _lease_lost(self, agent_id: str) -> None:
         """Another supervisor took this agent's lease: its process here ends at once (the
         agent stays resumable: the other one drives it now)."""
-        runner = self._runners.get(agent_id)
+        runner = self.fleet.find(agent_id)
         if runner is not None:
             await runner.close_for_shutdown()
 
@@ -306,7 +280,7 @@ class AgentPool:
             self.persistence.session_known(agent_id)
 
     def _adopt(self, runner: AgentRunner) -> None:
-        self._runners[runner.id] = runner
+        self.fleet.add(runner)
         self._tasks[runner.id] = asyncio.create_task(runner.run(), name=f"agent:{runner.name}")
         self._tasks[runner.id].add_done_callback(self._task_done)
 
@@ -314,44 +288,19 @@ class AgentPool:
         if not task.cancelled() and task.exception() is not None:
             logger.error("agent loop crashed task=%s", task.get_name(), exc_info=task.exception())
 
-    def _require_running(self) -> RunnerDeps:
+    def require_running(self) -> RunnerDeps:
         if self.state != PoolState.RUNNING or self._deps is None:
             raise ShuttingDown()
         return self._deps
 
     # -- queries --------------------------------------------------------------------------------
 
-    def runners(self, *, include_dead: bool = False) -> list[AgentRunner]:
-        return [r for r in self._runners.values() if include_dead or r.state.live]
-
-    async def get(self, ref: str) -> AgentRunner:
-        ref = ref.strip()
-        live = [r for r in self._runners.values() if r.id == ref or r.name == ref]
-        live.sort(key=lambda r: (r.id == ref, r.state.live, r.created_at), reverse=True)
-        if live:
-            return live[0]
-        raise UnknownAgent(ref)
-
-    async def subtree(self, agent_id: str) -> list[str]:
-        """Ids of the agent and every descendant, at any depth (children before parents)."""
-        order: list[str] = []
-        stack = [agent_id]
-        seen: set[str] = set()
-        while stack:
-            current = stack.pop()
-            if current in seen:
-                continue
-            seen.add(current)
-            order.append(current)
-            stack.extend(c.id for c in await self.store.agents.children(current))
-        return list(reversed(order))
-
     # -- actions ---------------------------------------------------------------------------------
 
     async def _hide_from_peers(self, workdir: Path) -> None:
         """Sandboxes built before this agent existed still show its --cwd (read-only, as the
         shared agent uid): cover it in each of them now."""
-        for r in self._runners.values():
+        for r in self.fleet.everyone():
             proc = r.process
             if proc is None or not proc.sandboxed or not proc.init_pid or r.cwd == str(workdir):
                 continue
@@ -375,7 +324,7 @@ class AgentPool:
 
     async def _wait_idle(self, ref: str, timeout_s: float) -> bool:
         """For notify_when_idle: True once the agent is idle (at once if it is)."""
-        r = await self.get(ref)
+        r = await self.fleet.get(ref)
         with self.hub.subscription(StateChanged) as events:
             if r.state == AgentState.IDLE and not r.busy and not r.queued:
                 return True
@@ -402,10 +351,10 @@ class AgentPool:
         """(name, state, roles) of every live agent, for the agents' list_agents tool."""
         roles = self.roles
         return [(r.name, "busy" if r.busy else str(r.state), ",".join(roles.get(r.id, ())))
-                for r in self.runners()]
+                for r in self.fleet.live()]
 
     def _peer_dirs(self, agent_id: str) -> tuple[str, ...]:
-        return tuple(r.cwd for r in self._runners.values() if r.id != agent_id)
+        return tuple(r.cwd for r in self.fleet.everyone() if r.id != agent_id)
 
     def check_isolation(self) -> None:
         """Agents start only in a sandbox, unless the operator explicitly allowed otherwise."""
@@ -439,7 +388,7 @@ class AgentPool:
         agent_id: str | None = None,
     ) -> AgentRunner:
         """`agent_id`: chosen by the caller (a worktree is made for it first: supervisor/repos)."""
-        deps = self._require_running()  # the kill switch is checked by supervisor.api
+        deps = self.require_running()  # the kill switch is checked by supervisor.api
         await self.storage.ensure_writable()
         self.check_isolation()
         check_names(name, role)
@@ -455,7 +404,7 @@ class AgentPool:
             raise InvalidRequest("the prompt is empty: say what the agent should do")
         parent_id = None
         if parent:
-            parent_runner = await self.get(parent)
+            parent_runner = await self.fleet.get(parent)
             if not parent_runner.state.live:
                 raise InvalidRequest(f"parent agent {parent_runner.name!r} is "
                                      f"{parent_runner.state}; spawn children of live agents")
@@ -513,7 +462,7 @@ class AgentPool:
     async def _admit(self, parent_id: str | None, by: str) -> None:
         """Spawn limits, taken from the parent's recorded identity and the fleet's real state."""
         s = self.settings
-        live = [r for r in self._runners.values() if r.state.live]
+        live = self.fleet.live()
         if len(live) >= s.max_agents:
             raise LimitExceeded(f"{len(live)} agents are live; the limit is {s.max_agents}.",
                                 "Stop or kill an agent first, or raise max_agents.")
@@ -544,14 +493,14 @@ class AgentPool:
                 "Stop or kill idle agents to free memory, then try again.")
 
     async def ask(self, ref: str, text: str) -> tuple[AgentRunner, int]:
-        self._require_running()  # the kill switch is checked by supervisor.api
+        self.require_running()  # the kill switch is checked by supervisor.api
         self.check_isolation()
         await self.storage.ensure_writable()  # never "sent" into a store that takes nothing
-        runner = await self.get(ref)
+        runner = await self.fleet.get(ref)
         self.rates.hit(f"msg:{runner.id}", self.settings.messages_per_minute,
                        f"messages to {runner.name}")
         if not runner.state.live:
-            twin = next((r for r in self._runners.values()
+            twin = next((r for r in self.fleet.everyone()
                          if r.name == runner.name and r.state.live and r is not runner), None)
             if twin is not None:
                 raise InvalidRequest(
@@ -562,9 +511,9 @@ class AgentPool:
 
     async def kill(self, ref: str, reason: str = "killed by operator") -> list[AgentRunner]:
         """Kill an agent and its whole subtree, in parallel. Returns the agents killed."""
-        root = await self.get(ref)
-        ids = await self.subtree(root.id)
-        targets = [self._runners[i] for i in ids if i in self._runners]
+        root = await self.fleet.get(ref)
+        ids = await self.fleet.subtree(root.id)
+        targets = [r for r in map(self.fleet.find, ids) if r is not None]
         targets = [r for r in targets if r.state != AgentState.KILLED]
         await asyncio.gather(
             *(r.kill(reason if r is root else f"parent {root.name} killed") for r in targets)
@@ -582,7 +531,7 @@ class AgentPool:
             self.state = PoolState.DRAINING
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace_s
-        while any(r.busy for r in self._runners.values()):
+        while any(r.busy for r in self.fleet.everyone()):
             if loop.time() >= deadline:
                 return False
             await asyncio.sleep(0.1)
@@ -601,7 +550,7 @@ class AgentPool:
                 loop_task.cancel()
                 await asyncio.gather(loop_task, return_exceptions=True)
         await self.watchdog.close()
-        runners = list(self._runners.values())
+        runners = self.fleet.everyone()
         with no_cyclic_gc():
             for r in runners:
                 r.begin_shutdown()  # every SIGTERM first, in one pass; then the waits

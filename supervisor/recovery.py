@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from store import Store
@@ -22,7 +23,10 @@ from supervisor.errors import SupervisorError
 from supervisor.escalations import Answer, Escalations, Timeouts
 
 if TYPE_CHECKING:
-    from supervisor.pool import AgentPool
+    from supervisor.runner import AgentRunner
+
+# The pool's ask: (agent ref, text) -> the runner and its queue position.
+Ask = Callable[[str, str], Awaitable["tuple[AgentRunner, int]"]]
 
 logger = logging.getLogger(__name__)
 
@@ -58,32 +62,33 @@ async def report_interrupted(store: Store, escalations: Escalations, names: dict
     return reported
 
 
-def answer_hook(pool: AgentPool) -> Any:
+def answer_hook(store: Store, escalations: Escalations, ask: Ask) -> Any:
     """What the operator's answer does: RERUN queues the same prompt as the agent's next
-    turn (through the pool's usual checks); a refusal is reported as a notice."""
+    turn (through `ask`, the pool's, with its usual checks); a refusal is reported as a
+    notice."""
 
     async def act(row: EscalationRow, answer: Answer) -> None:
         if answer.text != RERUN:
             return
         turn_id = int((row.tool_input or {}).get("turn_id", 0))
-        turn = await pool.store.turns.get(turn_id)
+        turn = await store.turns.get(turn_id)
         if turn is None or row.agent_id is None:
             return
-        texts = await rerun_texts(pool.store, row.agent_id, turn.prompt)
+        texts = await rerun_texts(store, row.agent_id, turn.prompt)
         if not texts:
-            await pool.escalations.notify(
+            await escalations.notify(
                 row.agent_id, f"Nothing to run again: {row.title}",
                 "That turn held only other agents' messages, and those are delivered to it "
                 "again anyway.", ref_id=row.id)
             return
         try:
             for text in texts:
-                runner, _ = await pool.ask(row.agent_id, text)
+                runner, _ = await ask(row.agent_id, text)
         except SupervisorError as exc:
-            await pool.escalations.notify(row.agent_id, f"Not run again: {row.title}",
+            await escalations.notify(row.agent_id, f"Not run again: {row.title}",
                                           f"{exc}", ref_id=row.id)
             return
-        await pool.escalations.notify(runner.id, f"{runner.name}: the interrupted turn runs "
+        await escalations.notify(runner.id, f"{runner.name}: the interrupted turn runs "
                                       "again", f"Asked by {answer.by}.", ref_id=row.id)
 
     return act

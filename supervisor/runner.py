@@ -381,6 +381,18 @@ class AgentRunner:
         elif self.state == AgentState.PAUSED and self._state_before_pause == AgentState.WAITING:
             self._state_before_pause = AgentState.WORKING
 
+    def warned_of_ttl(self) -> None:
+        """The watchdog told the operator this session nears its TTL (once per session)."""
+        self.ttl_warned = True
+
+    def lift_budget_block(self) -> None:
+        """The operator raised today's budget: the next message may start a turn."""
+        self.budget_blocked = None
+
+    def keep_turns_quiet(self, quiet: bool) -> None:
+        """A scheduled run's agent: a turn that went well is not pushed to the operator."""
+        self.quiet_turns = quiet
+
     async def mark_stalled(self, idle_s: float) -> bool:
         """Watchdog: a turn with no output for too long. Returns True on the transition."""
         if self.state != AgentState.WORKING:

@@ -329,11 +329,11 @@ class PoolTargets:
         if schedule.target_kind == SPAWN:
             runner = await pool.spawn(f"{schedule.target}-{run_id}", prompt,
                                       model=schedule.model, by=f"schedule:{schedule.id}")
-            runner.quiet_turns = schedule.notify != "always"
+            runner.keep_turns_quiet(schedule.notify != "always")
             return Started(agent_id=runner.id)
         # The one wake path (supervisor/standing.py): refused like an /ask (killed, over
         # budget, crash loop), and stored once per run whoever sends it.
-        runner = await pool.get(schedule.target)
+        runner = await pool.fleet.get(schedule.target)
         sent = await pool.standing.wake(runner.id, prompt, by=SCHEDULER_SENDER.name,
                                         dedup_key=f"schedule-run:{run_id}")
         return Started(agent_id=runner.id, message_id=sent.message_id)
@@ -363,7 +363,7 @@ class PoolTargets:
                 return None
         turn = await self._turn_of(run)
         if turn is None or turn.status == "running":
-            runner = self.pool._runners.get(run.agent_id)
+            runner = self.pool.fleet.find(run.agent_id)
             if runner is not None and runner.state == AgentState.KILLED:
                 return Outcome(INTERRUPTED, 0.0, "its agent was killed")
             return None
@@ -376,7 +376,7 @@ class PoolTargets:
     async def _close(self, agent_id: str) -> None:
         """A run's own agent has done its turn: stopped (resumable, not killed), so runs do
         not pile up live agents against max_agents."""
-        runner = self.pool._runners.get(agent_id)
+        runner = self.pool.fleet.find(agent_id)
         # The turn's row says it ended a moment before the runner does: wait for that, or
         # the agent stays live (a run's outcome is read once).
         if runner is not None and runner.state.live and \
@@ -387,7 +387,7 @@ class PoolTargets:
     async def cancel(self, schedule: ScheduleRow, run: RunRow) -> None:
         if run.agent_id is None:
             return
-        runner = await self.pool.get(run.agent_id)
+        runner = await self.pool.fleet.get(run.agent_id)
         if schedule.target_kind == SPAWN:
             await runner.stop()
             return

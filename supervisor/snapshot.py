@@ -28,7 +28,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from supervisor.remote import Remote, RemoteError
 
@@ -123,10 +123,16 @@ def take(source: sqlite3.Connection, generation: int, work_dir: Path, *,
                  time.monotonic() - t0)
 
 
+class Digest(Protocol):
+    """What a hashlib object is to _Hashing (hashlib names no public type for it)."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+
 class _Hashing:
     """A file wrapper that hashes what is written through it."""
 
-    def __init__(self, fh: object, digest: hashlib._Hash) -> None:
+    def __init__(self, fh: object, digest: Digest) -> None:
         self._fh = fh
         self._digest = digest
 

@@ -22,7 +22,9 @@ from supervisor.errors import AgentNotRunning, InvalidRequest
 from supervisor.events import AgentState
 
 if TYPE_CHECKING:
-    from supervisor.pool import AgentPool
+    from supervisor.bus import Bus
+    from supervisor.clock import Clock
+    from supervisor.fleet import FleetView
 
 logger = logging.getLogger(__name__)
 
@@ -90,10 +92,13 @@ def turn_scope(agent: object) -> str:
 
 
 class StandingAgents:
-    """The fleet side of standing agents, over the pool."""
+    """The fleet side of standing agents: the wake path and the charter's send-backs."""
 
-    def __init__(self, pool: AgentPool) -> None:
-        self._pool = pool
+    def __init__(self, fleet: FleetView, bus: Bus, store: Store, clock: Clock) -> None:
+        self._fleet = fleet
+        self._bus = bus
+        self._store = store
+        self._clock = clock
 
     async def wake(self, ref: str, text: str, *, by: str = "scheduler",
                    dedup_key: str | None = None) -> Sent:
@@ -106,20 +111,19 @@ class StandingAgents:
         nothing but an operator's answer settles an escalation. Refused (raised, nothing
         stored) as an /ask would be: killed, the kill switch on, over its daily budget, in a
         crash loop, the text empty or too long."""
-        runner = await self._pool.get(ref)
+        runner = await self._fleet.get(ref)
         if runner.state == AgentState.KILLED:
             raise AgentNotRunning(runner.name, runner.state, "wake")
         runner.admit(text)  # over budget, crash loop, kill switch: refused like an /ask
-        return await self._pool.bus.send(Sender(SYSTEM, by), runner.name, WAKE_KIND, text,
-                                         dedup_key=dedup_key, agent_id=runner.id)
+        return await self._bus.send(Sender(SYSTEM, by), runner.name, WAKE_KIND, text,
+                                    dedup_key=dedup_key, agent_id=runner.id)
 
     async def send_back_for(self, agent_id: str, question: str) -> str | None:
         """For a question from the bus to the operator: the send-back text if its agent is
         standing and its charter decides the question (see send_back), else None."""
-        runner = next((r for r in self._pool.runners(include_dead=True) if r.id == agent_id),
-                      None)
+        runner = self._fleet.find(agent_id)
         if runner is None or runner.charter is None:
             return None
-        return await send_back(self._pool.store, self._pool.clock.now(), agent_id,
+        return await send_back(self._store, self._clock.now(), agent_id,
                                runner.charter, question, turn_scope(runner))
 

@@ -35,7 +35,7 @@ from supervisor.escalations import Answer, Escalations, Kind, Timeouts
 from supervisor.sandbox import _place_file
 
 if TYPE_CHECKING:
-    from supervisor.pool import AgentPool
+    from supervisor.fleet import FleetView
     from supervisor.sandbox import Isolation
 
 logger = logging.getLogger(__name__)
@@ -174,22 +174,22 @@ async def report_resume_failed(escalations: Escalations, agent_id: str, name: st
         options=(FRESH, LEAVE), timeouts=NEVER, survives_restart=True)
 
 
-def answer_hook(pool: AgentPool) -> Any:
+def answer_hook(fleet: FleetView, store: Store, escalations: Escalations) -> Any:
     """FRESH: the agent starts a new session whose first message is the summary."""
 
     async def act(row: EscalationRow, answer: Answer) -> None:
         if answer.text != FRESH or row.agent_id is None:
             return
         try:
-            runner = await pool.get(row.agent_id)
+            runner = await fleet.get(row.agent_id)
             asked = row.tool_input or {}
-            summary = await fresh_summary(pool.store, runner.id, str(asked.get("reason", "")))
+            summary = await fresh_summary(store, runner.id, str(asked.get("reason", "")))
             await runner.start_fresh(summary, by=answer.by, prompt=str(asked.get("prompt", "")))
         except SupervisorError as exc:
-            await pool.escalations.notify(row.agent_id, f"Not started fresh: {row.title}",
+            await escalations.notify(row.agent_id, f"Not started fresh: {row.title}",
                                           str(exc), ref_id=row.id)
             return
-        await pool.escalations.notify(runner.id, f"{runner.name} starts a fresh session",
+        await escalations.notify(runner.id, f"{runner.name} starts a fresh session",
                                       f"Asked by {answer.by}; its first message is a summary of "
                                       "its earlier work.", ref_id=row.id)
 

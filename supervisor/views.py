@@ -4,17 +4,32 @@ operators, the kill switch and invites, safe to keep and to pass between tasks."
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from store.audit import AuditRow
 from store.escalations import EscalationRow
 from store.operators import OperatorRow
 from supervisor.events import AgentState
 
+if TYPE_CHECKING:
+    from supervisor.runner import AgentRunner
+
 # Escalations and operators are already frozen rows of the store; the API hands them out
 # under these names, so callers never import the store.
 EscalationView = EscalationRow
 OperatorView = OperatorRow
 AuditView = AuditRow
+
+
+class Actor(Protocol):
+    """Who asks: an operator on a platform (commands.base.Caller is one), or an agent."""
+
+    @property
+    def id(self) -> str: ...  # "platform:user_id", unique across platforms
+    @property
+    def name(self) -> str: ...
+    @property
+    def platform(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +50,20 @@ class AgentView:
     @property
     def live(self) -> bool:
         return self.state.live
+
+
+def agent_fields(r: AgentRunner) -> dict[str, Any]:
+    """An agent's AgentView fields, read off its runner at this moment."""
+    return dict(
+        id=r.id, name=r.name, state=r.state, model=r.model, cwd=r.cwd, parent_id=r.parent_id,
+        created_at=r.created_at, permission_mode=r.permission_mode,
+        project_settings=r.project_settings, current_tool=r.current_tool, queued=r.queued,
+        busy=r.busy,
+    )
+
+
+def agent_view(r: AgentRunner) -> AgentView:
+    return AgentView(**agent_fields(r))
 
 
 @dataclass(frozen=True, slots=True)

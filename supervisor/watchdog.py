@@ -6,12 +6,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.escalations import Decision, Kind, Timeouts
 from supervisor.events import AgentState
 from supervisor.guardrails import MemoryProbe, day_start
+
+if TYPE_CHECKING:
+    from store import Store
+    from supervisor.config import Settings
+    from supervisor.escalations import Escalations
+    from supervisor.fleet import FleetView
 
 logger = logging.getLogger(__name__)
 
@@ -20,9 +26,12 @@ RAISE_STEPS_USD = (5.0, 20.0)
 
 
 class Watchdog:
-    def __init__(self, pool: Any, memory: MemoryProbe, clock: Clock = SYSTEM_CLOCK) -> None:
-        self.pool = pool
-        self.settings = pool.settings
+    def __init__(self, settings: Settings, fleet: FleetView, escalations: Escalations,
+                 store: Store, memory: MemoryProbe, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.settings = settings
+        self.fleet = fleet
+        self.escalations = escalations
+        self.store = store
         self.memory = memory
         self.clock = clock
         self._memory_warned_at = 0.0
@@ -41,8 +50,8 @@ class Watchdog:
     async def tick(self, now: float) -> None:
         """Run once: every periodic check, as of `now` (wall-clock seconds)."""
         s = self.settings
-        notify = self.pool.escalations.notify
-        for r in self.pool.runners():
+        notify = self.escalations.notify
+        for r in self.fleet.live():
             # A standing agent has no TTL: its idle CLI is parked instead, and the next message
             # or schedule firing resumes its session (docs/standing-agents.md).
             if getattr(r, "standing", False):
@@ -75,9 +84,9 @@ class Watchdog:
             return True
         if (s.session_ttl_s and not r.ttl_warned and r.state.live
                 and age >= s.session_ttl_s - s.ttl_warn_s):
-            r.ttl_warned = True
+            r.warned_of_ttl()
             left = max(0.0, s.session_ttl_s - age)
-            await self.pool.escalations.notify(
+            await self.escalations.notify(
                 r.id, f"{r.name} reaches its session TTL in {left / 60:.1f} min",
                 f"It will be stopped then (session_ttl_s={s.session_ttl_s:g}). "
                 f"Its session is kept: /ask {r.name} resumes it afterwards.")
@@ -86,7 +95,7 @@ class Watchdog:
     async def _end_ttl(self, runner: Any) -> None:
         with contextlib.suppress(Exception):
             await runner.stop()
-        await self.pool.escalations.notify(
+        await self.escalations.notify(
             runner.id, f"{runner.name} stopped: session TTL reached",
             f"It ran for {self.settings.session_ttl_s / 3600:.1f} h. /ask {runner.name} <text> "
             "resumes its session.")
@@ -103,7 +112,7 @@ class Watchdog:
         if base is None:
             return None
         day = int(day_start(self.clock.now()))
-        raised = await self.pool.store.kv.get(f"budget:{agent_id}:{day}") or 0.0
+        raised = await self.store.kv.get(f"budget:{agent_id}:{day}") or 0.0
         return base + float(raised)
 
     async def over_budget(self, runner: Any) -> str | None:
@@ -111,7 +120,7 @@ class Watchdog:
         to stop it, or None. The operator's escalation is opened in the background."""
         if self.settings.agent_budget_usd is None and self.settings.global_budget_usd is None:
             return None
-        turns = self.pool.store.turns
+        turns = self.store.turns
         since = day_start(self.clock.now())
         budget = await self.budget_for(runner.id)
         if budget is not None:
@@ -129,17 +138,17 @@ class Watchdog:
         return None
 
     async def _stop_all_for_budget(self, first: Any, spent: float, gbudget: float) -> None:
-        others = [r for r in self.pool.runners() if r.state.live and r is not first]
+        others = [r for r in self.fleet.live() if r is not first]
         for r in others:
             with contextlib.suppress(Exception):
                 await r.stop()
         names = ", ".join(r.name for r in [first, *others])
-        await self.pool.escalations.notify(
+        await self.escalations.notify(
             None, f"Global daily budget crossed: ${spent:.2f} of ${gbudget:.2f}",
             f"Stopped: {names}. Raise global_budget_usd in the configuration to continue today.")
 
     async def _offer_raise(self, runner: Any, spent: float, budget: float) -> None:
-        esc = self.pool.escalations
+        esc = self.escalations
         options = tuple(f"Raise by ${n:g}" for n in RAISE_STEPS_USD) + ("Stop",)
         row = await esc.open(
             agent_id=runner.id, kind=Kind.QUESTION,
@@ -153,9 +162,9 @@ class Watchdog:
             return
         step = float(answer.text.removeprefix("Raise by $"))
         key = f"budget:{runner.id}:{int(day_start(self.clock.now()))}"
-        raised = float(await self.pool.store.kv.get(key) or 0.0) + step
-        await self.pool.store.kv.set(key, raised)
-        runner.budget_blocked = None
+        raised = float(await self.store.kv.get(key) or 0.0) + step
+        await self.store.kv.set(key, raised)
+        runner.lift_budget_block()
         await esc.notify(runner.id, f"{runner.name}: budget raised by ${step:g}",
                          f"Today's budget is now ${budget + step:.2f}. /ask {runner.name} <text> "
                          "to continue.")

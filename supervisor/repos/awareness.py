@@ -18,8 +18,10 @@ from supervisor.repos.siblings import Notice, Siblings, render
 
 if TYPE_CHECKING:
     from store import Store
+    from supervisor.bus import Bus
+    from supervisor.clock import Clock
     from supervisor.config import Settings
-    from supervisor.pool import AgentPool
+    from supervisor.fleet import FleetView
     from supervisor.repos.git import Tree
 
 logger = logging.getLogger(__name__)
@@ -29,7 +31,9 @@ COMMIT_NOTICE_TTL_S = 6 * 3600.0
 
 class Awareness:
     if TYPE_CHECKING:
-        _pool: AgentPool
+        _fleet: FleetView
+        _bus: Bus
+        _clock: Clock
         store: Store
         settings: Settings
         siblings: Siblings
@@ -58,7 +62,7 @@ class Awareness:
                     commits = await self._git(git.new_commits, tree.bare, old, head)
                     self._heads[agent_id] = head
                     await self.store.repos.set_head(agent_id, head)
-            now = self._pool.clock.now()
+            now = self._clock.now()
             for c in reversed(commits):
                 await self._announce(repo, Notice(
                     repo, agent_id, self._name(agent_id), c.paths, now,
@@ -81,13 +85,13 @@ class Awareness:
             head = self._heads.get(agent_id)
             if base and head and base != head:
                 paths += await self._git(git.changed_paths, tree.bare, base, head)
-        paths += self.siblings.intents(agent_id, self._pool.clock.now())
+        paths += self.siblings.intents(agent_id, self._clock.now())
         return tuple(dict.fromkeys(paths))
 
     def _live_siblings(self, repo: str, agent_id: str) -> list[str]:
         out = []
         for other, (r, _) in self._trees.items():
-            runner = self._pool._runners.get(other)
+            runner = self._fleet.find(other)
             if other != agent_id and r == repo and runner is not None and runner.state.live:
                 out.append(other)
         return out
@@ -95,7 +99,7 @@ class Awareness:
     async def _announce(self, repo: str, notice: Notice, *, push: bool = False) -> None:
         for other in self._live_siblings(repo, notice.agent_id):
             score = self.siblings.hold(other, notice, await self.working_set(other))
-            runner = self._pool._runners.get(other)
+            runner = self._fleet.find(other)
             if score and runner is not None and not runner.busy:
                 await self.deliver(other)  # idle: it hears now (its next turn)
             elif score and push and runner is not None:
@@ -103,15 +107,15 @@ class Awareness:
 
     async def deliver(self, agent_id: str, kind: str = "info") -> bool:
         """What waits for `agent_id`, if any of it touches its work: one bus message."""
-        runner = self._pool._runners.get(agent_id)
+        runner = self._fleet.find(agent_id)
         repo = self.repo_of(agent_id)
         if runner is None or not runner.state.live or repo is None:
             return False
-        items = self.siblings.take(agent_id, self._pool.clock.now())
+        items = self.siblings.take(agent_id, self._clock.now())
         if not items:
             return False
         try:
-            await self._pool.bus.send(SYSTEM_SENDER, runner.name, kind, render(repo, items),
+            await self._bus.send(SYSTEM_SENDER, runner.name, kind, render(repo, items),
                                       agent_id=agent_id)
         except SupervisorError as exc:
             logger.warning("sibling notice not sent agent=%s: %s", agent_id, exc)
@@ -127,7 +131,7 @@ class Awareness:
         clean = tuple(dict.fromkeys(p.strip().lstrip("./") for p in paths if p.strip()))[:50]
         if not clean:
             raise InvalidRequest("name at least one path")
-        now = self._pool.clock.now()
+        now = self._clock.now()
         ttl = min(ttl_s or self.settings.repo_intent_ttl_s, 24 * 3600.0)
         notice = Notice(repo, agent_id, self._name(agent_id), clean, now, now + ttl,
                         note=note.strip()[:500])

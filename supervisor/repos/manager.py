@@ -32,7 +32,14 @@ from supervisor.repos.git import Credentials, GitFailed, Tree
 from supervisor.repos.siblings import Siblings
 
 if TYPE_CHECKING:
-    from supervisor.pool import AgentPool
+    from store import Store
+    from supervisor.bus import Bus
+    from supervisor.clock import Clock
+    from supervisor.config import Settings
+    from supervisor.escalations import Escalations
+    from supervisor.events import EventHub
+    from supervisor.fleet import FleetView
+    from supervisor.sandbox import Isolation
 
 logger = logging.getLogger(__name__)
 
@@ -74,13 +81,21 @@ def _local_source(source: str) -> str:
 
 
 class Repos(Awareness):
-    """The repositories of one supervisor. Built by the pool, started after its agents."""
+    """The repositories of one supervisor. Built by the pool, started after its agents.
+    `isolation` is the host's sandbox as the pool probed it at its start (None before)."""
 
-    def __init__(self, pool: AgentPool) -> None:
-        self._pool = pool
-        self.settings = pool.settings
-        self.store = pool.store
-        self.git = git.Git(pool.settings.run_dir)
+    def __init__(self, settings: Settings, store: Store, hub: EventHub, fleet: FleetView,
+                 bus: Bus, escalations: Escalations, isolation: Callable[[], Isolation | None],
+                 clock: Clock) -> None:
+        self.settings = settings
+        self.store = store
+        self._hub = hub
+        self._fleet = fleet
+        self._bus = bus
+        self._escalations = escalations
+        self._isolation = isolation
+        self._clock = clock
+        self.git = git.Git(settings.run_dir)
         self._locks: dict[str, asyncio.Lock] = {}
         self._in_use: set[str] = set()  # agent ids whose worktree a spawn is making
         self._trees: dict[str, tuple[str, Tree]] = {}  # agent id -> (repo, its tree)
@@ -182,7 +197,7 @@ class Repos(Awareness):
                 logger.exception("worktree gc failed")
 
     async def _watch_turns(self) -> None:
-        with self._pool.hub.subscription(TurnFinished) as events:
+        with self._hub.subscription(TurnFinished) as events:
             while True:
                 ev = await events.get()
                 if isinstance(ev, TurnFinished) and ev.agent_id:
@@ -259,7 +274,7 @@ class Repos(Awareness):
         bare = Path(row.path)
         branch = f"{git.AGENT_PREFIX}{name}"
         path = (self.settings.workspaces / f"{name}-{agent_id}").resolve()
-        iso = self._pool.isolation
+        iso = self._isolation()
         private = self._private_dir(agent_id) if iso is not None and iso.ok else None
         self._in_use.add(agent_id)
         try:
@@ -301,7 +316,7 @@ class Repos(Awareness):
     def _hand_over(self, tree: Tree) -> None:
         """Root: the agent uid must write its worktree, its administrative directory and its
         private store (the worktree itself is handed over by the sandbox's prepare)."""
-        iso = self._pool.isolation
+        iso = self._isolation()
         if iso is None or not iso.ok or iso.uid is None or iso.gid is None:
             return
         tops = [tree.admin]
@@ -341,7 +356,7 @@ class Repos(Awareness):
         ), env)
 
     def _name(self, agent_id: str) -> str:
-        r = self._pool._runners.get(agent_id)
+        r = self._fleet.find(agent_id)
         return r.name if r is not None else agent_id
 
     # -- diff and merge ---------------------------------------------------------------------------
@@ -371,7 +386,7 @@ class Repos(Awareness):
                                      self.settings.repo_merge)
         if result.kind == "conflict":
             paths = "\n".join(result.conflicts)
-            await self._pool.escalations.notify(
+            await self._escalations.notify(
                 agent_id, f"Merge conflict: {wt.branch} into {wt.base} ({wt.repo})",
                 f"{len(result.conflicts)} path(s) conflict; nothing was changed:\n{paths}",
                 detail=paths, detail_name="conflicts.txt")
@@ -383,7 +398,7 @@ class Repos(Awareness):
         """A spawn is making it, or its agent exists and was not killed."""
         if agent_id in self._in_use:
             return True
-        r = self._pool._runners.get(agent_id)
+        r = self._fleet.find(agent_id)
         return r is not None and r.state != AgentState.KILLED
 
     async def gc(self, why: str = "timer") -> GcReport:
@@ -436,12 +451,12 @@ class Repos(Awareness):
         if snap == head and base is not None and await self._git(git.is_ancestor, tree.bare,
                                                                   head, base):
             return None  # nothing uncommitted, nothing unmerged
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self._pool.clock.now()))
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self._clock.now()))
         ref = f"{git.ARCHIVE_PREFIX}{wt.agent_name}/{stamp}"
         if await self._git(git.rev, tree.bare, f"refs/heads/{ref}") is not None:
             ref = f"{ref}-{wt.agent_id}"
         await self._git(git.keep, tree.bare, ref, snap)
         reason = "uncommitted changes" if snap != head else "unmerged commits"
         await self.store.repos.add_archive(ArchiveRow(ref, wt.repo, wt.agent_id, wt.agent_name,
-                                                      snap, reason, self._pool.clock.now()))
+                                                      snap, reason, self._clock.now()))
         return ref

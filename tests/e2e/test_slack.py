@@ -143,7 +143,7 @@ async def in_thread_or_channel(fake, card, needle, timeout=30.0):
 
 async def recorded(app, name, card):
     """The card is the agent's thread once recorded (at the cards' next tick)."""
-    r = await app.pool.get(name)
+    r = await app.pool.fleet.get(name)
 
     async def found():
         return await app.store.operators.card("slack", r.id, CHANNEL) == card["ts"]
@@ -181,7 +181,7 @@ async def test_a_stranger_is_refused_once_and_audited(both_modes):
 
     await wait_for(audited, 10, "two audit rows")
     assert len(fake.to(STRANGER)) == 1 and fake.to(STRANGER)[0]["channel"] == CHANNEL
-    assert app.pool.runners(include_dead=True) == []
+    assert app.pool.fleet.everyone() == []
 
 
 async def test_an_invite_code_works_in_slack(fake_slack_app):
@@ -235,7 +235,7 @@ async def test_a_duplicate_delivery_acts_once(both_modes):
     mention = {**event, "type": "app_mention", "text": "<@UBOT> only once"}
     await fake.event(mention, event_id="EvOTHER")  # the same message as a mention
     await fake.wait_for(lambda: "turns: 2" in now_text(fake, card), 20, what="turn two")
-    r = await app.pool.get("dup")
+    r = await app.pool.fleet.get("dup")
     await wait_for(lambda: r.state == "idle", 20)
     # A marker after them: once its turn is done, any duplicate turn would be done too.
     await fake.event(fake.message_event(ADMIN, "marker", thread_ts=card["ts"]))
@@ -351,7 +351,7 @@ async def test_denied_with_a_reason_from_the_modal_reaches_the_model(real_slack_
                                              None), what="the modal")
     assert (await fake.submit(ADMIN, modal, {"reason": ""}))["response_action"] == "errors"
     await fake.submit(ADMIN, modal, {"reason": "not on a Friday"})
-    r = await app.pool.get("denier")
+    r = await app.pool.fleet.get("denier")
     await wait_for(lambda: r.state == "idle" and len(mock_api.requests) >= 2, 60)
     assert "not on a Friday" in json.dumps(mock_api.requests[-1]["messages"])
     assert not (tmp_path / "nope.txt").exists()
@@ -367,7 +367,7 @@ async def test_a_question_by_button_and_by_thread_reply(real_slack_app, tmp_path
     card = await card_of(fake, "asker")
     asked = await in_thread_or_channel(fake, card, "Which colour?")
     await fake.click(ADMIN, asked, "Blue")
-    r = await app.pool.get("asker")
+    r = await app.pool.fleet.get("asker")
     await wait_for(lambda: r.state == "idle", 60)
     assert "Blue" in json.dumps(mock_api.requests)
     await recorded(app, "asker", card)
@@ -387,7 +387,7 @@ async def test_the_native_stop_button_stops_the_turn(both_modes):
     await fake.slash(ADMIN, "spawn sleeper SLEEP 60: done")
     card = await card_of(fake, "sleeper")
     await recorded(app, "sleeper", card)
-    r = await app.pool.get("sleeper")
+    r = await app.pool.fleet.get("sleeper")
     await wait_for(lambda: r.state == "working", 20)
     await fake.wait_for(lambda: any(s[2] == card["ts"] and s[3] == "processing"
                                     for s in fake.statuses), what="the session processing")
@@ -408,7 +408,7 @@ async def test_app_home_kill_all_with_confirmation_and_an_admin_turns_it_off(bot
     for i in range(2):
         await fake.slash(ADMIN, f"spawn k{i} BG")
         await said_to(fake, ADMIN, f"Spawned k{i}")
-    runners = [await app.pool.get(f"k{i}") for i in range(2)]
+    runners = [await app.pool.fleet.get(f"k{i}") for i in range(2)]
     await wait_for(lambda: all(r.state == "idle" for r in runners), 30)
     await fake.open_home(VIEWER)
     await fake.wait_for(lambda: fake.homes.get(VIEWER), what="the viewer's home")
@@ -473,7 +473,7 @@ async def test_a_429_storm_delays_but_loses_nothing_and_merges_card_edits(fake_s
     fake.storm(5)
     for i in range(4):
         await fake.event(fake.message_event(ADMIN, f"msg {i}", thread_ts=card["ts"]))
-    r = await app.pool.get("stormy")
+    r = await app.pool.fleet.get("stormy")
 
     async def all_handled() -> bool:
         # Every message became (part of) a turn: the bus joins what waits for a busy agent.

@@ -121,7 +121,7 @@ async def test_a_stranger_is_refused_once_and_audited(fake_tg_app):
 
     await wait_for(audited, 10, "two audit rows")
     assert len(texts(fake, STRANGER)) == 1
-    assert app.pool.runners(include_dead=True) == []
+    assert app.pool.fleet.everyone() == []
 
 
 async def test_invite_code_works_once_and_only_once(fake_tg_app):
@@ -217,7 +217,7 @@ async def test_questions_by_button_and_by_reply(real_tg_app, tmp_path, mock_api)
     fake.user_sends(ADMIN, f"/spawn asker --cwd {tmp_path} TOOL AskUserQuestion {json.dumps(q)}")
     asked = await said(fake, ADMIN, "Which colour?")
     await tap(fake, ADMIN, asked, "Blue")
-    r = await app.pool.get("asker")
+    r = await app.pool.fleet.get("asker")
     await wait_for(lambda: r.state == "idle", 60)
     args = json.dumps({"question": "Which port?"})
     fake.user_sends(ADMIN, f"/ask asker TOOL mcp__switchboard__ask_operator {args}")
@@ -369,7 +369,7 @@ async def test_the_real_cli_s_long_command_and_long_write_reach_telegram_whole(a
     assert files[f"{row.id}-command.sh"] == command
     assert "Why asked" in card["text"] and "Cut short" in card["text"]
     await tap(fake, ADMIN, card, "Deny")
-    r = await app.pool.get("longcmd")
+    r = await app.pool.fleet.get("longcmd")
     await wait_for(lambda: r.state == "idle", 60)
     target = tmp_path / "deploy.sh"
     content = "set -e\n" + "".join(f"echo step {i}\n" for i in range(40)) + "rm -rf ~/\n"
@@ -413,7 +413,7 @@ async def test_pause_resume_kill_from_buttons(fake_tg_app):
     app, fake = fake_tg_app
     fake.user_sends(ADMIN, "/spawn worker hello")
     spawned = await said(fake, ADMIN, "Spawned worker")
-    r = await app.pool.get("worker")
+    r = await app.pool.fleet.get("worker")
     await wait_for(lambda: r.state == "idle", 30)
     await tap(fake, ADMIN, spawned, "Pause")
     await wait_for(lambda: r.state == "paused", 10)
@@ -439,7 +439,7 @@ async def test_kill_all_button_with_confirmation(fake_tg_app):
     runners = []
     for i in range(3):
         await said(fake, ADMIN, f"Spawned k{i}")
-        runners.append(await app.pool.get(f"k{i}"))
+        runners.append(await app.pool.fleet.get(f"k{i}"))
     await wait_for(lambda: all(r.state == "idle" for r in runners), 30)
     fake.user_sends(ADMIN, KILL_TEXT)
     ask = await said(fake, ADMIN, "kills all 3 live agent(s)")

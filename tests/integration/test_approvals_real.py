@@ -52,7 +52,7 @@ async def open_escalation(app, kind="permission", timeout=60):
 async def spawn(app, name, prompt, cwd):
     reply = await run(app, f"/spawn {name} --cwd {cwd} {prompt}")
     assert reply.ok, reply.plain()
-    return await app.pool.get(name)
+    return await app.pool.fleet.get(name)
 
 
 async def test_blocklisted_command_is_denied_without_asking(real_app, mock_api, tmp_path):
@@ -181,7 +181,7 @@ async def test_exit_plan_mode_is_an_escalation_with_choices(real_app, mock_api, 
     reply = await run(real_app, f"/spawn planner --mode plan --cwd {tmp_path} "
                                 f"TOOL ExitPlanMode {plan}")
     assert reply.ok, reply.plain()
-    runner = await real_app.pool.get("planner")
+    runner = await real_app.pool.fleet.get("planner")
     row = await open_escalation(real_app, "plan")
     assert row.options == ("Approve plan", "Keep planning") and row.body
     assert (await real_app.run_command(ALICE, f"/answer {row.id} 2")).ok

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.timeout(120)]
 async def spawn(app, name, prompt="hello", *extra):
     reply = await run(app, f"/spawn {' '.join(extra)} {name} {prompt}")
     assert reply.ok, reply.plain()
-    r = await app.pool.get(name)
+    r = await app.pool.fleet.get(name)
     return r
 
 
@@ -169,8 +169,8 @@ async def test_spawn_agent_makes_a_child_and_notify_when_idle_tells_once(fake_ap
     await idle(fake_app, a)
     assert (await run(fake_app, '/ask a MCP spawn_agent {"name": "kid", "prompt": "SLEEP 1"}')
             ).ok
-    await wait_for(lambda: any(r.name == "kid" for r in fake_app.pool.runners()), 30, "kid")
-    kid = await fake_app.pool.get("kid")
+    await wait_for(lambda: any(r.name == "kid" for r in fake_app.pool.fleet.live()), 30, "kid")
+    kid = await fake_app.pool.fleet.get("kid")
     assert kid.parent_id == a.id
     await idle(fake_app, a)
     assert (await run(fake_app, '/ask a MCP notify_when_idle {"agent": "kid"}')).ok

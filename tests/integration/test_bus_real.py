@@ -81,7 +81,7 @@ def _has_result(app, a):
 async def _spawn(app, name, prompt, *extra):
     reply = await run(app, f"/spawn {' '.join(extra)} {name} {prompt}")
     assert reply.ok, reply.plain()
-    return await app.pool.get(name)
+    return await app.pool.fleet.get(name)
 
 
 async def test_role_topic_broadcast_routing_and_interrupt(real_app):

@@ -27,7 +27,7 @@ async def test_a_schedule_fires_on_the_injected_clock(short_home: Path) -> None:
         assert app.pool.clock is clock and app.api.schedules.scheduler.clock is clock
         await app.api.schedules.stop()  # the test ticks it (its run-once mode)
         assert (await run(app, "/spawn keeper hello")).ok
-        keeper = await app.pool.get("keeper")
+        keeper = await app.pool.fleet.get("keeper")
         await wait_for(lambda: keeper.state == "idle" and not keeper.busy, 30, "keeper idle")
         draft = await run(app, "/cron add every 2 hours keeper look around")
         assert draft.blocks[0].text == "Every 2 hours, next Mon 7 Dec 10:00", draft.plain()

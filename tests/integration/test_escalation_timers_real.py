@@ -24,7 +24,7 @@ async def test_pause_timeout_pauses_then_the_late_answer_resumes(short_home, moc
     async with Switchboard(settings) as app:
         reply = await run(app, f"/spawn dozy --cwd {tmp_path} BASH: touch late.txt")
         assert reply.ok, reply.plain()
-        runner = await app.pool.get("dozy")
+        runner = await app.pool.fleet.get("dozy")
         await wait_for(app.pool.escalations.pending, 60, "an open permission request")
         [row] = await app.pool.escalations.pending()
         await wait_for(lambda: runner.state == "paused", 30, "the pause after the timeout")

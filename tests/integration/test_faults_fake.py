@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(60)
 
 async def _idle(app, name: str, prompt: str = "hello"):
     assert (await run(app, f"/spawn {name} {prompt}")).ok
-    runner = await app.pool.get(name)
+    runner = await app.pool.fleet.get(name)
     await wait_for(lambda: runner.state == "idle" and not runner.busy, 30, f"{name} idle")
     return runner
 
@@ -199,7 +199,7 @@ async def test_the_database_file_deleted_or_replaced_is_noticed_and_rescued(fake
         assert not (await run(app, "/spawn newbie hi")).ok
     rescued.replace(db)
     async with Switchboard(fake_settings) as app:
-        assert [r.name for r in app.pool.runners()] == ["keeper"]
+        assert [r.name for r in app.pool.fleet.live()] == ["keeper"]
 
 
 # -- passing API errors ------------------------------------------------------------------------
@@ -223,7 +223,7 @@ async def test_a_passing_api_error_burst_is_retried_alike_for_529_and_500(permis
     mock_api.on_request = on_request
     async with Switchboard(permissive_settings) as app:
         assert (await run(app, "/spawn busy OVERLOAD then reply")).ok
-        runner = await app.pool.get("busy")
+        runner = await app.pool.fleet.get("busy")
         await wait_for(lambda: runner.state == "idle" and not runner.busy, 60, "busy idle")
         [turn] = await app.store.turns.recent(runner.id, 5)
         assert turn.status == "ok", turn

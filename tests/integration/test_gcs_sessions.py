@@ -113,5 +113,5 @@ async def test_no_gcs_client_is_reported_and_agents_still_run(fake_settings, tmp
         notices = [r.title for r in await app.store.escalations.undelivered("t", limit=100)]
         assert "⚠ Session transcripts are not copied to the bucket" in notices
         await run(app, "/spawn w TEXT: hi")
-        runner = await app.pool.get("w")
+        runner = await app.pool.fleet.get("w")
         await wait_for(lambda: runner.session_id is not None and not runner.busy, 30, "a turn")

@@ -40,7 +40,7 @@ async def test_twenty_first_child_is_refused(app_with):
         reply = await run(app, "/spawn kid20 --parent boss work")
         assert not reply.ok
         assert "20 live children" in reply.plain() and "limit is 20" in reply.plain()
-        assert len(app.pool.runners()) == 21
+        assert len(app.pool.fleet.live()) == 21
 
 
 async def test_depth_four_is_refused(app_with):
@@ -66,7 +66,7 @@ async def test_budget_crossed_mid_turn_stops_after_the_turn_and_asks(app_with):
     # The fake CLI costs $0.001 a turn: the second turn crosses a $0.0015 budget.
     async with app_with(agent_budget_usd=0.0015) as app:
         await spawn_ok(app, "/spawn spender first")
-        r = await app.pool.get("spender")
+        r = await app.pool.fleet.get("spender")
         await wait_for(lambda: r.state == "idle", 30)
         await spawn_ok(app, "/ask spender second")
         await wait_for(lambda: r.state == "stopped", 30, "stopped after the turn")
@@ -116,7 +116,7 @@ async def test_session_ttl_warns_then_stops(app_with):
     the warning or race the stop notice (it used to poll wall time on a 1.5 s TTL)."""
     async with app_with(session_ttl_s=100.0, ttl_warn_s=30.0, watchdog_interval_s=3600.0) as app:
         await spawn_ok(app, "/spawn mayfly go")
-        r = await app.pool.get("mayfly")
+        r = await app.pool.fleet.get("mayfly")
         await wait_for(lambda: r.state == "idle" and r.session_started_at, 20, "mayfly idle")
         start = r.session_started_at
 
@@ -139,7 +139,7 @@ async def test_session_ttl_warns_then_stops(app_with):
 async def test_stalled_agent_is_flagged_and_recovers(app_with):
     async with app_with(stall_s=0.5, watchdog_interval_s=0.1) as app:
         await spawn_ok(app, "/spawn sleepy SLEEP 2")
-        r = await app.pool.get("sleepy")
+        r = await app.pool.fleet.get("sleepy")
         await wait_for(lambda: r.state == "stalled", 20, "stalled")
 
         async def told():
@@ -154,7 +154,7 @@ async def test_stalled_agent_is_flagged_and_recovers(app_with):
 async def test_crash_loop_is_not_restarted(app_with):
     async with app_with(crash_loop_max=2) as app:
         await spawn_ok(app, "/spawn flaky CRASH")
-        r = await app.pool.get("flaky")
+        r = await app.pool.fleet.get("flaky")
         await wait_for(lambda: r.state == "failed", 20)
         await spawn_ok(app, "/ask flaky CRASH")
 

@@ -49,7 +49,7 @@ async def test_health_readiness_and_metrics_of_a_running_fleet(fake_settings):
     settings = fake_settings.with_(http_port=free_port())
     async with Switchboard(settings) as app:
         assert (await run(app, "/spawn worker hello")).ok
-        runner = await app.pool.get("worker")
+        runner = await app.pool.fleet.get("worker")
         await wait_for(lambda: runner.state == "idle", 30, "the first turn to finish")
 
         status, body = await get(app, "/healthz")

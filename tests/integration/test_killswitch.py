@@ -26,7 +26,7 @@ async def spawn_fleet(app, n, prefix="f"):
     for i in range(n):
         reply = await run(app, f"/spawn {prefix}{i} BG")
         assert reply.ok, reply.plain()
-    runners = [await app.pool.get(f"{prefix}{i}") for i in range(n)]
+    runners = [await app.pool.fleet.get(f"{prefix}{i}") for i in range(n)]
     await wait_for(lambda: all(r.state == "idle" for r in runners), 90, f"{n} idle agents")
     tag = app.settings.instance_id + "/"
 
@@ -74,7 +74,7 @@ async def test_thirty_agents_killed_halt_survives_restart_then_deactivation(fake
 async def spawn_ok_and_idle(app, line, name):
     reply = await run(app, line)
     assert reply.ok, reply.plain()
-    r = await app.pool.get(name)
+    r = await app.pool.fleet.get(name)
     await wait_for(lambda: r.state == "idle", 30)
 
 
@@ -100,8 +100,8 @@ async def test_local_file_trigger_works_while_the_event_loop_is_busy(fake_app):
         time.sleep(0.02)
     assert processes_with_tag(tag) == []
     assert fake_app.pool.killswitch.halted
-    await wait_for(lambda: all(r.state == "killed" for r in fake_app.pool.runners(
-        include_dead=True)), 10, "bookkeeping once the loop is free")
+    await wait_for(lambda: all(r.state == "killed" for r in fake_app.pool.fleet.everyone()), 10,
+                   "bookkeeping once the loop is free")
     assert not (await run(fake_app, "/spawn late hi")).ok
     await run(fake_app, "/killswitch off confirm")
     assert not (fake_app.settings.home / "kill-switch.json").exists()
@@ -126,8 +126,7 @@ async def test_gcs_object_triggers_the_switch_without_chat_front_ends(fake_setti
                        "the GCS trigger")
         assert app.pool.killswitch.halt["via"] == "gcs"
         assert app.pool.killswitch.halt["by"] == "ops-console"
-        await wait_for(lambda: all(r.state == "killed" for r in app.pool.runners(
-            include_dead=True)), 10)
+        await wait_for(lambda: all(r.state == "killed" for r in app.pool.fleet.everyone()), 10)
         assert (await run(app, "/killswitch off confirm")).ok
         await asyncio.sleep(1.0)  # the same object, already acted on, does not re-trigger
         assert not app.pool.killswitch.halted

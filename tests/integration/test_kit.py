@@ -79,7 +79,7 @@ async def test_a_stranger_is_refused_once_audited_every_time_then_silent(kit, ch
     assert [a.args for a in reversed(refused)] == ["/agents", "/spawn evil rm everything",
                                                    "hello?"]
     assert all(a.platform == PLATFORM and a.user_id == EVE.user_id for a in refused)
-    assert app.pool.runners(include_dead=True) == []
+    assert app.pool.fleet.everyone() == []
     # A tap from a stranger (an old message forwarded, say): refused and audited too.
     await desk.on_tap(Tap(TapId("t"), dm(EVE), MessageId("1"), EVE, "/killall"))
     assert chat.tap_answers[-1]["alert"] and "not an operator" in chat.tap_answers[-1]["text"]

@@ -29,7 +29,7 @@ async def _spawn_idle(app, name, prompt, cwd=None):
     where = f" --cwd {cwd}" if cwd else ""
     reply = await run(app, f"/spawn {name}{where} {prompt}")
     assert reply.ok, reply.plain()
-    runner = await app.pool.get(name)
+    runner = await app.pool.fleet.get(name)
     await wait_for(lambda: runner.state == "idle", 90, f"{name} idle")
     return runner
 
@@ -37,7 +37,7 @@ async def _spawn_idle(app, name, prompt, cwd=None):
 async def test_pause_freezes_every_process_including_the_running_tool(real_app, tmp_path):
     reply = await run(real_app, f"/spawn pz --cwd {tmp_path} BASH: sleep 3; echo done > p.txt")
     assert reply.ok
-    runner = await real_app.pool.get("pz")
+    runner = await real_app.pool.fleet.get("pz")
 
     def tool_running():
         return any(p.name() == "sleep" for p in processes_with_tag(runner.tag))
@@ -84,7 +84,7 @@ async def test_kill_leaves_no_process_even_an_escaped_background_command(real_ap
 async def test_cli_crash_mid_turn_is_reported_failed(real_app, mock_api):
     reply = await run(real_app, "/spawn crashy SLEEP 30: too late")
     assert reply.ok
-    runner = await real_app.pool.get("crashy")
+    runner = await real_app.pool.fleet.get("crashy")
     await wait_for(lambda: runner.state == "working" and mock_api.requests, 60, "turn under way")
     await wait_for(lambda: runner.process and runner.process.cli_pid, 10)
     os.kill(runner.process.cli_pid, signal.SIGKILL)
@@ -105,7 +105,7 @@ async def test_restart_resumes_the_same_session(real_settings, mock_api):
         first_pid = runner.process.cli_pid
     assert not psutil.pid_exists(first_pid) or psutil.Process(first_pid).status() == "zombie"
     async with Switchboard(real_settings) as app:
-        runner = await app.pool.get("keeper")
+        runner = await app.pool.fleet.get("keeper")
         assert runner.state == "idle"
         assert runner.process is None  # lazily resumed on the next message
         before = len(mock_api.requests)

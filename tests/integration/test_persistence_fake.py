@@ -42,7 +42,7 @@ def _rows(db: Path) -> dict[str, set[tuple[object, ...]]]:
 async def _idle(app: Switchboard, name: str) -> None:
     """Idle with nothing open for it on the bus: a leased message whose turn has not begun yet
     shows as idle with nothing queued, and would be cut by the stop and run after the restore."""
-    r = await app.pool.get(name)  # type: ignore[union-attr]
+    r = await app.pool.fleet.get(name)  # type: ignore[union-attr]
     store = app.store
     assert store is not None
 
@@ -96,10 +96,10 @@ async def test_a_new_data_directory_comes_back_from_the_bucket(bucket_settings: 
         # (the real CLI's resume is test_persistence_real.py's).
         pool = app.pool
         assert pool is not None
-        await wait_for(lambda: {(r.name, r.state) for r in pool.runners(include_dead=True)}
+        await wait_for(lambda: {(r.name, r.state) for r in pool.fleet.everyone()}
                        == {("a", "idle"), ("b", "resume_failed")}, 30,
                        "a back and idle, b's resume refused")
-        b = await pool.get("b")
+        b = await pool.fleet.get("b")
         assert "neither on this disk nor in the bucket" in (b.last_error or "")
         status = await run(app, "/status")
         assert "Last snapshot: generation" in status.plain()
@@ -110,7 +110,7 @@ async def test_two_supervisors_on_one_bucket_never_drive_one_agent(
     async with Switchboard(bucket_settings) as app:
         assert (await run(app, "/spawn a hello")).ok
         await _idle(app, "a")
-        agent_id = (await app.pool.get("a")).id  # type: ignore[union-attr]
+        agent_id = (await app.pool.fleet.get("a")).id  # type: ignore[union-attr]
         # Another supervisor (another instance id) on the same bucket wants the same agent.
         other = Leases(GcsRemote("sb", client_kwargs=bucket_settings.gcs_client_kwargs()),
                        "other-supervisor", settle_s=0.05)
@@ -119,7 +119,7 @@ async def test_two_supervisors_on_one_bucket_never_drive_one_agent(
         held = app.persistence.leases.held[agent_id]  # type: ignore[union-attr]
         # Seen from a clock past the expiry (this supervisor stopped renewing, say), the other
         # takes it over; at its next renewal this one finds that and ends a's process here.
-        runner = await app.pool.get("a")  # type: ignore[union-attr]
+        runner = await app.pool.fleet.get("a")  # type: ignore[union-attr]
         assert runner.process is not None
         late = Leases(other.remote, "other-supervisor", settle_s=0.05,
                       now=lambda: time.time() + 3600)
@@ -138,7 +138,7 @@ async def test_two_supervisors_on_one_bucket_never_drive_one_agent(
     async with Switchboard(bucket_settings) as app:
         reply = await run(app, "/ask a still there?")
         assert reply.ok
-        r = await app.pool.get("a")  # type: ignore[union-attr]
+        r = await app.pool.fleet.get("a")  # type: ignore[union-attr]
         await wait_for(lambda: r.state == "failed", 30, "a refused")
         assert "driven by another supervisor (other-supervisor)" in (r.last_error or "")
         assert r.process is None

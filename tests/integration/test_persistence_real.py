@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.real_cli, pytest.mark.timeout(240)]
 
 
 async def _idle(app: Switchboard, name: str) -> None:
-    r = await app.pool.get(name)  # type: ignore[union-attr]
+    r = await app.pool.fleet.get(name)  # type: ignore[union-attr]
     await wait_for(lambda: r.state == "idle" and not r.busy and r.queued == 0, 90, f"{name} idle")
 
 
@@ -56,7 +56,7 @@ async def test_a_replaced_container_resumes_every_session_from_the_bucket(
         draft = await run(app, "/cron add every weekday at 9 a TEXT: morning check")
         assert draft.ok, draft.plain()
         assert (await run(app, "/cron confirm")).ok
-        a = await app.pool.get("a")  # type: ignore[union-attr]
+        a = await app.pool.fleet.get("a")  # type: ignore[union-attr]
         question = await app.pool.escalations.open(  # type: ignore[union-attr]
             agent_id=a.id, kind="question", title="a asks", body="merge now?", free_text=True)
     before = _rows(settings.db_path)

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 async def _idle(app, name):
-    runner = await app.pool.get(name)
+    runner = await app.pool.fleet.get(name)
     await wait_for(lambda: runner.state == "idle", 30, f"{name} idle")
     return runner
 
@@ -48,7 +48,7 @@ async def test_killing_a_parent_kills_the_whole_subtree(deep_app):
     assert bystander.process is not None and bystander.process.launcher_pid
     assert (stored.launcher_pid, stored.cli_pid) == (bystander.process.launcher_pid,
                                                      bystander.process.cli_pid)
-    family = [r for r in fake_app.pool.runners() if r.name != "bystander"]
+    family = [r for r in fake_app.pool.fleet.live() if r.name != "bystander"]
     assert len(family) == 7
     for r in family:
         # The turn can end before its background sh has exec'd the sleep: wait for it.
@@ -62,7 +62,7 @@ async def test_killing_a_parent_kills_the_whole_subtree(deep_app):
         assert processes_with_tag(r.tag + "\0") == []
     assert bystander.state == "idle" and processes_with_tag(bystander.tag + "\0")
     row = await fake_app.store.agents.find("d3b")
-    assert row.parent_id == (await fake_app.pool.get("d2a")).id
+    assert row.parent_id == (await fake_app.pool.fleet.get("d2a")).id
 
 
 async def _idle_spawn(app, name, prompt="hello"):
@@ -122,7 +122,7 @@ async def test_twenty_agents_then_clean_shutdown(fake_settings):
     async with Switchboard(fake_settings) as app:
         for i in range(20):
             assert (await run(app, f"/spawn f{i} BG")).ok
-        runners = [await app.pool.get(f"f{i}") for i in range(20)]
+        runners = [await app.pool.fleet.get(f"f{i}") for i in range(20)]
         await wait_for(lambda: all(r.state == "idle" for r in runners), 60, "20 idle agents")
         prefix = fake_settings.instance_id + "/"
         # The turn can end before the background sh has exec'd its sleep: wait for all 20.
@@ -130,8 +130,8 @@ async def test_twenty_agents_then_clean_shutdown(fake_settings):
                                     if p.name() == "sleep"]) == 20, 20, "20 background sleeps")
     assert processes_with_tag(prefix) == []
     async with Switchboard(fake_settings) as app:
-        assert len(app.pool.runners()) == 20
-        assert {r.state for r in app.pool.runners()} == {"idle"}
+        assert len(app.pool.fleet.live()) == 20
+        assert {r.state for r in app.pool.fleet.live()} == {"idle"}
 
 
 def test_sigterm_lets_running_turns_finish(short_home):
@@ -181,7 +181,7 @@ async def test_no_agent_process_shares_the_supervisors_group_or_session(fake_app
     Ctrl-C at the console (sent to the foreground group) killed bwrap and with it every agent,
     before the grace period; a killpg of an agent's group would have hit the supervisor."""
     assert (await run(fake_app, "/spawn a hello")).ok
-    r = await fake_app.pool.get("a")
+    r = await fake_app.pool.fleet.get("a")
     await wait_for(lambda: r.state == "idle" and r.process is not None, 30, "first turn")
     assert r.process is not None
     members = r.process.members()
@@ -196,7 +196,7 @@ async def test_an_interrupt_before_the_cli_begins_the_turn_still_interrupts_it(f
     would find no turn running and do nothing, so the runner holds it until the turn has
     begun (its system/init) and sends it then."""
     await _idle_spawn(fake_app, "late")
-    runner = await fake_app.pool.get("late")
+    runner = await fake_app.pool.fleet.get("late")
     assert (await run(fake_app, "/ask late SLOWSTART 0.5: SLEEP 60")).ok
     await wait_for(lambda: runner.busy, 30, "late busy")
     reply = await run(fake_app, "/send --type interrupt late stop now")

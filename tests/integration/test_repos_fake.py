@@ -77,7 +77,7 @@ def bare_git(app, repo: str, *args: str) -> str:
 async def spawn(app, name: str, repo: str = "proj", extra: str = "") -> object:
     reply = await run(app, f"/spawn {name} --repo {repo} {extra} TEXT: ready")
     assert reply.ok, reply.plain()
-    runner = await app.pool.get(name)
+    runner = await app.pool.fleet.get(name)
     await wait_for(lambda: runner.state == "idle" and not runner.busy, 30, f"{name} idle")
     return runner
 

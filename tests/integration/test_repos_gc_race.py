@@ -49,7 +49,7 @@ async def _scenario(home: Path, plan: dict) -> None:
 
         def check_in_use() -> None:
             for name in live:
-                r = next((x for x in app.pool.runners() if x.name == name), None)
+                r = next((x for x in app.pool.fleet.live() if x.name == name), None)
                 tree = repos.tree_of(r.id) if r else None
                 if tree is None or not (tree.path / ".git").is_file():
                     problems.append(f"{name}'s worktree is gone while it is in use")
@@ -58,7 +58,7 @@ async def _scenario(home: Path, plan: dict) -> None:
             name = f"a{i}"
             await app.api.repos.spawn(name, "hi", repo="proj", by=ADMIN)
             live.add(name)
-            r = await app.pool.get(name)
+            r = await app.pool.fleet.get(name)
             tree = repos.tree_of(r.id)
             work = plan["work"][i]
             if work in ("commit", "both"):
@@ -107,7 +107,7 @@ async def _check_work(app, bare: Path, commits: dict[str, str], dirty: dict[str,
         shown = git("--git-dir", str(bare), "show", f"{archives[name]}:wip{name[1:]}.txt")
         assert shown == text
     for name in {f"a{i}" for i in range(AGENTS)} - live:  # killed: worktree removed
-        r = await app.pool.get(name)
+        r = await app.pool.fleet.get(name)
         assert repos.tree_of(r.id) is None and not Path(r.cwd).exists()
 
 

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.real_cli, pytest.mark.timeout(240)]
 async def _spawn(app, name: str, prompt: str):
     reply = await run(app, f"/spawn {name} --repo proj {prompt}")
     assert reply.ok, reply.plain()
-    return await app.pool.get(name)
+    return await app.pool.fleet.get(name)
 
 
 async def _idle(r, what: str = "") -> None:

@@ -39,7 +39,7 @@ async def test_a_spawn_run_is_recorded_and_its_agent_stopped_quietly(app: Switch
     [row] = await app.store.schedules.history(sid, 5)
     assert (row.status, row.manual, row.cost_usd) == ("ran", 1, pytest.approx(0.001))
     assert row.outcome.startswith("ECHO: hello there")
-    agent = await app.pool.get(row.agent_id or "")
+    agent = await app.pool.fleet.get(row.agent_id or "")
     assert agent.name == f"probe-{row.id}"
     await wait_for(lambda: agent.state == "stopped", 30, "the run's agent stopped")
     titles = [e.title for e in await app.store.escalations.undelivered("nobody")]
@@ -50,7 +50,7 @@ async def test_schedule_wakeup_through_the_mcp_server_wakes_the_agent(app: Switc
     call = json.dumps({"when": "in 2 sec", "prompt": "woken up"})
     assert (await run(app, f"/spawn sleeper MCP schedule_wakeup {call}")).ok
     assert app.pool is not None and app.store is not None
-    sleeper = await app.pool.get("sleeper")
+    sleeper = await app.pool.fleet.get("sleeper")
 
     async def scheduled() -> list:
         return [v for v in await app.api.schedules.list()  # type: ignore[union-attr]
@@ -94,7 +94,7 @@ async def test_a_woken_agent_sends_no_finished_notice_for_a_run_that_went_well(
         app: Switchboard) -> None:
     assert (await run(app, "/spawn keeper hello")).ok
     assert app.pool is not None and app.store is not None
-    keeper = await app.pool.get("keeper")
+    keeper = await app.pool.fleet.get("keeper")
     await wait_for(lambda: keeper.state == "idle" and not keeper.busy, 30, "keeper idle")
 
     async def finished_notices() -> int:
@@ -113,7 +113,7 @@ async def test_a_woken_agent_sends_no_finished_notice_for_a_run_that_went_well(
 async def test_a_timeout_never_interrupts_other_work_of_a_busy_agent(app: Switchboard) -> None:
     assert (await run(app, "/spawn busy SLEEP 30")).ok
     assert app.pool is not None and app.store is not None
-    busy = await app.pool.get("busy")
+    busy = await app.pool.fleet.get("busy")
     await wait_for(lambda: busy.busy, 30, "busy at work")
     assert (await run(app, "/cron add in 1 sec busy hi --timeout 0.02")).ok  # 1.2 s
     sid = (await run(app, "/cron confirm")).plain().split()[2].rstrip(":")

@@ -30,7 +30,7 @@ async def test_plain_words_schedule_wakes_a_standing_agent_and_is_in_history(
     charter = "Goal: keep the nightly build green. Authority: read and report."
     reply = await run(app, f'/spawn keeper --charter "{charter}" TEXT: standing by')
     assert reply.ok, reply.plain()
-    keeper = await app.pool.get("keeper")  # type: ignore[union-attr]
+    keeper = await app.pool.fleet.get("keeper")  # type: ignore[union-attr]
     assert keeper.charter is not None  # a standing agent
     await wait_for(lambda: keeper.state == "idle" and not keeper.busy, 90, "keeper idle")
     draft = await run(app, "/cron add in 2 sec keeper TEXT: nightly check done --notify always")

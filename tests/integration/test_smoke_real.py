@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.real_cli, pytest.mark.timeout(120)]
 async def test_spawn_runs_tool_and_second_turn(real_app, mock_api, tmp_path):
     reply = await run(real_app, f"/spawn alpha --cwd {tmp_path} BASH: echo hello > made.txt")
     assert reply.ok, reply.plain()
-    runner = await real_app.pool.get("alpha")
+    runner = await real_app.pool.fleet.get("alpha")
     await wait_for(lambda: runner.state == "idle", 60, "first turn")
     assert (tmp_path / "made.txt").read_text().strip() == "hello"
     pid = runner.process.cli_pid

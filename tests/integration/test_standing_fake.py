@@ -22,10 +22,10 @@ async def test_a_charter_survives_a_restart_and_bad_ones_are_refused(fake_settin
         assert await app.store.agents.find("nope") is None  # nothing was started
         reply = await run(app, '/spawn keeper --charter "Goal: keep it tidy." hello')
         assert reply.ok, reply.plain()
-        agent = await app.pool.get("keeper")
+        agent = await app.pool.fleet.get("keeper")
         await wait_for(lambda: agent.state == "idle", 30, "the first turn")
     async with Switchboard(fake_settings) as app:
-        agent = await app.pool.get("keeper")
+        agent = await app.pool.fleet.get("keeper")
         assert agent.standing and agent.charter == "Goal: keep it tidy."
         assert "Goal: keep it tidy." in (await run(app, "/status keeper")).plain()
         assert (await run(app, "/kill keeper")).ok
@@ -39,7 +39,8 @@ async def test_the_ttl_stops_an_ordinary_agent_but_not_a_standing_one(fake_setti
     async with Switchboard(settings) as app:
         assert (await run(app, '/spawn standing --charter "Goal: stay." hello')).ok
         assert (await run(app, "/spawn ordinary hello")).ok
-        standing, ordinary = await app.pool.get("standing"), await app.pool.get("ordinary")
+        standing = await app.pool.fleet.get("standing")
+        ordinary = await app.pool.fleet.get("ordinary")
         await wait_for(lambda: standing.state == "idle", 30, "the standing agent's first turn")
 
         def past_ttl() -> bool:  # and a few watchdog ticks past it for the standing agent
@@ -59,7 +60,7 @@ async def test_a_bus_question_the_charter_decides_goes_back_not_to_the_operator(
     ask = ('MCP send_message {"to": "operator", "type": "question", '
            '"body": "Should I skip the flaky test or fix it?"}')
     assert (await run(fake_app, f'/spawn asker --charter "{charter}" {ask}')).ok
-    agent = await fake_app.pool.get("asker")
+    agent = await fake_app.pool.fleet.get("asker")
 
     async def answered() -> bool:
         return any(m.type == "result" and "decide this within your charter" in m.body
@@ -92,7 +93,7 @@ async def test_a_wake_is_refused_like_an_ask_when_the_agent_may_not_run(fake_set
     """Regression: a wake went onto the bus directly, past the budget an /ask is held to."""
     async with Switchboard(fake_settings.with_(agent_budget_usd=0.0001)) as app:
         assert (await run(app, '/spawn spent --charter "Goal: x." hello')).ok
-        agent = await app.pool.get("spent")  # a fake turn costs $0.001: over budget at once
+        agent = await app.pool.fleet.get("spent")  # a fake turn costs $0.001: over budget at once
         await wait_for(lambda: agent.state == "stopped", 30, "the budget to stop it")
         with pytest.raises(LimitExceeded, match="daily budget crossed"):
             await app.api.standing.wake("spent", "wake up", dedup_key="slot-9")

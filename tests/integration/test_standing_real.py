@@ -58,7 +58,7 @@ async def test_a_standing_agent_decides_what_its_charter_covers_and_asks_the_res
         reply = await run(app, f"/spawn nightly --cwd {tmp_path} --charter @{charter} "
                                f"TOOL AskUserQuestion {json.dumps(DECIDED)}")
         assert reply.ok and "standing agent" in reply.plain(), reply.plain()
-        agent = await app.pool.get("nightly")
+        agent = await app.pool.fleet.get("nightly")
         await wait_for(lambda: agent.state == "idle" and not agent.busy, 90, "the first turn")
         results = tool_results(mock_api)
         assert any("decide this within your charter" in r and "Fix flaky tests yourself" in r

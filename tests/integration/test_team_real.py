@@ -55,7 +55,7 @@ async def test_team_spawns_three_members_in_one_command_and_works_through_the_bu
     assert reply.ok, reply.plain()
     assert re.search(r"Started team devteam: dev \(\w+\), rev \(\w+\), test \(\w+\)",
                      reply.plain())
-    dev = await real_app.pool.get("dev")
+    dev = await real_app.pool.fleet.get("dev")
 
     async def done():
         last = await real_app.store.turns.recent(dev.id, 1)
@@ -67,7 +67,7 @@ async def test_team_spawns_three_members_in_one_command_and_works_through_the_bu
     assert chain == [("dev", "rev", "task"), ("rev", "test", "task"), ("test", "dev", "result")]
     for m in await real_app.api.messages(None, 50):
         await wait_for(lambda m=m: _all_consumed(real_app, m.id), 60, f"#{m.id} consumed")
-    roles = {r.name: real_app.pool.roles[r.id] for r in real_app.pool.runners()}
+    roles = {r.name: real_app.pool.roles[r.id] for r in real_app.pool.fleet.live()}
     assert roles == {"dev": ("developer",), "rev": ("reviewer",), "test": ("tester",)}
     audit = [a for a in await real_app.store.audit.recent(20)
              if a.action == "team" and a.args.startswith("devteam")]

@@ -219,7 +219,7 @@ async def test_without_a_bucket_a_lost_transcript_is_resume_failed_not_a_crash_l
         permissive_settings, short_home, mock_api):
     async with Switchboard(permissive_settings) as app:
         await run(app, "/spawn w TEXT: one")
-        runner = await app.pool.get("w")
+        runner = await app.pool.fleet.get("w")
         await wait_for(lambda: runner.state == AgentState.IDLE and runner.session_id, 60,
                        "the first turn")
         sid = runner.session_id
@@ -230,7 +230,7 @@ async def test_without_a_bucket_a_lost_transcript_is_resume_failed_not_a_crash_l
     before = len(mock_api.requests)
     async with Switchboard(permissive_settings) as app:
         await run(app, "/ask w TEXT: two")
-        runner = await app.pool.get("w")
+        runner = await app.pool.fleet.get("w")
         await wait_for(lambda: runner.state == AgentState.RESUME_FAILED, 60, "resume_failed")
         # The question is opened just after the state is stored: wait for it, not for a moment.
         await wait_for(lambda: app.pool.escalations.pending(runner.id), 30, "the question")
@@ -265,7 +265,7 @@ async def test_batches_the_bucket_refuses_are_kept_logged_and_told_once(
         await run(app, "/spawn w TEXT: one")
         await wait_for(lambda: told(app), 60, "the mirror-error notice")
         await run(app, "/ask w TEXT: two")
-        runner = await app.pool.get("w")
+        runner = await app.pool.fleet.get("w")
         await wait_for(lambda: runner.state == AgentState.IDLE and not runner.busy, 60,
                        "the second turn")
         assert any("transcript mirror failed" in r.getMessage() for r in caplog.records)

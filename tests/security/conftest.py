@@ -316,7 +316,7 @@ async def spawn_fleet(app: Switchboard, names: list[str], prompt: str | list[str
     for name, p in zip(names, prompts, strict=True):
         reply = await run(app, f"/spawn {name}{where} {p}")
         assert reply.ok, reply.plain()
-    runners = [await app.pool.get(n) for n in names]
+    runners = [await app.pool.fleet.get(n) for n in names]
     try:
         await wait_for(lambda: all(r.state in until for r in runners), SPAWN_WAIT_S,
                        f"{len(names)} agents to finish their first turn")

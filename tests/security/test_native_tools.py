@@ -44,11 +44,11 @@ async def test_no_native_control_plane_tool_is_offered(hostile_app, mock_api, tm
     await spawn_fleet(hostile_app, ["plain"], "BASH: echo one")
     reply = await run(hostile_app, f"/spawn opted --project-settings --cwd {repo} BASH: echo one")
     assert reply.ok, reply.plain()
-    opted = await hostile_app.pool.get("opted")
+    opted = await hostile_app.pool.fleet.get("opted")
     await wait_for(lambda: opted.state == "idle", 60, "the opted-in agent's turn")
     for name in ("plain", "opted"):
         assert (await run(hostile_app, f"/ask {name} BASH: echo two")).ok
-    agents = [await hostile_app.pool.get(n) for n in ("plain", "opted")]
+    agents = [await hostile_app.pool.fleet.get(n) for n in ("plain", "opted")]
     await wait_for(lambda: all(a.state == "idle" for a in agents)
                    and len([b for b in mock_api.requests if b.get("stream")]) >= 8, 60,
                    "two turns of two agents")

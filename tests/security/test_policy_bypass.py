@@ -67,7 +67,7 @@ async def test_arithmetic_subscript_force_push_is_refused_or_asked(real_app, moc
     assert remote_main != git(repo, "rev-parse", "main")
     reply = await run(real_app, f"/spawn pusher --cwd {repo} BASH: {ATTACK}")
     assert reply.ok, reply.plain()
-    agent = await real_app.pool.get("pusher")
+    agent = await real_app.pool.fleet.get("pusher")
     asked = []
 
     async def settled() -> bool:

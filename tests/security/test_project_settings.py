@@ -112,7 +112,7 @@ async def test_project_settings_opt_in_loads_them_and_says_so(hostile_app, mock_
     assert "loads the directory's own settings" in text, text
     assert ".claude/settings.json (hooks: PreToolUse, SessionStart, UserPromptSubmit)" in text
     assert ".mcp.json" in text
-    agent = await hostile_app.pool.get("trusted")
+    agent = await hostile_app.pool.fleet.get("trusted")
     await wait_for(lambda: agent.state == "idle", 60, "the trusted agent's turn")
     names = fired(markers)
     for event in HOOKS:

@@ -45,7 +45,7 @@ async def test_credentials_hidden_and_only_its_own_branch_writable(permissive_se
         assert (await run(app, "/repo fetch proj")).ok
         victim_reply = await run(app, "/spawn victim --repo proj TEXT: ready")
         assert victim_reply.ok, victim_reply.plain()
-        victim = await app.pool.get("victim")
+        victim = await app.pool.fleet.get("victim")
         await wait_for(lambda: victim.state == "idle" and not victim.busy, 90, "victim idle")
         vt = app.pool.repos.tree_of(victim.id)
         bare = vt.bare
@@ -63,7 +63,7 @@ git commit --allow-empty -qm 'spy commit' && echo COMMITTED
 """
         reply = await run(app, f"/spawn spy --repo proj {bash_script(script)}")
         assert reply.ok, reply.plain()
-        spy = await app.pool.get("spy")
+        spy = await app.pool.fleet.get("spy")
         await wait_for(lambda: spy.state == "idle" and not spy.busy, 120, "spy done")
         out = "\n".join(c.result for c in tool_calls(mock_api))
         assert "COMMITTED" in out, out  # its own commit works inside the sandbox

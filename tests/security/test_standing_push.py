@@ -25,7 +25,7 @@ async def test_a_wrapped_push_of_a_standing_agent_waits_for_the_operator(
     reply = await run(hostile_app, f'/spawn pusher --cwd {repo} --charter "{CHARTER}" '
                                    f"BASH: {ATTACK}")
     assert reply.ok, reply.plain()
-    agent = await hostile_app.pool.get("pusher")
+    agent = await hostile_app.pool.fleet.get("pusher")
 
     async def asked():
         rows = await hostile_app.pool.escalations.pending(agent.id)

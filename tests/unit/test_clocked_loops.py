@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 from store import open_store
@@ -15,6 +14,7 @@ from supervisor.clock import FakeClock
 from supervisor.config import Settings
 from supervisor.escalations import Escalations, Timeouts
 from supervisor.events import EventHub
+from supervisor.fleet import Fleet
 from supervisor.guardrails import MemoryReading
 from supervisor.killswitch import HALT_KEY, KillSwitch, write_local_trigger
 from supervisor.watchdog import Watchdog
@@ -27,15 +27,10 @@ class HighMemory:
         return MemoryReading(90, 100, "test")
 
 
-@dataclass
-class StubPool:
-    settings: Settings
-    escalations: Any
-    store: Any = None
-    agents: list[Any] = field(default_factory=list)
-
-    def runners(self) -> list[Any]:
-        return self.agents
+def _no_escalations() -> Any:
+    """These polls only set the halt flag: the loop's half (denying requests, the notice) is
+    not reached, so no escalations are needed."""
+    return None
 
 
 async def memory_notices(store) -> list[float]:
@@ -49,7 +44,7 @@ async def test_watchdog_ticks_on_the_clock_and_warns_about_memory_once_per_windo
     try:
         settings = Settings(home=tmp_path, watchdog_interval_s=5.0)
         esc = Escalations(store, EventHub(), Timeouts(), clock)
-        dog = Watchdog(StubPool(settings, esc, store), HighMemory(), clock)
+        dog = Watchdog(settings, Fleet(store), esc, store, HighMemory(), clock)
         t0 = clock.now()
         await dog.tick(t0)  # run once
         await dog.tick(t0 + 599)
@@ -81,7 +76,7 @@ def test_one_poll_of_the_trigger_file_halts_with_the_clocks_time(tmp_path):
     store = asyncio.run(prepare())
     clock = FakeClock(start=1_900_000_000.0)
     settings = Settings(home=tmp_path)
-    switch = KillSwitch(settings, store, StubPool(settings, None), clock)
+    switch = KillSwitch(settings, store, Fleet(store), _no_escalations(), clock)
     assert switch.poll_local() is False
     write_local_trigger(settings, "ops", "drill", clock)
     assert json.loads(switch.local_file.read_text())["at"] == 1_900_000_000.0
@@ -102,7 +97,7 @@ def test_a_trigger_file_that_is_not_an_object_still_fires(tmp_path):
     store = asyncio.run(prepare())
     settings = Settings(home=tmp_path)
     for content in ("[1]", '"stop"', "null", "{" * 5, "[" * 100_000):
-        switch = KillSwitch(settings, store, StubPool(settings, None), FakeClock())
+        switch = KillSwitch(settings, store, Fleet(store), _no_escalations(), FakeClock())
         switch.local_file.write_text(content)
         assert switch.poll_local() is True, content
         assert switch.halt is not None and switch.halt["by"] == "local file"
@@ -111,7 +106,8 @@ def test_a_trigger_file_that_is_not_an_object_still_fires(tmp_path):
 def test_the_watcher_logs_a_failing_poll_and_keeps_watching(tmp_path, caplog):
     """Regression: any exception in a watcher thread ended it without a word."""
     settings = Settings(home=tmp_path)
-    switch = KillSwitch(settings, None, StubPool(settings, None), FakeClock())  # type: ignore[arg-type]
+    switch = KillSwitch(settings, None, Fleet(None), _no_escalations(),  # type: ignore[arg-type]
+                        FakeClock())
     calls: list[int] = []
 
     def poll() -> None:

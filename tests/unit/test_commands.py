@@ -66,7 +66,7 @@ async def spawn_idle(app: Switchboard, name: str = "a", prompt: str = "hello",
                      extra: str = "") -> AgentRunner:
     reply = await run(app, " ".join(w for w in ("/spawn", name, extra, prompt) if w))
     assert reply.ok, reply.plain()
-    runner = await app.pool.get(name)
+    runner = await app.pool.fleet.get(name)
     await wait_for(lambda: runner.state == "idle" and not runner.busy, 15, f"{name} idle")
     return runner
 
@@ -161,7 +161,7 @@ def test_every_command_has_bad_argument_cases():
 async def test_bad_arguments_say_what_was_wrong_and_the_usage(quiet_app, cmd, line, fragment):
     reply = await run(quiet_app, line)
     assert_usage_error(reply, cmd, fragment)
-    assert quiet_app.pool.runners(include_dead=True) == []  # nothing happened
+    assert quiet_app.pool.fleet.everyone() == []  # nothing happened
     audit = await quiet_app.store.audit.recent(1)
     if cmd.name != "help":
         assert (audit[0].action, audit[0].ok) == (cmd.name, 0)
@@ -191,14 +191,14 @@ async def test_unknown_agent_says_so_and_points_at_agents(fake_app, cmd):
     assert reply.blocks[0].style == "error"
     assert "There is no agent 'nosuch'." in reply.plain()
     assert "/agents" in reply.plain()
-    assert [r.name for r in fake_app.pool.runners(include_dead=True)] == ["real"]
+    assert [r.name for r in fake_app.pool.fleet.everyone()] == ["real"]
 
 
 async def test_spawn_with_unknown_parent(fake_app):
     reply = await run(fake_app, "/spawn child --parent nosuch do things")
     assert not reply.ok
     assert "There is no agent 'nosuch'." in reply.plain() and "/agents" in reply.plain()
-    assert fake_app.pool.runners(include_dead=True) == []
+    assert fake_app.pool.fleet.everyone() == []
 
 
 # -- the dispatcher's own refusals ---------------------------------------------------------
@@ -233,7 +233,7 @@ async def test_oversized_message_is_refused_before_parsing(fake_app):
     assert f"{len(text):,} characters" in reply.plain()
     assert f"{MAX_COMMAND_CHARS:,}" in reply.plain()
     assert "file" in reply.plain()  # what to do instead
-    assert len(await fake_app.store.turns.recent((await fake_app.pool.get("a")).id)) == 1
+    assert len(await fake_app.store.turns.recent((await fake_app.pool.fleet.get("a")).id)) == 1
 
 
 async def test_prompt_over_the_prompt_limit_is_refused_with_the_limit(fake_app):
@@ -241,7 +241,7 @@ async def test_prompt_over_the_prompt_limit_is_refused_with_the_limit(fake_app):
     reply = await run(fake_app, "/spawn big " + "y" * (limit + 1))
     assert not reply.ok
     assert f"{limit + 1:,} characters; the limit is {limit:,}" in reply.plain()
-    assert fake_app.pool.runners(include_dead=True) == []
+    assert fake_app.pool.fleet.everyone() == []
 
 
 @pytest.mark.parametrize("cmd", REGISTRY, ids=lambda c: c.name)
@@ -268,7 +268,7 @@ async def test_viewer_cannot_spawn_or_kill_but_can_look(fake_app):
         assert (await run_as(fake_app, Role.VIEWER, line)).ok, line
     assert r.state == "idle"
     assert len(await fake_app.store.turns.recent(r.id)) == 1
-    assert [x.name for x in fake_app.pool.runners(include_dead=True)] == ["a"]
+    assert [x.name for x in fake_app.pool.fleet.everyone()] == ["a"]
 
 
 @pytest.mark.parametrize("line", ["/agents@mybot", "/agents@my_bot all", "/AGENTS", "/Agents"])
@@ -283,7 +283,7 @@ async def test_unexpected_exception_becomes_a_reply_with_a_log_ref(quiet_app, mo
     async def broken(ref: str) -> None:
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(quiet_app.pool, "get", broken)
+    monkeypatch.setattr(quiet_app.pool.fleet, "get", broken)
     with caplog.at_level(logging.ERROR, logger="commands.dispatcher"):
         reply = await run(quiet_app, "/status a")
     assert not reply.ok
@@ -334,7 +334,7 @@ async def test_full_disk_during_spawn_is_an_error_reply_and_nothing_is_half_done
         assert "full" in reply.plain()
         assert "disk space" in reply.plain()
         assert await fake_app.store.agents.find("after") is None
-        assert [r.name for r in fake_app.pool.runners(include_dead=True)] == ["before"]
+        assert [r.name for r in fake_app.pool.fleet.everyone()] == ["before"]
     finally:
         async with db.transaction() as conn:
             await conn.execute("PRAGMA max_page_count = 1073741823")
@@ -388,7 +388,7 @@ async def test_help_is_open_to_viewers(quiet_app):
 async def test_spawn_starts_an_agent_that_answers(fake_app):
     reply = await run(fake_app, "/spawn alpha fix the tests")
     assert reply.ok, reply.plain()
-    runner = await fake_app.pool.get("alpha")
+    runner = await fake_app.pool.fleet.get("alpha")
     assert reply.plain() == f"Spawned alpha ({runner.id}) in {runner.cwd}"
     commands = [b.command for row in reply.buttons for b in row]
     assert commands == [f"/status {runner.id}", f"/logs {runner.id}", f"/pause {runner.id}",
@@ -407,7 +407,7 @@ async def test_spawn_starts_an_agent_that_answers(fake_app):
 async def test_spawn_options(fake_app, tmp_path):
     reply = await run(fake_app, f'/spawn beta --model=opus --cwd "{tmp_path}" --mode plan go')
     assert reply.ok, reply.plain()
-    runner = await fake_app.pool.get("beta")
+    runner = await fake_app.pool.fleet.get("beta")
     assert (runner.model, runner.cwd, runner.permission_mode) == ("opus", str(tmp_path.resolve()),
                                                                   "plan")
     await turns_done(fake_app, runner, 1)
@@ -427,7 +427,7 @@ async def test_spawn_child_and_kill_takes_the_subtree(fake_app):
     parent = await spawn_idle(fake_app, "parent")
     reply = await run(fake_app, "/spawn kid --parent parent hi")
     assert reply.ok, reply.plain()
-    kid = await fake_app.pool.get("kid")
+    kid = await fake_app.pool.fleet.get("kid")
     assert kid.parent_id == parent.id
     await turns_done(fake_app, kid, 1)
     assert f"child of {parent.id}" in (await run(fake_app, "/agents")).plain()
@@ -443,7 +443,7 @@ async def test_spawn_duplicate_live_name(fake_app):
     assert not reply.ok
     assert reply.plain() == ("An agent named 'dup' is already running.\n"
                              "Pick another name, or /kill dup first.")
-    assert len(fake_app.pool.runners(include_dead=True)) == 1
+    assert len(fake_app.pool.fleet.everyone()) == 1
 
 
 async def test_spawn_reuses_the_name_of_a_killed_agent(fake_app):
@@ -451,7 +451,7 @@ async def test_spawn_reuses_the_name_of_a_killed_agent(fake_app):
     assert (await run(fake_app, "/kill dup")).ok
     new = await spawn_idle(fake_app, "dup", "second life")
     assert new.id != old.id
-    assert (await fake_app.pool.get("dup")) is new  # the live one wins the name
+    assert (await fake_app.pool.fleet.get("dup")) is new  # the live one wins the name
 
 
 @pytest.mark.parametrize("name", ["9lives", "-x", "a/b", "a" * 41, "ü", "a:b"])
@@ -462,7 +462,7 @@ async def test_spawn_invalid_name(fake_app, name):
     assert "is not a valid agent name" in reply.plain()
     assert "start with a letter" in reply.plain()
     assert usage_of(cmd) in reply.plain()
-    assert fake_app.pool.runners(include_dead=True) == []
+    assert fake_app.pool.fleet.everyone() == []
 
 
 async def test_spawn_cwd_that_does_not_exist(fake_app, tmp_path):
@@ -471,7 +471,7 @@ async def test_spawn_cwd_that_does_not_exist(fake_app, tmp_path):
     assert not reply.ok
     assert f"--cwd {missing} is not an existing directory" in reply.plain()
     assert "Usage: /spawn" in reply.plain()
-    assert fake_app.pool.runners(include_dead=True) == []
+    assert fake_app.pool.fleet.everyone() == []
 
 
 async def test_spawn_cwd_that_is_a_file(fake_app, tmp_path):
@@ -500,7 +500,7 @@ async def test_pool_refuses_a_blank_prompt(fake_app):
     """The parser never hands over a blank Rest; the pool still refuses one from other callers."""
     with pytest.raises(InvalidRequest, match="the prompt is empty"):
         await fake_app.pool.spawn("a", "   \n ")
-    assert fake_app.pool.runners(include_dead=True) == []
+    assert fake_app.pool.fleet.everyone() == []
 
 
 async def test_agents(fake_app):
@@ -710,7 +710,7 @@ async def test_kill(fake_app):
 
 async def test_status_of_a_crashed_agent_shows_the_error_and_ask_restarts_it(fake_app):
     assert (await run(fake_app, "/spawn a CRASH")).ok
-    r = await fake_app.pool.get("a")
+    r = await fake_app.pool.fleet.get("a")
     await wait_for(lambda: r.state == "failed", 15, "failed")
     reply = await run(fake_app, "/status a")
     assert reply.ok
