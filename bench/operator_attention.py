@@ -280,7 +280,7 @@ async def run_day(home: Path, *, charters: bool) -> Day:
             assert app.pool is not None and app.api is not None and app.store is not None
             await app.api.schedules.stop()  # the day drives the tick itself (run-once mode)
             replica_store = await open_store(settings.db_path)
-            replica = Scheduler(replica_store, PoolTargets(app.pool),
+            replica = Scheduler(replica_store, PoolTargets(app.pool, app.core.standing),
                                 notify=lambda a, t, b: app.pool.escalations.notify(a, t, b),
                                 clock=clock, tick_s=settings.schedule_tick_s,
                                 grace_s=settings.schedule_grace_s)
@@ -387,7 +387,7 @@ async def runs_ended(app: Switchboard, names: list[str]) -> bool:
     """Every run the schedulers started has its outcome (what their next tick records), and
     the fleet is quiet."""
     assert app.store is not None and app.pool is not None
-    targets = PoolTargets(app.pool)
+    targets = PoolTargets(app.pool, app.core.standing)
     for r in await app.store.schedules.running():
         s = await app.store.schedules.get(r.schedule_id)
         if s is None or await targets.outcome(s, r) is None:

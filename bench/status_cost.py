@@ -35,9 +35,9 @@ from commands.dispatcher import Dispatcher  # noqa: E402
 from store import open_store  # noqa: E402
 from supervisor.api import SupervisorAPI  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
+from supervisor.core import Core  # noqa: E402
 from supervisor.events import EventHub  # noqa: E402
 from supervisor.guardrails import day_start  # noqa: E402
-from supervisor.pool import AgentPool  # noqa: E402
 
 GOAL_MS = 20.0
 ADMIN = Caller("bench:admin", "bench", Role.ADMIN, "bench")
@@ -78,7 +78,7 @@ async def main() -> int:
         print(f"  filled in {time.perf_counter() - t:.1f}s: {size / 1e6:,.0f} MB", flush=True)
         store = await open_store(settings.db_path)
         try:
-            api = SupervisorAPI.over(AgentPool(settings, store, EventHub()))
+            api = SupervisorAPI.over(Core(settings, store, EventHub()))
             dispatcher = Dispatcher()
 
             async def command(line: str) -> None:

@@ -21,15 +21,16 @@ from store import Store, open_store
 from supervisor.api import SupervisorAPI
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
+from supervisor.core import Core
 from supervisor.errors import ConfigError
 from supervisor.events import EventHub
 from supervisor.persistence import Persistence
-from supervisor.pool import AgentPool
 from supervisor.redact import SECRETS
 from supervisor.service import FnService, Service, Services, TaskGroup
 
 if TYPE_CHECKING:
     from bot.web import Listener
+    from supervisor.pool import AgentPool
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,8 @@ class Switchboard:
         self.hub = EventHub()
         self.dispatcher = Dispatcher()
         self.store: Store | None = None
-        self.pool: AgentPool | None = None
+        self.core: Core | None = None  # the runtime's parts (supervisor/core.py)
+        self.pool: AgentPool | None = None  # the core's pool
         self.fleet: ApiFleet | None = None  # what the front-end kit reads the fleet through
         self.api: SupervisorAPI | None = None
         self._lock_file: IO[str] | None = None
@@ -88,8 +90,8 @@ class Switchboard:
         return [
             *core,
             *store,
-            # The pool owns the agents and starts its own parts: kill switch, watchdog, timers.
-            FnService("pool", self._start_pool, self._close_pool),
+            # The runtime (supervisor/core.py): its parts as services of their own, in order.
+            FnService("supervisor", self._start_core, self._stop_core),
             FnService("api", self._start_api, _nothing),
             # After the API: its first tick may start runs, which go through the pool.
             FnService("scheduler", self._start_scheduler, self._stop_scheduler),
@@ -125,27 +127,24 @@ class Switchboard:
         if self.store is not None:
             await self.store.db.close()
 
-    async def _start_pool(self, _group: TaskGroup) -> None:
+    async def _start_core(self, _group: TaskGroup) -> None:
         assert self.store is not None
-        self.pool = AgentPool(self.settings, self.store, self.hub, self.clock)
+        self.core = core = Core(self.settings, self.store, self.hub, self.clock,
+                                self.persistence)
+        self.pool = core.pool
         if self.persistence is not None:
-            self.pool.persistence = self.persistence
-            escalations = self.pool.escalations
+            escalations = core.escalations
             self.persistence.notices_ready(lambda title, body: escalations.notify(
                 None, title, body))
-        report = await self.pool.start()
-        # Kill switch layer 3: whatever Switchboard issued is revoked with it.
-        self.pool.killswitch.revokers.append(self.store.operators.revoke_invites)
-        logger.info("supervisor started home=%s resumed=%d swept=%d", self.settings.home,
-                    len(report.resumed), len(report.swept_pids))
+        await core.services.start()  # a part that fails to start stops those before it
 
-    async def _close_pool(self) -> None:
-        if self.pool is not None:
-            await self.pool.close()
+    async def _stop_core(self) -> None:
+        if self.core is not None:
+            await self.core.services.stop()
 
     async def _start_api(self, _group: TaskGroup) -> None:
-        assert self.pool is not None
-        self.api = SupervisorAPI.over(self.pool)
+        assert self.core is not None
+        self.api = SupervisorAPI.over(self.core)
         self.fleet = ApiFleet(self.api)
 
     async def _start_scheduler(self, _group: TaskGroup) -> None:

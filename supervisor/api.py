@@ -84,7 +84,9 @@ from supervisor.views import (
 )
 
 if TYPE_CHECKING:
+    from supervisor.core import Core
     from supervisor.pool import AgentPool
+    from supervisor.standing import StandingAgents
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +120,8 @@ def _store_errors(
 
 class SupervisorAPI:
     def __init__(self, *, settings: Settings, store: Store, hub: EventHub, pool: AgentPool,
-                 escalations: Escalations, killswitch: KillSwitch) -> None:
+                 escalations: Escalations, killswitch: KillSwitch,
+                 standing: StandingAgents) -> None:
         self.settings = settings
         self._store = store
         self._hub = hub
@@ -130,18 +133,20 @@ class SupervisorAPI:
         self._schedule_runs: Callable[[], Mapping[str, int]] = dict
         # Repositories and worktrees (supervisor/api_repos.py).
         self.repos = RepoAPI(pool, self._not_halted, self._charter_refused)
-        self.standing = StandingAPI(pool)  # supervisor/api_standing.py
+        # Standing agents (supervisor/api_standing.py): wake, send-backs.
+        self.standing = StandingAPI(standing, pool.fleet, killswitch, store)
         # The scheduler (supervisor/api_schedules.py): /cron, /remind, schedule_wakeup.
-        self.schedules = ScheduleAPI(pool, audit=self._audit_row)
+        self.schedules = ScheduleAPI(pool, standing, audit=self._audit_row)
         self.report_schedule_runs(self.schedules.scheduler.runs_by_outcome)
         pool.tool_makers["schedules"] = lambda runner: schedule_tools(self.schedules, runner)
         self.persistence = PersistenceAPI(pool)  # snapshots to the bucket
 
     @classmethod
-    def over(cls, pool: AgentPool) -> SupervisorAPI:
-        """The API over a pool and the parts it was built with."""
-        return cls(settings=pool.settings, store=pool.store, hub=pool.hub, pool=pool,
-                   escalations=pool.escalations, killswitch=pool.killswitch)
+    def over(cls, core: Core) -> SupervisorAPI:
+        """The API over the supervisor's parts (supervisor/core.py)."""
+        return cls(settings=core.settings, store=core.store, hub=core.hub, pool=core.pool,
+                   escalations=core.escalations, killswitch=core.killswitch,
+                   standing=core.standing)
 
     # -- guards -------------------------------------------------------------------------------
 

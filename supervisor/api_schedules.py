@@ -41,10 +41,11 @@ from supervisor.scheduler import (
     PoolTargets,
     Scheduler,
 )
+from supervisor.views import Actor
 
 if TYPE_CHECKING:
-    from supervisor.api import Actor
     from supervisor.pool import AgentPool
+    from supervisor.standing import StandingAgents
 
 logger = logging.getLogger(__name__)
 
@@ -143,13 +144,13 @@ def _new_id() -> str:
 
 
 class ScheduleAPI:
-    def __init__(self, pool: AgentPool, audit: Any = None) -> None:
+    def __init__(self, pool: AgentPool, standing: StandingAgents, audit: Any = None) -> None:
         self._pool = pool
         self._store = pool.store
         self.settings = pool.settings
         self.clock = pool.clock
         self.scheduler = Scheduler(
-            pool.store, PoolTargets(pool),
+            pool.store, PoolTargets(pool, standing),
             notify=lambda agent_id, title, body: pool.escalations.notify(agent_id, title, body),
             halted=lambda: pool.killswitch.halted, clock=pool.clock,
             tick_s=pool.settings.schedule_tick_s, grace_s=pool.settings.schedule_grace_s)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -12,35 +11,30 @@ from pathlib import Path
 from typing import Any
 
 from store import Store
-from store.agents import LIVE_STATES
+from store.agents import LIVE_STATES, AgentRow
 from store.errors import Conflict, StoreError
 from supervisor.bus import Bus
 from supervisor.bus_tools import FleetHooks, bus_tools
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import PERMISSION_MODES, Settings
-from supervisor.errors import AgentExists, ConfigError, InvalidRequest, ShuttingDown
-from supervisor.escalations import Decision, Escalations, Kind, Timeouts
+from supervisor.errors import AgentExists, InvalidRequest, ShuttingDown
+from supervisor.escalations import Escalations
 from supervisor.events import AgentState, EventHub, StateChanged
-from supervisor.fleet import BusMembers, Fleet
+from supervisor.fleet import Fleet
 from supervisor.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
 from supervisor.ingest import EventIngest
 from supervisor.killswitch import KillSwitch
 from supervisor.names import check_names, new_agent_id
 from supervisor.persistence import Persistence
-from supervisor.policy import Policy, PolicyError
+from supervisor.policy import Policy
 from supervisor.process import install_launcher, no_cyclic_gc, resolve_cli, sweep
-from supervisor.protected import ProtectedPaths
-from supervisor.recovery import RERUN_TOOL, answer_hook, report_interrupted
+from supervisor.recovery import report_interrupted
 from supervisor.repos import Repos
 from supervisor.repos.tools import repo_tools
-from supervisor.retention import Retention
 from supervisor.runner import AgentRunner, RunnerDeps
 from supervisor.sandbox import Isolation, describe, hide_in, probe, unwritable_reason
-from supervisor.standing import StandingAgents
 from supervisor.storage import StorageGuard
-from supervisor.timers import EscalationTimers
-from supervisor.transcripts import FRESH_TOOL, restart_note
-from supervisor.transcripts import answer_hook as fresh_answer_hook
+from supervisor.transcripts import restart_note
 from supervisor.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
@@ -63,82 +57,68 @@ class RecoveryReport:
     interrupted_turns: int
 
 
+@dataclass(frozen=True, slots=True)
+class PoolParts:
+    """What the pool works with, built by the core (supervisor/core.py): the pool builds none
+    of them, and none of them gets the pool back."""
+
+    fleet: Fleet
+    policy: Policy
+    escalations: Escalations
+    killswitch: KillSwitch
+    crashes: CrashTracker
+    rates: RateLimiter
+    memory: MemoryProbe
+    watchdog: Watchdog
+    bus: Bus
+    ingest: EventIngest
+    repos: Repos
+    storage: StorageGuard
+
+
 class AgentPool:
-    def __init__(self, settings: Settings, store: Store, hub: EventHub,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+    """Admission, spawn, ask and kill over the fleet, and the agents' side of a start and a
+    shutdown: `prepare` (the host probed, leftovers swept, interrupted turns reported) and
+    `release` around the bus, `start` (the runners back, their loops going) and `close`."""
+
+    def __init__(self, settings: Settings, store: Store, hub: EventHub, parts: PoolParts,
+                 clock: Clock = SYSTEM_CLOCK, persistence: Persistence | None = None) -> None:
         self.clock = clock
         self.settings = settings
         self.store = store
         self.hub = hub
         self.state = PoolState.NEW
-        self.fleet = Fleet(store)  # every agent, read by the rest through FleetView
+        self.fleet = parts.fleet  # the pool alone adds to it
+        self.policy = parts.policy
+        self.escalations = parts.escalations
+        self.killswitch = parts.killswitch
+        self.crashes = parts.crashes
+        self.rates = parts.rates
+        self.memory = parts.memory
+        self.watchdog = parts.watchdog
+        self.bus = parts.bus
+        self.ingest = parts.ingest
+        self.repos = parts.repos
+        self.storage = parts.storage
+        # The bucket's side (leases), when a bucket is configured.
+        self.persistence = persistence
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._deps: RunnerDeps | None = None
         self.recovery: RecoveryReport | None = None
-        try:
-            self.policy = Policy.load(settings.policy_file, protected=ProtectedPaths(
-                home=settings.home, settings=settings.config_file,
-                policy=settings.policy_file,
-                credentials=settings.gcs_credentials_file
-                or os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"),
-                extra=tuple(p for p in (settings.claude_config_dir, *settings.sandbox_hide)
-                            if p is not None)))
-        except PolicyError as exc:
-            raise ConfigError(str(exc)) from exc
-        self.escalations = Escalations(store, hub, Timeouts(
-            reminder_s=settings.approval_reminder_s, timeout_s=settings.approval_timeout_s,
-            on_timeout=settings.approval_on_timeout,
-        ), clock)
-        self.escalations.on_answer(RERUN_TOOL, answer_hook(store, self.escalations, self.ask))
-        self.escalations.on_answer(FRESH_TOOL, fresh_answer_hook(self.fleet, store,
-                                                                 self.escalations))
         self.session_store: Any = None  # transcripts in the bucket (store/gcs_sessions.py)
         self._store_problem: str | None = None
-        self.timers = EscalationTimers(self.escalations, clock)
-        self.storage = StorageGuard(store, self.escalations, clock)
-        self.killswitch = KillSwitch(settings, store, self.fleet, self.escalations, clock)
-        self.crashes = CrashTracker(settings.crash_loop_max, settings.crash_loop_window_s, clock)
-        self.rates = RateLimiter(clock)
-        self.memory = MemoryProbe(settings.cgroup_dir)
-        self.watchdog = Watchdog(settings, self.fleet, self.escalations, store, self.memory,
-                                 clock)
-        self.bus = Bus(store, settings, BusMembers(self.fleet), clock=clock,
-                       notify=lambda agent_id, title, body: self.escalations.notify(
-                           agent_id, title, body),
-                       halted=lambda: self.killswitch.halted,
-                       ask_operator=self._ask_operator)
-        self.ingest = EventIngest(store, window_s=settings.ingest_window_s,
-                                  max_batch=settings.ingest_max_batch, clock=clock)
-        self.retention = Retention(self.ingest, max_age_days=settings.event_retention_days,
-                                   per_agent=settings.event_retention_per_agent,
-                                   interval_s=settings.retention_interval_s, clock=clock)
-        self._retention_task: asyncio.Task[None] | None = None
-        self.standing = StandingAgents(self.fleet, self.bus, store, clock)  # wake, send-backs
-        self._watchdog_task: asyncio.Task[None] | None = None
         self.roles: dict[str, tuple[str, ...]] = {}  # agent id -> its roles (from /team)
         self.isolation: Isolation | None = None
-        # Registered repositories and agents' worktrees.
-        self.repos = Repos(settings, store, hub, self.fleet, self.bus, self.escalations,
-                           lambda: self.isolation, clock)
         # More in-process MCP tools per agent (the scheduler's schedule_wakeup), besides the bus's.
         self.tool_makers: dict[str, Callable[[AgentRunner], list[Any]]] = {}
-        # The bucket's side (snapshots, leases), set by the composition root before start.
-        self.persistence: Persistence | None = None
+        self._rows: list[AgentRow] = []
+        self._swept: list[int] = []
+        self._interrupted = 0
 
-    async def __aenter__(self) -> AgentPool:
-        try:
-            await self.start()
-        except BaseException:
-            await self.close()
-            raise
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    async def start(self) -> RecoveryReport:
-        if self.state != PoolState.NEW:
-            return self.recovery or RecoveryReport((), (), 0)
+    async def prepare(self) -> None:
+        """Before the bus starts: the host's sandbox probed, what a previous supervisor left
+        running swept, the live agents' leases taken, its interrupted turns reported (the
+        bus then drops the operator's messages they held, and delivers agents' again)."""
         real_cli = resolve_cli(self.settings)
         self.isolation = iso = await asyncio.to_thread(probe, self.settings, real_cli)
         if self.settings.gcs_bucket:
@@ -173,31 +153,34 @@ class AgentPool:
             session_known=self._session_known,
             ingest=self.ingest,
         )
-        await self.ingest.start()
-        await self.killswitch.start()
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
         self.settings.context_dir.mkdir(parents=True, exist_ok=True)  # the shared context
         # Anything tagged with this data directory is left over from a previous run.
-        swept = await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
-        if swept:
-            logger.warning("swept leftover agent processes count=%d pids=%s", len(swept), swept)
-        resumed = []
-        rows = await self.store.agents.list()
+        self._swept = await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
+        if self._swept:
+            logger.warning("swept leftover agent processes count=%d pids=%s",
+                           len(self._swept), self._swept)
+        self._rows = rows = await self.store.agents.list()
         await self._take_leases([r.id for r in rows if r.state in LIVE_STATES])
-        # Turns the previous supervisor left running: reported, never replayed unasked (the
-        # bus drops the operator's messages they held, and delivers agents' messages again).
-        interrupted = await report_interrupted(
+        # Turns the previous supervisor left running: reported, never replayed unasked.
+        self._interrupted = await report_interrupted(
             self.store, self.escalations, {r.id: r.name for r in rows},
             "the supervisor stopped while it ran")
-        # Leases of the dead supervisor go back to the queue; the operator's, only where no
-        # turn began with them (a kill between lease and turn start: nothing ran).
-        await self.bus.start()
+
+    async def start(self) -> RecoveryReport:
+        """After the bus: every agent back (a live one to resume its session), the operator
+        told what needs telling, then the agents' loops."""
+        if self.state != PoolState.NEW:
+            return self.recovery or RecoveryReport((), (), 0)
+        deps, iso = self._deps, self.isolation
+        assert deps is not None and iso is not None, "prepare() first"
+        resumed = []
         self.roles = await self.store.bus.roles()
         waiting: list[AgentRunner] = []  # their loops start once the notes below are queued
         restarted_at = self.clock.now()
         charters = await self.store.charters.all()
-        for row in rows:
-            runner = AgentRunner(row, self._deps, self.bus.inbox(row.id, row.name),
+        for row in self._rows:
+            runner = AgentRunner(row, deps, self.bus.inbox(row.id, row.name),
                                  charter=charters.get(row.id))
             if row.state == AgentState.KILLED:
                 self.fleet.add(runner)  # kept for /status and /logs; it has no loop
@@ -210,6 +193,7 @@ class AgentPool:
             await self.store.agents.update(row.id, launcher_pid=None, cli_pid=None)
             self.fleet.add(runner)
             waiting.append(runner)
+        self._rows = []
         self.state = PoolState.RUNNING
         if not iso.ok:
             allowed = self.settings.allow_unisolated_agents
@@ -236,12 +220,7 @@ class AgentPool:
         # Now the loops: what the dead supervisor had leased and these notes arrive together.
         for runner in waiting:
             self._adopt(runner)
-        await self.timers.start()  # after expire_orphans: stored reminders and timeouts fire
-        await self.repos.start()  # the agents are known: dead agents' worktrees are collected
-        self.recovery = RecoveryReport(tuple(swept), tuple(resumed), interrupted)
-        self._watchdog_task = asyncio.create_task(self.watchdog.run(), name="watchdog")
-        self._retention_task = asyncio.create_task(self.retention.run(), name="retention")
-        self.storage.start()
+        self.recovery = RecoveryReport(tuple(self._swept), tuple(resumed), self._interrupted)
         return self.recovery
 
     async def _connect_session_store(self) -> None:
@@ -308,19 +287,6 @@ class AgentPool:
             if why:
                 logger.warning("could not hide a new agent's directory from agent=%s: %s",
                                r.id, why)
-
-    async def _ask_operator(self, agent_id: str, title: str, question: str) -> str:
-        """A bus question to the operator: an escalation like ask_operator's; its answer.
-        A standing agent's question its charter decides is sent back to it instead, once."""
-        back = await self.standing.send_back_for(agent_id, question)
-        if back is not None:
-            return back
-        row = await self.escalations.open(agent_id=agent_id, kind=Kind.QUESTION, title=title,
-                                          body=question, free_text=True)
-        answer = await self.escalations.wait(row)
-        if answer.decision == Decision.DENY:
-            return f"The operator did not answer: {answer.text or 'no reason given'}"
-        return f"The operator answered: {answer.text}"
 
     async def _wait_idle(self, ref: str, timeout_s: float) -> bool:
         """For notify_when_idle: True once the agent is idle (at once if it is)."""
@@ -538,18 +504,11 @@ class AgentPool:
         return True
 
     async def close(self) -> None:
-        """Phase two: end every process (agents stay resumable), cancel the loops."""
+        """Phase two: end every process (agents stay resumable), cancel the loops, record
+        the states a shutdown leaves."""
         if self.state == PoolState.CLOSED:
             return
         self.state = PoolState.CLOSED
-        await self.timers.stop()  # no timeout acts on an agent that is shutting down
-        await self.repos.close()
-        self.killswitch.close()
-        for loop_task in (self._watchdog_task, self._retention_task):
-            if loop_task is not None:
-                loop_task.cancel()
-                await asyncio.gather(loop_task, return_exceptions=True)
-        await self.watchdog.close()
         runners = self.fleet.everyone()
         with no_cyclic_gc():
             for r in runners:
@@ -558,8 +517,6 @@ class AgentPool:
                                  return_exceptions=True)
         for task in self._tasks.values():
             task.cancel()
-        await self.bus.close()  # leases still held stay: the next start delivers them again
-        await self.ingest.close()  # the events still waiting are written
         if self._tasks:
             # Bounded: a loop that ignores its cancellation must not hang shutdown.
             _, stuck = await asyncio.wait(self._tasks.values(), timeout=10)
@@ -573,14 +530,17 @@ class AgentPool:
             await report_interrupted(self.store, self.escalations,
                                      {r.id: r.name for r in runners}, "the supervisor shut down")
         except StoreError:
-            # The next start repairs these rows; the sweep below must happen regardless.
+            # The next start repairs these rows; the sweep in `release` happens regardless.
             logger.exception("could not record the shutdown in the store")
-        finally:
-            await self.storage.close()  # after a delete or replace: the copy, up to date
-            if self.session_store is not None:
-                self.session_store.close()
-            if self._deps is not None:
-                await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
+
+    async def release(self) -> None:
+        """After the bus has stopped: the bucket's transcript client closed, and whatever is
+        still tagged with this data directory ended."""
+        self.state = PoolState.CLOSED
+        if self.session_store is not None:
+            self.session_store.close()
+        if self._deps is not None:
+            await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
 
 
-__all__ = ["AgentPool", "PoolState", "RecoveryReport", "LIVE_STATES"]
+__all__ = ["AgentPool", "PoolParts", "PoolState", "RecoveryReport", "LIVE_STATES"]

@@ -39,6 +39,7 @@ from supervisor.events import AgentState
 
 if TYPE_CHECKING:
     from supervisor.pool import AgentPool
+    from supervisor.standing import StandingAgents
 
 logger = logging.getLogger(__name__)
 
@@ -320,8 +321,9 @@ class PoolTargets:
     """Runs over the pool: a fresh agent per run, or a bus message to a live agent (an idle
     one gets a turn at once, a busy one gets it queued for after its turn)."""
 
-    def __init__(self, pool: AgentPool) -> None:
+    def __init__(self, pool: AgentPool, standing: StandingAgents) -> None:
         self.pool = pool
+        self.standing = standing
 
     async def start(self, schedule: ScheduleRow, run_id: int, prompt: str) -> Started:
         pool = self.pool
@@ -334,7 +336,7 @@ class PoolTargets:
         # The one wake path (supervisor/standing.py): refused like an /ask (killed, over
         # budget, crash loop), and stored once per run whoever sends it.
         runner = await pool.fleet.get(schedule.target)
-        sent = await pool.standing.wake(runner.id, prompt, by=SCHEDULER_SENDER.name,
+        sent = await self.standing.wake(runner.id, prompt, by=SCHEDULER_SENDER.name,
                                         dedup_key=f"schedule-run:{run_id}")
         return Started(agent_id=runner.id, message_id=sent.message_id)
 

@@ -154,6 +154,8 @@ class Services:
                 logger.error("service did not stop in time service=%s", svc.name)
             except Exception:  # noqa: BLE001 - one part failing to stop must not stop the rest
                 logger.exception("service failed to stop service=%s", svc.name)
+            else:
+                logger.debug("service stopped service=%s", svc.name)
         self._started.clear()
         stuck = await self.group.cancel_all(max(0.1, deadline - time.monotonic()))
         if stuck:

@@ -24,8 +24,8 @@ from commands.dispatcher import Dispatcher
 from store import Store, open_store
 from supervisor.api import SupervisorAPI
 from supervisor.config import Settings
+from supervisor.core import Core
 from supervisor.events import EventHub
-from supervisor.pool import AgentPool
 from supervisor.process import ns_pid
 from supervisor.sandbox import agent_ids
 from tests.fakes.gcs import Emulator
@@ -196,11 +196,12 @@ class QuietSwitchboard:
     parsing, roles, errors, help, audit. Anything that would start work is refused as
     ShuttingDown."""
 
-    def __init__(self, settings: Settings, store: Store, pool: AgentPool) -> None:
+    def __init__(self, settings: Settings, store: Store, core: Core) -> None:
         self.settings = settings
         self.store = store
-        self.pool = pool
-        self.api = SupervisorAPI.over(pool)
+        self.core = core
+        self.pool = core.pool
+        self.api = SupervisorAPI.over(core)
         self.dispatcher = Dispatcher()
 
     def context(self, caller: Caller) -> Context:
@@ -230,11 +231,11 @@ async def quiet_app(fake_settings: Settings, migrated_db: Path) -> AsyncIterator
     fake_settings.db_path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(migrated_db, fake_settings.db_path)
     store = await open_store(fake_settings.db_path)
-    pool = AgentPool(fake_settings, store, EventHub())
+    core = Core(fake_settings, store, EventHub())
     try:
-        yield QuietSwitchboard(fake_settings, store, pool)
+        yield QuietSwitchboard(fake_settings, store, core)
     finally:
-        await store.db.close()  # the pool never started: it holds nothing to stop
+        await store.db.close()  # the core never started: it holds nothing to stop
 
 
 async def run(app: Switchboard | QuietSwitchboard, line: str) -> Reply:

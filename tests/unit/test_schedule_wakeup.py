@@ -16,8 +16,8 @@ from store import open_store
 from supervisor.api import SupervisorAPI
 from supervisor.clock import FakeClock
 from supervisor.config import Settings
+from supervisor.core import Core
 from supervisor.events import EventHub
-from supervisor.pool import AgentPool
 from tests.conftest import ADMIN
 
 T0 = 1_796_130_000.0  # Tue 1 Dec 2026 14:20 UTC
@@ -35,10 +35,10 @@ async def api(fake_settings: Settings, migrated_db: Path) -> AsyncIterator[Super
     fake_settings.db_path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(migrated_db, fake_settings.db_path)
     store = await open_store(fake_settings.db_path)
-    pool = AgentPool(fake_settings.with_(schedule_agent_max=2), store, EventHub(),
-                     clock=FakeClock(T0))
+    core = Core(fake_settings.with_(schedule_agent_max=2), store, EventHub(),
+                clock=FakeClock(T0))
     try:
-        yield SupervisorAPI.over(pool)
+        yield SupervisorAPI.over(core)
     finally:
         await store.db.close()
 

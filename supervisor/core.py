@@ -1,0 +1,200 @@
+"""The supervisor's half of the composition root: every long-lived part of the runtime is built
+here, once, in dependency order, and started as a named service in one `Services` group,
+stopped in reverse. The pool builds none of them: it is handed the parts it works with
+(`PoolParts`), and the others get narrow views (the fleet registry, the escalations as a
+notifier, the kill switch's halt flag), never the pool.
+
+The front ends' root (bot/app.py) opens the store, builds a `Core` over it and runs
+`Core.services` as one of its own services, between the store and the API."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from store import Store
+from supervisor.bus import Bus
+from supervisor.clock import SYSTEM_CLOCK, Clock
+from supervisor.config import Settings
+from supervisor.errors import ConfigError
+from supervisor.escalations import Decision, Escalations, Kind, Timeouts
+from supervisor.events import EventHub
+from supervisor.fleet import BusMembers, Fleet
+from supervisor.guardrails import CrashTracker, MemoryProbe, RateLimiter
+from supervisor.ingest import EventIngest
+from supervisor.killswitch import KillSwitch
+from supervisor.persistence import Persistence
+from supervisor.policy import Policy, PolicyError
+from supervisor.pool import AgentPool, PoolParts
+from supervisor.protected import ProtectedPaths
+from supervisor.recovery import RERUN_TOOL, answer_hook
+from supervisor.repos import Repos
+from supervisor.retention import Retention
+from supervisor.service import FnService, Service, Services, TaskGroup
+from supervisor.standing import StandingAgents
+from supervisor.storage import StorageGuard
+from supervisor.timers import EscalationTimers
+from supervisor.transcripts import FRESH_TOOL
+from supervisor.transcripts import answer_hook as fresh_answer_hook
+from supervisor.watchdog import Watchdog
+
+logger = logging.getLogger(__name__)
+
+# The order the core's services start in (and stop in reverse). A test holds it.
+SERVICE_ORDER = ("storage", "ingest", "killswitch", "recovery", "bus", "agents", "timers",
+                 "repos", "watchdog", "retention")
+
+
+def load_policy(settings: Settings) -> Policy:
+    """The policy file, with every path no agent may touch (ConfigError when it is wrong)."""
+    try:
+        return Policy.load(settings.policy_file, protected=ProtectedPaths(
+            home=settings.home, settings=settings.config_file, policy=settings.policy_file,
+            credentials=settings.gcs_credentials_file
+            or os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"),
+            extra=tuple(p for p in (settings.claude_config_dir, *settings.sandbox_hide)
+                        if p is not None)))
+    except PolicyError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+class Core:
+    """Every part of the runtime, built over an open store. Nothing starts until `services`
+    does; a part that fails to start stops the ones started before it."""
+
+    def __init__(self, settings: Settings, store: Store, hub: EventHub,
+                 clock: Clock = SYSTEM_CLOCK, persistence: Persistence | None = None) -> None:
+        self.settings = settings
+        self.store = store
+        self.hub = hub
+        self.clock = clock
+        self.persistence = persistence
+        self.policy = load_policy(settings)
+        self.fleet = Fleet(store)
+        self.escalations = Escalations(store, hub, Timeouts(
+            reminder_s=settings.approval_reminder_s, timeout_s=settings.approval_timeout_s,
+            on_timeout=settings.approval_on_timeout,
+        ), clock)
+        self.timers = EscalationTimers(self.escalations, clock)
+        self.storage = StorageGuard(store, self.escalations, clock)
+        self.killswitch = KillSwitch(settings, store, self.fleet, self.escalations, clock)
+        # Kill switch layer 3: whatever Switchboard issued is revoked with it.
+        self.killswitch.revokers.append(store.operators.revoke_invites)
+        self.memory = MemoryProbe(settings.cgroup_dir)
+        self.watchdog = Watchdog(settings, self.fleet, self.escalations, store, self.memory,
+                                 clock)
+        self.bus = Bus(store, settings, BusMembers(self.fleet), clock=clock,
+                       notify=self.escalations.notify,
+                       halted=lambda: self.killswitch.halted,
+                       ask_operator=self._ask_operator)
+        self.ingest = EventIngest(store, window_s=settings.ingest_window_s,
+                                  max_batch=settings.ingest_max_batch, clock=clock)
+        self.retention = Retention(self.ingest, max_age_days=settings.event_retention_days,
+                                   per_agent=settings.event_retention_per_agent,
+                                   interval_s=settings.retention_interval_s, clock=clock)
+        self.standing = StandingAgents(self.fleet, self.bus, store, clock)
+        self.pool: AgentPool
+        self.repos = Repos(settings, store, hub, self.fleet, self.bus, self.escalations,
+                           lambda: self.pool.isolation, clock)
+        self.pool = AgentPool(settings, store, hub, PoolParts(
+            fleet=self.fleet, policy=self.policy, escalations=self.escalations,
+            killswitch=self.killswitch,
+            crashes=CrashTracker(settings.crash_loop_max, settings.crash_loop_window_s, clock),
+            rates=RateLimiter(clock), memory=self.memory, watchdog=self.watchdog, bus=self.bus,
+            ingest=self.ingest, repos=self.repos, storage=self.storage,
+        ), clock, persistence)
+        self.escalations.on_answer(RERUN_TOOL, answer_hook(store, self.escalations,
+                                                           self.pool.ask))
+        self.escalations.on_answer(FRESH_TOOL, fresh_answer_hook(self.fleet, store,
+                                                                 self.escalations))
+        self.services = Services(self._services(), stop_timeout_s=settings.shutdown_grace_s
+                                 + settings.kill_grace_s + 30)
+
+    def _services(self) -> list[Service]:
+        async def start_storage(_group: TaskGroup) -> None:
+            self.storage.start()
+
+        async def start_ingest(_group: TaskGroup) -> None:
+            await self.ingest.start()
+
+        async def start_killswitch(_group: TaskGroup) -> None:
+            await self.killswitch.start()
+
+        async def stop_killswitch() -> None:
+            self.killswitch.close()
+
+        async def prepare(_group: TaskGroup) -> None:
+            await self.pool.prepare()
+
+        async def start_bus(_group: TaskGroup) -> None:
+            await self.bus.start()
+
+        async def start_agents(_group: TaskGroup) -> None:
+            report = await self.pool.start()
+            logger.info("supervisor started home=%s resumed=%d swept=%d", self.settings.home,
+                        len(report.resumed), len(report.swept_pids))
+
+        async def start_timers(_group: TaskGroup) -> None:
+            await self.timers.start()
+
+        async def start_repos(_group: TaskGroup) -> None:
+            await self.repos.start()
+
+        return [
+            # Stopped last: after a delete or replace, its copy holds what the shutdown wrote.
+            FnService("storage", start_storage, self.storage.close),
+            FnService("ingest", start_ingest, self.ingest.close),  # the last events written
+            FnService("killswitch", start_killswitch, stop_killswitch),
+            # The host probed, leftovers swept, leases taken, interrupted turns reported;
+            # stopped: the bucket's transcript client closed, a last sweep.
+            FnService("recovery", prepare, self.pool.release),
+            # After the report: the dead supervisor's leases go back to the queue.
+            FnService("bus", start_bus, self.bus.close),
+            # The agents and their loops; stopped: every process ended, states recorded.
+            FnService("agents", start_agents, self.pool.close),
+            # After the pool expired the dead supervisor's orphans: stored reminders and
+            # timeouts fire now; stopped before the agents, so none acts on a closing agent.
+            FnService("timers", start_timers, self.timers.stop),
+            # The agents are known: dead agents' worktrees are collected.
+            FnService("repos", start_repos, self.repos.close),
+            loop_service("watchdog", self.watchdog.run, after=self.watchdog.close),
+            loop_service("retention", self.retention.run),
+        ]
+
+    async def _ask_operator(self, agent_id: str, title: str, question: str) -> str:
+        """A bus question to the operator: an escalation like ask_operator's; its answer.
+        A standing agent's question its charter decides is sent back to it instead, once."""
+        back = await self.standing.send_back_for(agent_id, question)
+        if back is not None:
+            return back
+        row = await self.escalations.open(agent_id=agent_id, kind=Kind.QUESTION, title=title,
+                                          body=question, free_text=True)
+        answer = await self.escalations.wait(row)
+        if answer.decision == Decision.DENY:
+            return f"The operator did not answer: {answer.text or 'no reason given'}"
+        return f"The operator answered: {answer.text}"
+
+
+def loop_service(name: str, run: Callable[[], Coroutine[Any, Any, object]], *,
+                 after: Callable[[], Awaitable[None]] | None = None) -> Service:
+    """A part that is one long-running loop: its task is the group's; stopped, the loop is
+    cancelled, then `after` ends what the loop had started."""
+    task: list[asyncio.Task[Any]] = []
+
+    async def start(group: TaskGroup) -> None:
+        task.append(group.spawn(name, run()))
+
+    async def stop() -> None:
+        for t in task:
+            t.cancel()
+        await asyncio.gather(*task, return_exceptions=True)
+        if after is not None:
+            await after()
+
+    return FnService(name, start, stop)
+
+
+__all__ = ["SERVICE_ORDER", "Core", "load_policy", "loop_service"]
