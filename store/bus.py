@@ -63,6 +63,7 @@ class MessageRow(NamedTuple):
     dedup_key: str | None
     expires_at: float | None
     created_at: float
+    origin: str | None = None  # where its sender does not say it (supervisor/inbox.py Origin)
 
 
 class DeliveryRow(NamedTuple):
@@ -133,16 +134,17 @@ class NewMessage(NamedTuple):
     dedup_key: str | None = None
     expires_at: float | None = None
     lane: int = 1  # 0: interrupts, delivered before everything else (lane 1)
+    origin: str | None = None  # where the sender does not say it (supervisor/inbox.py Origin)
 
 
 _M_COLS = ("id, sender, sender_name, recipient, type, body, reply_to, dedup_key, expires_at, "
-           "created_at")
+           "created_at, origin")
 _D_COLS = ("message_id, recipient_id, seq, lane, state, attempts, lease_holder, lease_token, "
            "lease_expires_at, delivered_at, consumed_at, reason")
 
 
 def _message(row: Sequence[Any]) -> MessageRow:
-    return MessageRow._make(row[:10])
+    return MessageRow._make(row[:11])
 
 
 def _delivery(row: Sequence[Any]) -> DeliveryRow:
@@ -234,7 +236,7 @@ class BusRepo:
         delivery_rows: list[tuple[Any, ...]] = []
         cache = self._recent
         for (sender, sender_name, recipient, kind, body, recipients, created_at, reply_to,
-             dedup_key, expires_at, lane) in msgs:  # one unpacking, not eleven attribute reads
+             dedup_key, expires_at, lane, origin) in msgs:  # one unpacking, not twelve reads
             if dedup_key is not None:
                 key = (sender, dedup_key)
                 if key in seen:
@@ -245,7 +247,7 @@ class BusRepo:
             out.append((next_id, False))
             row = cache[next_id] = _row(MessageRow, (next_id, sender, sender_name, recipient,
                                                      kind, body, reply_to, dedup_key,
-                                                     expires_at, created_at))
+                                                     expires_at, created_at, origin))
             message_rows.append(row)
             for rid in recipients:
                 seq = next_seq[rid]
@@ -253,7 +255,7 @@ class BusRepo:
                 delivery_rows.append((next_id, rid, seq, lane, QUEUED))
         conn.executemany(
             "INSERT INTO bus_messages (id, sender, sender_name, recipient, type, body, reply_to, "
-            "dedup_key, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "dedup_key, expires_at, created_at, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             message_rows)
         conn.executemany(
             "INSERT INTO bus_deliveries (message_id, recipient_id, seq, lane, state) "

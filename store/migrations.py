@@ -435,4 +435,17 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX bus_deliveries_open ON bus_deliveries(recipient_id, lane, seq)
         WHERE ended_at IS NULL;
     """,
+    # 17 (turn origins): who a turn came from, as data: a message's origin where its sender
+    # does not say it (a schedule's or a parent agent's first prompt, a restart's note; NULL:
+    # the sender says it), each turn's origin, and the bus messages each turn held.
+    """
+    ALTER TABLE bus_messages ADD COLUMN origin TEXT;
+    ALTER TABLE turns ADD COLUMN origin TEXT;
+    CREATE TABLE turn_messages (
+        message_id INTEGER NOT NULL,
+        turn_id    INTEGER NOT NULL,
+        PRIMARY KEY (message_id, turn_id)
+    );
+    CREATE INDEX turn_messages_turn ON turn_messages(turn_id);
+    """,
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ class TurnRow:
     output_tokens: int
     started_at: float
     ended_at: float | None
+    origin: str | None = None  # who asked for it (supervisor/inbox.py Origin); None: before 17
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,13 +104,21 @@ class TurnRepo:
             self._outcomes[old] = self._outcomes.get(old, 0) - n
         self._outcomes[new] = self._outcomes.get(new, 0) + n
 
-    async def start(self, agent_id: str, prompt: str) -> int:
+    async def start(self, agent_id: str, prompt: str, *, origin: str | None = None,
+                    message_ids: Sequence[int] = ()) -> int:
+        """A turn begins: its prompt, who asked for it (`origin`, comma-separated when its
+        messages came from several), and the bus messages it holds."""
         async with self.db.transaction() as conn:
             async with conn.execute(
-                "INSERT INTO turns (agent_id, prompt, status, started_at) VALUES (?,?,?,?)",
-                (agent_id, prompt, "running", time.time()),
+                "INSERT INTO turns (agent_id, prompt, status, started_at, origin)"
+                " VALUES (?,?,?,?,?)",
+                (agent_id, prompt, "running", time.time(), origin),
             ) as cur:
                 turn_id = cur.lastrowid or 0
+            if message_ids:
+                await conn.executemany(
+                    "INSERT OR IGNORE INTO turn_messages (message_id, turn_id) VALUES (?,?)",
+                    [(m, turn_id) for m in message_ids])
             await conn.execute(
                 "INSERT INTO agent_totals (agent_id, turns) VALUES (?, 1)"
                 " ON CONFLICT (agent_id) DO UPDATE SET turns = turns + 1", (agent_id,))
@@ -219,6 +229,21 @@ class TurnRepo:
             row = await self.db.fetchone(
                 f"SELECT SUM(cost_usd) AS c FROM turns WHERE started_at >= ? {where}", params)
         return float(row["c"] or 0.0) if row else 0.0
+
+    async def holding(self, agent_id: str, message_id: int) -> TurnRow | None:
+        """The first turn of `agent_id` that held bus message `message_id`, or None."""
+        row = await self.db.fetchone(
+            "SELECT t.* FROM turn_messages tm JOIN turns t ON t.id = tm.turn_id"
+            " WHERE tm.message_id = ? AND t.agent_id = ? ORDER BY t.id LIMIT 1",
+            (message_id, agent_id))
+        return TurnRow(**dict(row)) if row else None
+
+    async def message_ids(self, turn_id: int) -> list[int]:
+        """The bus messages a turn held, in id order."""
+        rows = await self.db.fetchall(
+            "SELECT message_id FROM turn_messages WHERE turn_id = ? ORDER BY message_id",
+            (turn_id,))
+        return [int(r[0]) for r in rows]
 
     async def recent(self, agent_id: str, n: int = 5) -> list[TurnRow]:
         rows = await self.db.fetchall(

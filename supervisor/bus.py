@@ -33,7 +33,7 @@ from supervisor.bus_writer import BatchWriter
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import InvalidRequest, LimitExceeded, ShuttingDown
-from supervisor.inbox import Taken
+from supervisor.inbox import Origin, Taken
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +68,9 @@ class Members(Protocol):
 
 
 Notify = Callable[[str | None, str, str], Awaitable[Any]]
-# Ask the operator (an escalation): (agent id, title, question) -> the answer's text.
-AskOperator = Callable[[str, str, str], Awaitable[str]]
+# Ask the operator (an escalation): (agent id, title, question) -> the answer's text, and
+# whether the agent's charter gave it instead of the operator (a standing agent's send-back).
+AskOperator = Callable[[str, str, str], Awaitable[tuple[str, bool]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,22 @@ class Sender:
 
 
 OPERATOR_SENDER = Sender(OPERATOR, OPERATOR)
+# A standing agent's question its charter decided comes back from its charter, not the operator.
+CHARTER_SENDER = Sender(SYSTEM, "charter")
+# Switchboard's own senders whose messages are more than notices (supervisor/scheduler.py
+# sends as "scheduler").
+_SYSTEM_ORIGINS = {"scheduler": Origin.SCHEDULE, "charter": Origin.CHARTER}
+
+
+def origin_of(m: MessageRow) -> Origin:
+    """Who a message came from, as data: its recorded origin, else what its sender says."""
+    if m.origin is not None:
+        return Origin(m.origin)
+    if m.sender == OPERATOR:
+        return Origin.OPERATOR
+    if m.sender == SYSTEM:
+        return _SYSTEM_ORIGINS.get(m.sender_name, Origin.SYSTEM)
+    return Origin.PEER
 SYSTEM_SENDER = Sender(SYSTEM, SYSTEM)
 
 
@@ -325,10 +342,11 @@ class Bus:
 
     async def send(self, sender: Sender, to: str, kind: str, body: str, *,
                    reply_to: int | None = None, dedup_key: str | None = None,
-                   agent_id: str | None = None) -> Sent:
+                   agent_id: str | None = None, origin: Origin | None = None) -> Sent:
         """Store a message for everyone `to` reaches, past the guards (each refusal is
         explained); an idle recipient gets a turn at once, a busy one when its turn ends.
-        `agent_id`: exactly that agent, live or not (an operator's /ask restarts a stopped one)."""
+        `agent_id`: exactly that agent, live or not (an operator's /ask restarts a stopped one).
+        `origin`: recorded where the sender does not say it (a schedule's first prompt)."""
         self._check_form(kind, body, sender)
         if agent_id is not None:
             address, targets = to, [agent_id]
@@ -351,7 +369,8 @@ class Bus:
         now = self.clock.now()
         msg: NewMessage = _row(NewMessage, (
             sender.id, sender.name, address, kind, body, tuple(admitted), now, reply_to,
-            dedup_key, now + self.settings.bus_message_ttl_s, 0 if kind == "interrupt" else 1))
+            dedup_key, now + self.settings.bus_message_ttl_s, 0 if kind == "interrupt" else 1,
+            None if origin is None else str(origin)))
         if self.state is not BusState.RUNNING:
             raise ShuttingDown()
         message_id, duplicate = await self.writer.insert(msg)
@@ -383,10 +402,11 @@ class Bus:
         ask = self.ask_operator
 
         async def answer_back() -> None:
-            text = await ask(agent, f"{sender.name} asks (message #{message_id})", body)
+            text, by_charter = await ask(agent, f"{sender.name} asks (message #{message_id})",
+                                         body)
             with contextlib.suppress(InvalidRequest, LimitExceeded, ShuttingDown, StoreError):
-                await self.send(OPERATOR_SENDER, sender.name, "result", text,
-                                reply_to=message_id, agent_id=agent)
+                await self.send(CHARTER_SENDER if by_charter else OPERATOR_SENDER, sender.name,
+                                "result", text, reply_to=message_id, agent_id=agent)
 
         self._spawn(f"bus-question:{message_id}", answer_back())
 
@@ -490,7 +510,10 @@ class Bus:
         if not items:
             return None
         self._active[token] = Lease(token, box.agent_id, tuple([i.seq for i in items]))
-        return Taken(render(items, box.queued), token, len(items))
+        return Taken(render(items, box.queued), token, len(items),
+                     tuple([origin_of(i.message) for i in items]),
+                     tuple([i.message.sender_name for i in items]),
+                     tuple([i.message.id for i in items]))
 
     async def _keep_leases(self) -> None:
         """Extend every lease held by a running turn, so that a turn longer than the lease is
@@ -616,8 +639,9 @@ class BusInbox:
             self.held = False
             self._ready.set()
 
-    async def put(self, text: str) -> None:
-        await self.bus.send(OPERATOR_SENDER, self.name, "task", text, agent_id=self.agent_id)
+    async def put(self, text: str, origin: Origin = Origin.OPERATOR) -> None:
+        await self.bus.send(OPERATOR_SENDER, self.name, "task", text, agent_id=self.agent_id,
+                            origin=None if origin == Origin.OPERATOR else origin)
 
     async def take(self, timeout_s: float) -> Taken | None:
         loop = asyncio.get_running_loop()

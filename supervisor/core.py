@@ -164,18 +164,20 @@ class Core:
             loop_service("retention", self.retention.run),
         ]
 
-    async def _ask_operator(self, agent_id: str, title: str, question: str) -> str:
+    async def _ask_operator(self, agent_id: str, title: str,
+                            question: str) -> tuple[str, bool]:
         """A bus question to the operator: an escalation like ask_operator's; its answer.
-        A standing agent's question its charter decides is sent back to it instead, once."""
+        A standing agent's question its charter decides is sent back to it instead, once
+        (True: the answer is its charter's)."""
         back = await self.standing.send_back_for(agent_id, question)
         if back is not None:
-            return back
+            return back, True
         row = await self.escalations.open(agent_id=agent_id, kind=Kind.QUESTION, title=title,
                                           body=question, free_text=True)
         answer = await self.escalations.wait(row)
         if answer.decision == Decision.DENY:
-            return f"The operator did not answer: {answer.text or 'no reason given'}"
-        return f"The operator answered: {answer.text}"
+            return f"The operator did not answer: {answer.text or 'no reason given'}", False
+        return f"The operator answered: {answer.text}", False
 
 
 def loop_service(name: str, run: Callable[[], Coroutine[Any, Any, object]], *,

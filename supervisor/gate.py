@@ -38,6 +38,7 @@ from supervisor.mcp_server import tool_server
 from supervisor.policy import Action, Policy
 from supervisor.policy import Decision as PolicyDecision
 from supervisor.standing import send_back, turn_scope
+from supervisor.unsolicited import REFUSED
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,11 @@ class AgentSide(Protocol):
     cwd: str
     session_id: str | None
 
+    @property
+    def in_turn(self) -> bool: ...
+
+    async def refuse_unsolicited(self, kind: str | None, what: str,
+                                 detail: dict[str, Any]) -> None: ...
     async def escalation_started(self) -> None: ...
     async def escalation_finished(self) -> None: ...
     async def pause_for_timeout(self) -> None: ...
@@ -141,6 +147,8 @@ class ToolGate:
         tool_input = pre.get("tool_input") or {}
         if self.deps.halted():
             return _hook_output("deny", HALTED)
+        if not self.agent.in_turn:
+            return _hook_output("deny", await self._unsolicited(name, tool_input))
         decision, irreversible = self._decide(name, tool_input)
         if decision.action == Action.DENY:
             await self._blocked(name, tool_input, decision.reason, decision.rule)
@@ -157,6 +165,9 @@ class ToolGate:
                            ctx: ToolPermissionContext) -> PermissionResult:
         if self.deps.halted():
             return PermissionResultDeny(message=HALTED, interrupt=True)
+        if not self.agent.in_turn:
+            return PermissionResultDeny(message=await self._unsolicited(name, tool_input),
+                                        interrupt=True)
         decision, irreversible = self._decide(name, tool_input)
         if decision.action == Action.DENY:
             await self._blocked(name, tool_input, decision.reason, decision.rule)
@@ -187,6 +198,12 @@ class ToolGate:
             return PermissionResultAllow(updated_input=tool_input)
         reason = answer.text or "no reason given"
         return PermissionResultDeny(message=f"The operator denied this: {reason}")
+
+    async def _unsolicited(self, name: str, tool_input: dict[str, Any]) -> str:
+        """A tool call while no turn anybody asked for runs: the CLI began one on its own."""
+        await self.agent.refuse_unsolicited(None, f"a {name} call",
+                                            {"tool_name": name, "input": tool_input})
+        return REFUSED.format(kind="no turn was asked for")
 
     # -- escalation kinds ------------------------------------------------------------------------
 

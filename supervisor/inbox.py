@@ -10,21 +10,44 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
+
+
+class Origin(StrEnum):
+    """Who asked for a turn. Recorded with every turn (turns.origin), as data carried from
+    the messages it holds, never read back out of the rendered prompt."""
+
+    OPERATOR = "operator"  # /ask, /spawn, "run it again"
+    PEER = "peer"  # another agent: a bus message, or the first prompt of a child it spawned
+    SCHEDULE = "schedule"  # a schedule's run: a wake, or the first prompt of a run's agent
+    CHARTER = "charter"  # a standing agent's question its charter decided, sent back to it
+    RESTART = "restart"  # the supervisor's note after a restart (a request left unanswered)
+    SYSTEM = "system"  # Switchboard's own notices (a sibling's commits, a message expired)
 
 
 @dataclass(frozen=True, slots=True)
 class Taken:
-    """One turn's input: its text, and the lease token that acknowledges it (None in memory)."""
+    """One turn's input: its text, the lease token that acknowledges it (None in memory), and
+    as data who it came from: each message's origin and sender name, and the bus ids."""
 
     text: str
     token: str | None = None
     count: int = 1
+    origins: tuple[Origin, ...] = (Origin.OPERATOR,)
+    senders: tuple[str, ...] = ()
+    message_ids: tuple[int, ...] = ()
+
+    @property
+    def origin(self) -> str:
+        """The turn's origin: one word, or several joined by commas (each once, in order)."""
+        return ",".join(dict.fromkeys(self.origins))
 
 
 class Inbox(Protocol):
-    async def put(self, text: str) -> None:
-        """An operator's message; stored (durably, for the bus) before this returns."""
+    async def put(self, text: str, origin: Origin = Origin.OPERATOR) -> None:
+        """A message from the operator (or, with `origin`, on behalf of a schedule, a parent
+        agent or a restart); stored (durably, for the bus) before this returns."""
 
     async def take(self, timeout_s: float) -> Taken | None:
         """Everything pending, as one turn, or None after `timeout_s` (or when woken)."""
@@ -45,20 +68,20 @@ class MemoryInbox:
     """The in-process inbox: a FIFO queue, one message a turn. Nothing survives a restart."""
 
     def __init__(self) -> None:
-        self._queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[str, Origin] | None] = asyncio.Queue()
 
-    async def put(self, text: str) -> None:
-        self._queue.put_nowait(text)
+    async def put(self, text: str, origin: Origin = Origin.OPERATOR) -> None:
+        self._queue.put_nowait((text, origin))
 
     async def take(self, timeout_s: float) -> Taken | None:
         try:
             # Not asyncio.wait_for: on 3.11 a cancel racing its timeout can leave the task
             # "cancelling" forever (seen at shutdown with 50 agents). timeout() is safe.
             async with asyncio.timeout(timeout_s):
-                text = await self._queue.get()
+                item = await self._queue.get()
         except TimeoutError:
             return None
-        return None if text is None else Taken(text)
+        return None if item is None else Taken(item[0], origins=(item[1],))
 
     async def ack(self, taken: Taken, *, consumed: bool = True) -> None:
         return None

@@ -22,6 +22,7 @@ from supervisor.escalations import Escalations
 from supervisor.events import AgentState, EventHub, StateChanged
 from supervisor.fleet import Fleet
 from supervisor.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
+from supervisor.inbox import Origin
 from supervisor.ingest import EventIngest
 from supervisor.killswitch import KillSwitch
 from supervisor.names import check_names, new_agent_id
@@ -214,8 +215,8 @@ class AgentPool:
             if asker is not None and asker.state.live and not self.killswitch.halted:
                 await asker.submit(
                     f"[Switchboard] Your earlier request was not answered because the supervisor "
-                    f"restarted: {orphan.title}. If you still need it, ask again."
-                )
+                    f"restarted: {orphan.title}. If you still need it, ask again.",
+                    Origin.RESTART)
         await self.repos.load()  # before the loops: a first turn's sandbox shows its worktree
         # Now the loops: what the dead supervisor had leased and these notes arrive together.
         for runner in waiting:
@@ -310,7 +311,7 @@ class AgentPool:
         children, rates, memory), with the kill switch checked here (no API in between)."""
         self.killswitch.check()
         child = await self.spawn(name, prompt, model=model, parent=parent_id,
-                                 by=f"agent:{parent_id}")
+                                 by=f"agent:{parent_id}", origin=Origin.PEER)
         return child.name
 
     def _roster(self) -> list[tuple[str, str, str]]:
@@ -352,6 +353,7 @@ class AgentPool:
         role: str | None = None,
         charter: str | None = None,
         agent_id: str | None = None,
+        origin: Origin = Origin.OPERATOR,
     ) -> AgentRunner:
         """`agent_id`: chosen by the caller (a worktree is made for it first: supervisor/repos)."""
         deps = self.require_running()  # the kill switch is checked by supervisor.api
@@ -403,7 +405,7 @@ class AgentPool:
         runner = AgentRunner(row, deps, self.bus.inbox(row.id, row.name), charter=charter)
         await self._give_role(agent_id, role)
         self._adopt(runner)
-        await runner.submit(prompt)
+        await runner.submit(prompt, origin)
         logger.info("agent spawned agent=%s name=%s parent=%s", agent_id, name, parent_id)
         return runner
 

@@ -21,6 +21,7 @@ import shutil
 import signal
 import sys
 import time
+import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
@@ -395,22 +396,25 @@ class AgentProcess:
                     self.cli_pid = child
                     break
 
-    async def query(self, prompt: str, note: str | None = None) -> None:
-        """Send a turn. `note` (from Switchboard, e.g. "you were restarted") goes first, as a
-        text block of its own: the prompt stays the message's last text block."""
-        if note is None:
-            await self.client.query(prompt)
-            return
+    async def query(self, prompt: str, note: str | None = None) -> str:
+        """Send a turn; returns the uuid it was sent with, which the CLI names in the result
+        of the turn that took it in (a turn the CLI began on its own names none of ours).
+        `note` (from Switchboard, e.g. "you were restarted") goes first, as a text block of
+        its own: the prompt stays the message's last text block."""
+        sent = str(uuid.uuid4())
+        content: str | list[dict[str, str]] = prompt if note is None else [
+            {"type": "text", "text": note}, {"type": "text", "text": prompt}]
 
         async def message() -> AsyncIterator[dict[str, Any]]:
-            yield {"type": "user", "parent_tool_use_id": None,
-                   "message": {"role": "user", "content": [{"type": "text", "text": note},
-                                                           {"type": "text", "text": prompt}]}}
+            yield {"type": "user", "parent_tool_use_id": None, "uuid": sent,
+                   "message": {"role": "user", "content": content}}
 
         await self.client.query(message())
+        return sent
 
     def responses(self) -> AsyncIterator[Message]:
-        return self.client.receive_response()
+        """Everything the CLI says, turn after turn (the caller stops at its result)."""
+        return self.client.receive_messages()
 
     async def interrupt(self) -> None:
         await self.client.interrupt()

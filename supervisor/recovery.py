@@ -11,14 +11,14 @@ agent's next turn) or leave it. One tap on a chat button; `/answer <id> 1` on th
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from store import Store
 from store.bus import RESTART_REASON
 from store.escalations import EscalationRow
-from supervisor.bus import BUS_TURN_PREFIX, OPERATOR
+from store.turns import TurnRow
+from supervisor.bus import OPERATOR
 from supervisor.errors import SupervisorError
 from supervisor.escalations import Answer, Escalations, Timeouts
 
@@ -31,7 +31,6 @@ Ask = Callable[[str, str], Awaitable["tuple[AgentRunner, int]"]]
 logger = logging.getLogger(__name__)
 
 RERUN_TOOL = "switchboard:rerun"
-_MESSAGE_ID = re.compile(r'<message n="\d+" of="\d+" id="(\d+)"')
 RERUN = "Run it again"
 LEAVE = "Leave it"
 # No reminder; after a day unanswered it closes as "leave it".
@@ -74,7 +73,7 @@ def answer_hook(store: Store, escalations: Escalations, ask: Ask) -> Any:
         turn = await store.turns.get(turn_id)
         if turn is None or row.agent_id is None:
             return
-        texts = await rerun_texts(store, row.agent_id, turn.prompt)
+        texts = await rerun_texts(store, row.agent_id, turn)
         if not texts:
             await escalations.notify(
                 row.agent_id, f"Nothing to run again: {row.title}",
@@ -94,16 +93,16 @@ def answer_hook(store: Store, escalations: Escalations, ask: Ask) -> Any:
     return act
 
 
-async def rerun_texts(store: Store, agent_id: str, prompt: str) -> list[str]:
-    """What "Run it again" sends. A plain prompt: itself. A bus turn (its messages rendered by
-    supervisor/bus.py): the operator's own messages in it, each again, in order; the agents'
-    messages it held were delivered again at the restart, and re-sending the rendered turn
-    would wrap them a second time. Only a message the restart took from this agent counts: an
-    id an agent wrote into a body cannot bring back another message."""
-    if not prompt.startswith(BUS_TURN_PREFIX):
-        return [prompt]
+async def rerun_texts(store: Store, agent_id: str, turn: TurnRow) -> list[str]:
+    """What "Run it again" sends: the operator's own messages the turn held (its record names
+    them, as data), each again, in order; the agents' messages it held were delivered again
+    at the restart, and re-sending the rendered turn would wrap them a second time. Only a
+    message the restart took from this agent counts. A turn with no recorded message (from
+    before turns recorded them): its prompt."""
+    ids = await store.turns.message_ids(turn.id)
+    if not ids:
+        return [turn.prompt]
     texts: list[str] = []
-    ids = dict.fromkeys(int(found.group(1)) for found in _MESSAGE_ID.finditer(prompt))
     for message_id in ids:
         message = await store.bus.message(message_id)
         if message is None or message.sender != OPERATOR:

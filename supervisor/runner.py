@@ -32,7 +32,7 @@ from supervisor.escalations import Escalations
 from supervisor.events import AgentOutput, AgentState, EventHub, StateChanged, TurnFinished
 from supervisor.gate import GateDeps, ToolGate
 from supervisor.guardrails import CrashTracker, LimitExceeded, day_start
-from supervisor.inbox import Inbox, MemoryInbox
+from supervisor.inbox import Inbox, MemoryInbox, Origin, Taken
 from supervisor.ingest import EventIngest
 from supervisor.lifecycle import check as check_transition
 from supervisor.policy import Policy
@@ -48,6 +48,8 @@ from supervisor.records import (
 from supervisor.sandbox import Isolation
 from supervisor.scheduler import quiet_turn
 from supervisor.transcripts import FRESH_TOOL, bring_back, report_resume_failed
+from supervisor.unsolicited import describe as describe_unsolicited
+from supervisor.unsolicited import origin_kind, result_is_ours
 
 logger = logging.getLogger(__name__)
 
@@ -140,6 +142,7 @@ class AgentRunner:
         # policy says what reaches the operator); a failed one still is.
         self.quiet_turns = False
         self._quiet_turn = False  # this turn: quiet_turns, or only such scheduled messages
+        self._unsolicited_told = False  # a refused turn's result is yet to be read
         self.gate = ToolGate(self, GateDeps(deps.store, deps.policy, deps.escalations,
                                             lambda: deps.killswitch.halted,
                                             lambda: deps.agent_tools(self)))
@@ -175,9 +178,9 @@ class AgentRunner:
         """Spawned with a charter: no session TTL, parked when idle, irreversible steps ask."""
         return self.charter is not None
 
-    async def submit(self, text: str) -> int:
+    async def submit(self, text: str, origin: Origin = Origin.OPERATOR) -> int:
         """Queue a message (stored before this returns); it becomes the next turn. Returns
-        how many are ahead of it."""
+        how many are ahead of it. `origin`: who asked, where it is not the operator."""
         if self.state == AgentState.RESUME_FAILED and not any(
                 e.tool_name == FRESH_TOOL for e in await self._deps.escalations.pending(self.id)):
             # "Leave it" was the answer before: asked again, since a message came.
@@ -185,7 +188,7 @@ class AgentRunner:
                                        self._resume_reason, text)
         self.admit(text)
         ahead = len(self._inbox) + (1 if self.busy else 0)
-        await self._inbox.put(text)
+        await self._inbox.put(text, origin)
         return ahead
 
     @property
@@ -243,7 +246,7 @@ class AgentRunner:
                 continue
             consumed = False
             try:
-                consumed = await self._turn(item.text)
+                consumed = await self._turn(item)
             except Exception:  # noqa: BLE001 - the loop must outlive any one turn's failure
                 logger.exception("turn crashed agent=%s name=%s", self.id, self.name)
             finally:
@@ -380,6 +383,38 @@ class AgentRunner:
             await self._set_state(AgentState.WORKING, "answered")
         elif self.state == AgentState.PAUSED and self._state_before_pause == AgentState.WAITING:
             self._state_before_pause = AgentState.WORKING
+
+    @property
+    def in_turn(self) -> bool:
+        """A turn someone asked for runs: its prompt is sent and its result not yet read."""
+        return self.turn_started_at is not None
+
+    async def refuse_unsolicited(self, kind: str | None, what: str,
+                                 detail: dict[str, Any]) -> None:
+        """The CLI began a turn nobody asked for: interrupted (a no-op once it has ended),
+        recorded, audited, and the operator told, once: its result, read when the next turn
+        begins, is only recorded when its tool calls were refused already."""
+        told, self._unsolicited_told = self._unsolicited_told, what != "its result"
+        proc = self._proc
+        if proc is not None and proc.alive():
+            with contextlib.suppress(ClaudeSDKError, OSError):
+                await self._interrupt(proc)
+        line = describe_unsolicited(kind, what, detail)
+        logger.warning("unsolicited turn refused agent=%s %s", self.id, line[:300])
+        with contextlib.suppress(StoreError):
+            await self._deps.store.events.append(self.id, None, "unsolicited_turn",
+                                                 f"refused a turn nobody asked for ({kind})",
+                                                 {"kind": kind, "what": what, **detail})
+            if told and what == "its result":
+                return
+            await self._deps.store.audit.record(
+                platform="agent", user_id=self.id, user_name=self.name,
+                action="unsolicited_turn", args=line, ok=False,
+                result="refused: its tool calls denied and the CLI interrupted")
+            await self._deps.escalations.notify(
+                self.id, f"{self.name}: a turn nobody asked for was refused",
+                f"The CLI began a turn on its own ({kind or 'unknown origin'}); its tool calls "
+                "were denied and it was interrupted. Nothing it asked to run ran.")
 
     def warned_of_ttl(self) -> None:
         """The watchdog told the operator this session nears its TTL (once per session)."""
@@ -584,10 +619,11 @@ class AgentRunner:
                 return
             await self._fail(None, AgentFailed(None, proc.stderr_text(), "the claude CLI exited"))
 
-    async def _turn(self, prompt: str) -> bool:
+    async def _turn(self, item: Taken) -> bool:
         """One turn; whether its input was consumed (False: the CLI failed, deliver again)."""
         self._turn_done.clear()
-        self._quiet_turn = self.quiet_turns or quiet_turn(prompt)
+        prompt = item.text
+        self._quiet_turn = self.quiet_turns or quiet_turn(item)
         turn_id: int | None = None
         pids: asyncio.Task[None] | None = None
         try:
@@ -599,17 +635,19 @@ class AgentRunner:
                 proc = started = await self._start_process(prompt)
                 if proc is None:
                     return False  # held: the loop waits for the operator's choice
-            turn_id = await self._deps.store.turns.start(self.id, prompt)
+            turn_id = await self._deps.store.turns.start(
+                self.id, prompt, origin=item.origin, message_ids=item.message_ids)
             self.turn_started_at = self.last_activity_at = self._deps.clock.now()
             # Paused while the turn was being set up: it is working once resumed.
             await self._set_state(AgentState.WORKING, "", unless_paused=True)
             # After the state: a state change first commits the events before it, and the
             # prompt's row need not hold up the turn (it is queued before the CLI's events).
             await self._log(turn_id, "prompt", prompt[:200], {"prompt": prompt})
-            await proc.query(prompt, note=self._note)
+            sent = await proc.query(prompt, note=self._note)
             self._note = None
             pids = self._record_pids(started)
-            result = await self._retry_api_errors(proc, turn_id, await self._result(proc, turn_id))
+            result = await self._retry_api_errors(proc, turn_id,
+                                                  await self._result(proc, turn_id, sent))
             await self._finish_turn(turn_id, result)
             return True
         except (ClaudeSDKError, AgentFailed, OSError, StoreError) as exc:
@@ -644,7 +682,9 @@ class AgentRunner:
             self._turn_begun = self._interrupt_pending = False
             self._turn_done.set()
 
-    async def _result(self, proc: AgentProcess, turn_id: int) -> ResultMessage:
+    async def _result(self, proc: AgentProcess, turn_id: int, sent: str) -> ResultMessage:
+        """Read the CLI until the result of the turn sent as `sent`; the result of a turn the
+        CLI began on its own on the way is refused and recorded (supervisor/unsolicited.py)."""
         result: ResultMessage | None = None
         async for msg in proc.responses():
             if not self._turn_begun:
@@ -655,9 +695,14 @@ class AgentRunner:
                 if self._interrupt_pending and not isinstance(msg, ResultMessage):
                     self._interrupt_pending = False
                     await self._interrupt(proc)
+            if isinstance(msg, ResultMessage) and not result_is_ours(msg, sent):
+                await self.refuse_unsolicited(origin_kind(msg.origin), "its result", {
+                    "result": (msg.result or "")[:500], "cost_usd": msg.total_cost_usd})
+                continue
             await self._record(msg, turn_id)
             if isinstance(msg, ResultMessage):
                 result = msg
+                break
         if result is None:
             raise AgentFailed(None, proc.stderr_text(), "the turn ended without a result")
         return result
@@ -680,8 +725,8 @@ class AgentRunner:
             self._deps.hub.publish(AgentOutput(self.id, self.name, "system", note))
             self._turn_begun = False  # an interrupt meanwhile goes to the continuation
             await self._deps.clock.sleep(wait_s)
-            await proc.query(API_RETRY_PROMPT.format(status=status))
-            result = await self._result(proc, turn_id)
+            sent = await proc.query(API_RETRY_PROMPT.format(status=status))
+            result = await self._result(proc, turn_id, sent)
         return result
 
     async def _fail(self, turn_id: int | None, exc: BaseException) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.cron import Fire, Spec, fires_between, local_text, next_fires, zone
 from supervisor.errors import SupervisorError
 from supervisor.events import AgentState
+from supervisor.inbox import Origin, Taken
 
 if TYPE_CHECKING:
     from supervisor.pool import AgentPool
@@ -57,16 +57,14 @@ QUIET_NOTE = (f"\n\n[Switchboard] This is a scheduled run. If all is well, end w
               f"line; to tell the operator something (findings, or because this task asks you "
               f"to report), put it on a line that starts with {NOTIFY_MARK}")
 Notify = Callable[[str | None, str, str], Awaitable[Any]]
-_HEADER_FROM = re.compile(r'<message [^>]*from="([^"]*)"')
 
 
-def quiet_turn(prompt: str) -> bool:
+def quiet_turn(taken: Taken) -> bool:
     """Whether a turn is only scheduled runs whose schedules want no news when all is well:
-    every message in it is the scheduler's (bus headers; a body cannot forge one, the bus
-    escapes them) and carries the note that says how to report findings."""
-    senders = _HEADER_FROM.findall(prompt)
-    return bool(senders) and all(x == SCHEDULER_SENDER.name for x in senders) and \
-        prompt.count(QUIET_NOTE) == len(senders)
+    every message in it is the scheduler's (its origin, carried as data) and carries the note
+    that says how to report findings."""
+    return bool(taken.message_ids) and all(o == Origin.SCHEDULE for o in taken.origins) and \
+        taken.text.count(QUIET_NOTE) == len(taken.message_ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,7 +328,8 @@ class PoolTargets:
         pool.killswitch.check()
         if schedule.target_kind == SPAWN:
             runner = await pool.spawn(f"{schedule.target}-{run_id}", prompt,
-                                      model=schedule.model, by=f"schedule:{schedule.id}")
+                                      model=schedule.model, by=f"schedule:{schedule.id}",
+                                      origin=Origin.SCHEDULE)
             runner.keep_turns_quiet(schedule.notify != "always")
             return Started(agent_id=runner.id)
         # The one wake path (supervisor/standing.py): refused like an /ask (killed, over
@@ -341,14 +340,14 @@ class PoolTargets:
         return Started(agent_id=runner.id, message_id=sent.message_id)
 
     async def _turn_of(self, run: RunRow) -> Any:
-        """The turn that ran it: a spawned agent's first turn, or the turn whose prompt holds
-        the message (the bus's header names its id)."""
+        """The turn that ran it: the first turn that held its message (recorded with the
+        turn), or a spawned agent's first turn."""
         assert run.agent_id is not None
-        turns = await self.pool.store.turns.recent(run.agent_id, 50)
+        turns = self.pool.store.turns
         if run.message_id is not None:
-            mine = f' id="{run.message_id}" '
-            turns = [t for t in turns if mine in t.prompt]
-        return min(turns, key=lambda t: t.id) if turns else None
+            return await turns.holding(run.agent_id, run.message_id)
+        first = await turns.recent(run.agent_id, 50)
+        return min(first, key=lambda t: t.id) if first else None
 
     async def outcome(self, schedule: ScheduleRow, run: RunRow) -> Outcome | None:
         if run.agent_id is None:

@@ -28,6 +28,11 @@ message; ``content`` may be a string or a block list):
 * ``SLOWSTART <n>: <rest>`` - take n seconds to begin the turn (before its ``system/init``),
   as the real CLI can under load; an ``interrupt`` meanwhile finds no turn running and is a
   no-op (it answers ``still_queued``), as in the real CLI; then apply the rules to ``<rest>``.
+* ``INJECT <s> <text>`` - reply ``INJECT SCHEDULED``; ``s`` seconds later, begin a turn of its
+  own on ``<text>``, as the real CLI does for a background task's notification: its user
+  message and its result carry ``origin: {"kind": "task-notification"}`` and no uuid of ours.
+* ``ASKTOOL <name> <json>`` - ask ``can_use_tool`` for that call, as the real CLI does before
+  running a tool; reply ``TOOL ALLOWED`` or ``TOOL DENIED: <message>``.
 * anything else     - reply ``ECHO: <text>``.
 
 Each completed turn adds 0.001 USD to the process's cumulative ``total_cost_usd``
@@ -60,6 +65,9 @@ _STREAM_RE = re.compile(r"^STREAM\s+(\d+)\s*$")
 _BUS_RE = re.compile(
     r'<message n="\d+" of="\d+" id="(\d+)" from="([^"]*)"[^>]*>\n(.*?)\n</message>', re.DOTALL)
 _SENT_ID_RE = re.compile(r"^message #(\d+)")
+_INJECT_RE = re.compile(r"^INJECT\s+(\d+(?:\.\d+)?)\s+(.*)$", re.DOTALL)
+_ASKTOOL_RE = re.compile(r"^ASKTOOL\s+(\S+)\s+(.*)$", re.DOTALL)
+INJECTED_ORIGIN = {"kind": "task-notification"}
 
 _out_lock = threading.Lock()
 
@@ -299,6 +307,10 @@ class FakeClaude:
             }
         )
         text = user_text(turn.line)
+        if turn.line.get("origin"):  # a turn of its own: the CLI shows the message it injected
+            emit({"type": "user", "message": turn.line["message"], "parent_tool_use_id": None,
+                  "origin": turn.line["origin"], "session_id": self.session_id,
+                  "uuid": str(uuid.uuid4())})
         reply = self.reply_for(text, turn)
         if reply is None:  # interrupted
             self.finish_aborted(turn, started)
@@ -343,8 +355,27 @@ class FakeClaude:
             "uuid": str(uuid.uuid4()),
         }
         self.add_user_uuid(result, turn)
+        if turn.line.get("origin"):
+            result["origin"] = turn.line["origin"]
         emit(result)
         self.state("idle")
+
+    def inject(self, delay, text):
+        """A turn the CLI begins on its own, `delay` seconds from now."""
+        def later():
+            time.sleep(delay)
+            self.turns.put(Turn({"type": "user", "origin": INJECTED_ORIGIN,
+                                 "message": {"role": "user", "content": text}}))
+
+        threading.Thread(target=later, name="inject", daemon=True).start()
+
+    def ask_tool(self, name, tool_input):
+        resp = self.request({"subtype": "can_use_tool", "tool_name": name, "input": tool_input,
+                             "permission_suggestions": None, "blocked_path": None})
+        decision = resp.get("response") or {}
+        if decision.get("behavior") == "allow":
+            return "TOOL ALLOWED"
+        return "TOOL DENIED: %s" % decision.get("message", "")
 
     def finish_aborted(self, turn, started):
         emit(
@@ -515,6 +546,13 @@ class FakeClaude:
         m = _MCP_RE.match(directive)
         if m:
             return "MCP RESULT: " + self.mcp(m.group(1), json.loads(m.group(2)))
+        m = _INJECT_RE.match(directive)
+        if m:
+            self.inject(float(m.group(1)), m.group(2))
+            return "INJECT SCHEDULED"
+        m = _ASKTOOL_RE.match(directive)
+        if m:
+            return self.ask_tool(m.group(1), json.loads(m.group(2)))
         m = _SPAM_RE.match(directive)
         if m:
             return self.spam(int(m.group(1)), m.group(2).split(","))

@@ -27,6 +27,11 @@ class _Agent:
     cwd = "/tmp"
     session_id = None
 
+    in_turn = True  # these calls come in a turn somebody asked for
+
+    async def refuse_unsolicited(self, kind: str | None, what: str, detail: object) -> None:
+        raise AssertionError(f"refused as unsolicited: {what}")
+
     async def escalation_started(self) -> None: ...
     async def escalation_finished(self) -> None: ...
     async def pause_for_timeout(self) -> None: ...
