@@ -58,6 +58,28 @@ async def store(backend: str, tmp_path: Path, clock: FakeNow) -> AsyncIterator[S
         await s.db.close()
 
 
+OpenAt = Callable[[Callable[[], float]], Awaitable[Store]]
+
+
+@pytest.fixture
+async def open_at(backend: str, tmp_path: Path) -> AsyncIterator[OpenAt]:
+    """Opens another store of this backend, with the clock given (closed after the test)."""
+    opened: list[Store] = []
+
+    async def open_(now: Callable[[], float]) -> Store:
+        if backend != "sqlite":
+            raise NotImplementedError(backend)
+        s = await open_store(tmp_path / f"other-{len(opened)}.db", now=now)
+        opened.append(s)
+        return s
+
+    try:
+        yield open_
+    finally:
+        for s in opened:
+            await s.db.close()
+
+
 Tx = Callable[[Callable[[Any], Any]], Awaitable[Any]]
 
 

@@ -6,8 +6,9 @@ import pytest
 
 from store import Store
 from store.errors import Conflict
+from store.escalations import EscalationDraft
 from store.protocols import AgentStore
-from tests.store.conftest import T0, FakeNow, MakeAgent
+from tests.store.conftest import T0, FakeNow, MakeAgent, OpenAt
 
 
 @pytest.fixture
@@ -180,3 +181,39 @@ async def test_unknown_agents_read_as_nothing(agents: AgentStore) -> None:
     assert await agents.children("ghost") == []
     assert await agents.transitions("ghost") == []
     assert not await agents.live_name_taken("ghost")
+
+
+async def test_a_store_opened_with_a_fixed_now_stamps_exactly_that_time(open_at: OpenAt) -> None:
+    """open_store(..., now=) reaches every repository that stamps rows by itself."""
+    fixed = 1_234_567.25
+    s = await open_at(lambda: fixed)
+    agent = await s.agents.create(id="a1", name="alpha", parent_id=None, model=None, cwd="/w",
+                                  prompt="p", permission_mode="default", state="starting")
+    assert (agent.created_at, agent.updated_at) == (fixed, fixed)
+    assert await s.agents.set_state("a1", "starting", "idle", "ready") == fixed
+    await s.agents.update("a1", session_id="s")
+    row = await s.agents.get("a1")
+    assert row is not None and row.updated_at == fixed
+    assert [t.at for t in await s.agents.transitions("a1")] == [fixed, fixed]
+    assert await s.kv.touch("probe") == fixed and await s.kv.get("probe") == fixed
+    turn = await s.turns.start("a1", "p")
+    await s.turns.finish(turn, status="ok", notice=EscalationDraft(
+        id="n1", agent_id="a1", kind="notice", title="done", status="info"))
+    finished = await s.turns.get(turn)
+    assert finished is not None and (finished.started_at, finished.ended_at) == (fixed, fixed)
+    esc = await s.escalations.create(id="e1", agent_id="a1", kind="permission", title="t",
+                                     body="b")
+    notice = await s.escalations.get("n1")
+    assert notice is not None and (esc.created_at, notice.created_at) == (fixed, fixed)
+    await s.audit.record(platform="p", user_id="u", user_name="n", action="a", args="",
+                         ok=True, result="")
+    assert [r.at for r in await s.audit.recent()] == [fixed]
+    await s.events.append("a1", turn, "text", "e", {})
+    assert [e.at for e in await s.events.tail("a1", 1)] == [fixed]
+    await s.repos.add("web", "u", "/r", "main")
+    repo = await s.repos.get("web")
+    assert repo is not None and (repo.created_at, repo.fetched_at) == (fixed, fixed)
+    await s.operators.upsert("telegram", "1", "ann", "admin", "x")
+    op = await s.operators.get("telegram", "1")
+    assert op is not None and op.added_at == fixed
+    assert await s.operators.create_invite("c", "viewer", "x", 10) == fixed + 10
