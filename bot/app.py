@@ -121,7 +121,7 @@ class Switchboard:
             self._lock_file = None
 
     async def _open_store(self, _group: TaskGroup) -> None:
-        self.store = await open_store(self.settings.db_path, redact=SECRETS)
+        self.store = await open_store(self.settings.db_path, redact=SECRETS, now=self.clock.now)
 
     async def _close_store(self) -> None:
         if self.store is not None:

@@ -10,6 +10,7 @@ from store.agents import AgentRepo
 from store.audit import AuditRepo
 from store.bus import BusRepo
 from store.charters import CharterRepo
+from store.clock import Now, system_now
 from store.db import Database
 from store.escalations import EscalationRepo
 from store.events import EventRepo
@@ -36,16 +37,20 @@ class Store:
     schedules: ScheduleRepo
 
     @classmethod
-    def on(cls, db: Database, *, redact: Callable[[str], str] | None = None) -> Store:
-        return cls(db, AgentRepo(db), EventRepo(db), TurnRepo(db), AuditRepo(db, redact),
-                   EscalationRepo(db), KvRepo(db),
-                   OperatorRepo(db), BusRepo(db), CharterRepo(db), RepoRepo(db),
-                   ScheduleRepo(db))
+    def on(cls, db: Database, *, redact: Callable[[str], str] | None = None,
+           now: Now = system_now) -> Store:
+        """`now` stamps every row a repository times itself (the caller's clock)."""
+        return cls(db, AgentRepo(db, now=now), EventRepo(db, now=now), TurnRepo(db, now=now),
+                   AuditRepo(db, redact, now=now), EscalationRepo(db, now=now),
+                   KvRepo(db, now=now), OperatorRepo(db, now=now), BusRepo(db),
+                   CharterRepo(db), RepoRepo(db, now=now), ScheduleRepo(db))
 
 
 async def open_store(path: Path, *, read_only: bool = False,
-                     redact: Callable[[str], str] | None = None) -> Store:
-    """`redact` scrubs secrets from audit rows before they are written."""
+                     redact: Callable[[str], str] | None = None,
+                     now: Now = system_now) -> Store:
+    """`redact` scrubs secrets from audit rows before they are written; `now` is the clock
+    that stamps them (the supervisor's, injected by the composition root)."""
     db = Database(path, read_only=read_only)
     await db.open()
-    return Store.on(db, redact=redact)
+    return Store.on(db, redact=redact, now=now)

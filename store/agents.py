@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import builtins
 import json
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from store.clock import Now, system_now
 from store.db import Database
 
 LIVE_STATES = ("starting", "working", "idle", "waiting", "stalled", "paused")
@@ -51,8 +51,9 @@ class TransitionRow:
 
 class AgentRepo:
     # The method list() shadows the builtin in this class's body: annotations say builtins.list.
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, now: Now = system_now) -> None:
         self.db = db
+        self._now = now
 
     async def create(
         self,
@@ -67,7 +68,7 @@ class AgentRepo:
         state: str,
         project_settings: bool = False,
     ) -> AgentRow:
-        now = time.time()
+        now = self._now()
         async with self.db.transaction() as conn:
             await conn.execute(
                 "INSERT INTO agents (id, name, parent_id, model, cwd, prompt, permission_mode,"
@@ -116,7 +117,7 @@ class AgentRepo:
         return [AgentRow.from_row(r) for r in rows]
 
     async def set_state(self, agent_id: str, old: str | None, new: str, reason: str) -> float:
-        now = time.time()
+        now = self._now()
         async with self.db.transaction() as conn:
             await conn.execute(
                 "UPDATE agents SET state = ?, updated_at = ? WHERE id = ?", (new, now, agent_id)
@@ -134,7 +135,7 @@ class AgentRepo:
         cols = ", ".join(f"{k} = ?" for k in fields)
         await self.db.execute(
             f"UPDATE agents SET {cols}, updated_at = ? WHERE id = ?",
-            (*fields.values(), time.time(), agent_id),
+            (*fields.values(), self._now(), agent_id),
         )
 
     async def transitions(self, agent_id: str) -> builtins.list[TransitionRow]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from store.clock import Now, system_now
 from store.db import Database
 
 
@@ -29,8 +29,10 @@ def _same(text: str) -> str:
 
 
 class AuditRepo:
-    def __init__(self, db: Database, redact: Callable[[str], str] | None = None) -> None:
+    def __init__(self, db: Database, redact: Callable[[str], str] | None = None, *,
+                 now: Now = system_now) -> None:
         self.db = db
+        self._now = now
         # The last line of defence: whatever a caller passes, known secrets never get written.
         self.redact = redact or _same
 
@@ -41,7 +43,7 @@ class AuditRepo:
         return await self.db.execute(
             "INSERT INTO audit (at, platform, user_id, user_name, action, args, ok, result)"
             " VALUES (?,?,?,?,?,?,?,?)",
-            (time.time(), platform, user_id, user_name, action, self.redact(args)[:2000],
+            (self._now(), platform, user_id, user_name, action, self.redact(args)[:2000],
              int(ok), self.redact(result)[:2000]),
         )
 
@@ -51,7 +53,8 @@ class AuditRepo:
 
 
 def record_sync(db_path: Path, *, platform: str, user_id: str, action: str, args: str, ok: bool,
-                result: str, redact: Callable[[str], str] = _same) -> None:
+                result: str, redact: Callable[[str], str] = _same,
+                now: Now = system_now) -> None:
     """An audit row written with a private connection: for `switchboard kill`, which must work
     whether or not a supervisor is running."""
     conn = sqlite3.connect(db_path, timeout=5.0, isolation_level=None)
@@ -59,7 +62,7 @@ def record_sync(db_path: Path, *, platform: str, user_id: str, action: str, args
         conn.execute(
             "INSERT INTO audit (at, platform, user_id, user_name, action, args, ok, result)"
             " VALUES (?,?,?,?,?,?,?,?)",
-            (time.time(), platform, user_id, user_id, action, redact(args)[:2000], int(ok),
+            (now(), platform, user_id, user_id, action, redact(args)[:2000], int(ok),
              redact(result)[:2000]),
         )
     finally:

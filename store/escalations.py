@@ -1,22 +1,18 @@
 """Repository for escalations (the outbox), their timers, deliveries and session allowances.
 
 Methods that stamp a time take `now` (epoch seconds) so the caller's clock decides; without it
-the system time is used."""
+the repository's own clock (store/clock.py) is used."""
 
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import aiosqlite
 
+from store.clock import Now, system_now
 from store.db import Database
-
-
-def _stamp(now: float | None) -> float:
-    return time.time() if now is None else now
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,8 +127,12 @@ async def _advance(conn: aiosqlite.Connection, frontend: str) -> None:
 
 
 class EscalationRepo:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, now: Now = system_now) -> None:
         self.db = db
+        self._now = now
+
+    def _stamp(self, now: float | None) -> float:
+        return self._now() if now is None else now
 
     async def create(
         self, *, id: str, agent_id: str | None, kind: str, title: str, body: str,
@@ -148,14 +148,13 @@ class EscalationRepo:
                 tool_name=tool_name, tool_input=tool_input, options=options,
                 free_text=free_text, ref_id=ref_id, status=status, detail=detail,
                 detail_name=detail_name, remind_at=remind_at, expires_at=expires_at,
-                on_timeout=on_timeout, survives_restart=survives_restart), now)
+                on_timeout=on_timeout, survives_restart=survives_restart), self._stamp(now))
         row = await self.get(id)
         assert row is not None
         return row
 
     @staticmethod
-    async def insert(conn: aiosqlite.Connection, d: EscalationDraft,
-                     now: float | None = None) -> None:
+    async def insert(conn: aiosqlite.Connection, d: EscalationDraft, now: float) -> None:
         """Insert a row inside the caller's transaction (with the write it reports)."""
         await conn.execute(
             "INSERT INTO escalations (id, agent_id, kind, title, body, tool_name, tool_input,"
@@ -164,7 +163,7 @@ class EscalationRepo:
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (d.id, d.agent_id, d.kind, d.title, d.body, d.tool_name,
              json.dumps(d.tool_input, default=str) if d.tool_input is not None else None,
-             json.dumps(list(d.options)), int(d.free_text), d.ref_id, d.status, _stamp(now),
+             json.dumps(list(d.options)), int(d.free_text), d.ref_id, d.status, now,
              d.detail, d.detail_name, d.remind_at, d.expires_at, d.on_timeout,
              int(d.survives_restart)),
         )
@@ -189,7 +188,7 @@ class EscalationRepo:
                     timed_out: bool = False) -> bool:
         """Close an open escalation, with the notice that reports it if given. Returns False
         if it was no longer open (the first wins) and then writes no notice."""
-        at = _stamp(now)
+        at = self._stamp(now)
         async with self.db.transaction() as conn:
             cur = await conn.execute(
                 "UPDATE escalations SET status=?, answer=?, answered_by=?, answered_via=?,"
@@ -297,7 +296,7 @@ class EscalationRepo:
             await conn.execute(
                 "INSERT OR IGNORE INTO deliveries (escalation_id, frontend, delivered_at)"
                 " VALUES (?,?,?)",
-                (esc_id, frontend, _stamp(now)),
+                (esc_id, frontend, self._stamp(now)),
             )
             await _advance(conn, frontend)
 
@@ -322,7 +321,7 @@ class EscalationRepo:
                 "INSERT OR IGNORE INTO deliveries (escalation_id, frontend, delivered_at)"
                 " SELECT id, ?, ? FROM escalations WHERE seq > ? AND seq <= ?"
                 " AND status != 'open'",
-                (frontend, _stamp(now), start, last_old),
+                (frontend, self._stamp(now), start, last_old),
             )
             await conn.execute(
                 "INSERT INTO outbox_cursors (frontend, seq) VALUES (?,?) ON CONFLICT (frontend)"
@@ -334,7 +333,7 @@ class EscalationRepo:
         await self.db.execute(
             "INSERT OR REPLACE INTO session_allowances (agent_id, session_id, key, tool_name,"
             " granted_by, created_at) VALUES (?,?,?,?,?,?)",
-            (agent_id, session_id, key, tool_name, by, _stamp(now)),
+            (agent_id, session_id, key, tool_name, by, self._stamp(now)),
         )
 
     async def session_allowed(self, agent_id: str, session_id: str | None, key: str) -> bool:

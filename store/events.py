@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -13,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from store.clock import Now, system_now
 from store.db import Database
 
 # One raw event as the ingest queues it: (agent_id, turn_id, kind, summary, data as JSON, at).
@@ -89,8 +89,9 @@ def _safe(text: str) -> str:
 
 
 class EventRepo:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, now: Now = system_now) -> None:
         self.db = db
+        self._now = now
 
     async def append(self, agent_id: str, turn_id: int | None, kind: str, summary: str,
                      data: dict[str, Any] | str) -> int:
@@ -99,7 +100,7 @@ class EventRepo:
             "INSERT INTO agent_events (agent_id, turn_id, kind, summary, data, at)"
             " VALUES (?,?,?,?,?,?)",
             (agent_id, turn_id, kind, summary,
-             data if isinstance(data, str) else json.dumps(data, default=str), time.time()),
+             data if isinstance(data, str) else json.dumps(data, default=str), self._now()),
         )
 
     @staticmethod

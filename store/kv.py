@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
+from store.clock import Now, system_now
 from store.db import Database
 
 
 class KvRepo:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, now: Now = system_now) -> None:
         self.db = db
+        self._now = now
 
     async def get(self, key: str) -> Any:
         row = await self.db.fetchone("SELECT value FROM kv WHERE key = ?", (key,))
@@ -24,7 +25,7 @@ class KvRepo:
         await self.db.execute(
             "INSERT INTO kv (key, value, updated_at) VALUES (?,?,?) ON CONFLICT(key) DO UPDATE"
             " SET value = excluded.value, updated_at = excluded.updated_at",
-            (key, json.dumps(value), time.time()),
+            (key, json.dumps(value), self._now()),
         )
 
     async def delete(self, key: str) -> None:
@@ -32,19 +33,20 @@ class KvRepo:
 
     async def touch(self, key: str) -> float:
         """Write the time under `key` and return it: proof the database takes writes."""
-        now = time.time()
+        now = self._now()
         await self.set(key, now)
         return now
 
 
-def set_sync(db_path: Path, key: str, value: Any, timeout_s: float = 5.0) -> None:
+def set_sync(db_path: Path, key: str, value: Any, timeout_s: float = 5.0, *,
+             now: Now = system_now) -> None:
     """Write one key with a private connection: usable from any thread or process."""
     conn = sqlite3.connect(db_path, timeout=timeout_s, isolation_level=None)
     try:
         conn.execute(
             "INSERT INTO kv (key, value, updated_at) VALUES (?,?,?) ON CONFLICT(key) DO UPDATE"
             " SET value = excluded.value, updated_at = excluded.updated_at",
-            (key, json.dumps(value), time.time()),
+            (key, json.dumps(value), now()),
         )
     finally:
         conn.close()

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import builtins
 import hashlib
-import time
 from dataclasses import dataclass
 
+from store.clock import Now, system_now
 from store.db import Database
 
 
@@ -32,8 +32,9 @@ def hash_code(code: str) -> str:
 
 class OperatorRepo:
     # The method list() shadows the builtin in this class's body: annotations say builtins.list.
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, now: Now = system_now) -> None:
         self.db = db
+        self._now = now
 
     async def get(self, platform: str, user_id: str) -> OperatorRow | None:
         row = await self.db.fetchone(
@@ -46,7 +47,7 @@ class OperatorRepo:
             "INSERT INTO operators (platform, user_id, name, role, added_by, added_at)"
             " VALUES (?,?,?,?,?,?) ON CONFLICT(platform, user_id) DO UPDATE SET"
             " role=excluded.role, name=excluded.name",
-            (platform, user_id, name, role, added_by, time.time()),
+            (platform, user_id, name, role, added_by, self._now()),
         )
 
     async def remove(self, platform: str, user_id: str) -> bool:
@@ -63,7 +64,7 @@ class OperatorRepo:
 
     async def create_invite(self, code: str, role: str, created_by: str, ttl_s: float) -> float:
         """Store the code's hash (never the code); returns when it expires."""
-        now = time.time()
+        now = self._now()
         await self.db.execute(
             "INSERT INTO invites (code_hash, role, created_by, created_at, expires_at)"
             " VALUES (?,?,?,?,?)",
@@ -73,7 +74,7 @@ class OperatorRepo:
 
     async def redeem_invite(self, code: str, used_by: str) -> str | None:
         """Atomically use a valid code; returns its role, or None if unknown/used/expired."""
-        now = time.time()
+        now = self._now()
         digest = hash_code(code)
         async with self.db.transaction() as conn:
             cur = await conn.execute(
@@ -92,7 +93,7 @@ class OperatorRepo:
         async with self.db.transaction() as conn:
             cur = await conn.execute(
                 "UPDATE invites SET revoked=1 WHERE used_by IS NULL AND revoked=0"
-                " AND expires_at > ?", (time.time(),))
+                " AND expires_at > ?", (self._now(),))
             return cur.rowcount
 
     async def add_copy(self, escalation_id: str, platform: str, chat_id: str,
@@ -119,7 +120,7 @@ class OperatorRepo:
         """Its copies on `platform` now show the outcome."""
         await self.db.execute(
             "UPDATE chat_copies SET settled_at=? WHERE escalation_id=? AND platform=?"
-            " AND settled_at IS NULL", (time.time(), escalation_id, platform))
+            " AND settled_at IS NULL", (self._now(), escalation_id, platform))
 
     async def escalation_for_message(self, platform: str, chat_id: str,
                                      message_id: str) -> str | None:
@@ -135,7 +136,7 @@ class OperatorRepo:
         await self.db.execute(
             "INSERT OR REPLACE INTO chat_threads (platform, agent_id, chat_id, message_id,"
             " created_at) VALUES (?,?,?,?,?)",
-            (platform, agent_id, chat_id, message_id, time.time()))
+            (platform, agent_id, chat_id, message_id, self._now()))
 
     async def card(self, platform: str, agent_id: str, chat_id: str) -> str | None:
         row = await self.db.fetchone(

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
+from store.clock import Now, system_now
 from store.db import Database
 
 # A worktree's record: 'creating' before the worktree exists (a spawn holds it), 'active' while
@@ -57,13 +57,14 @@ class ArchiveRow:
 
 
 class RepoRepo:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, now: Now = system_now) -> None:
         self.db = db
+        self._now = now
 
     # -- repositories -------------------------------------------------------------------------
 
     async def add(self, name: str, url: str, path: str, default_branch: str) -> RepoRow:
-        now = time.time()
+        now = self._now()
         await self.db.execute(
             "INSERT INTO repos (name, url, path, default_branch, created_at, fetched_at)"
             " VALUES (?,?,?,?,?,?)", (name, url, path, default_branch, now, now))
@@ -82,7 +83,7 @@ class RepoRepo:
 
     async def fetched(self, name: str, default_branch: str) -> None:
         await self.db.execute("UPDATE repos SET fetched_at = ?, default_branch = ? WHERE name = ?",
-                              (time.time(), default_branch, name))
+                              (self._now(), default_branch, name))
 
     # -- worktrees ------------------------------------------------------------------------------
 
@@ -92,7 +93,7 @@ class RepoRepo:
         await self.db.execute(
             "INSERT INTO worktrees (agent_id, agent_name, repo, path, branch, base, state,"
             " created_at) VALUES (?,?,?,?,?,?,?,?)",
-            (agent_id, agent_name, repo, path, branch, base, CREATING, time.time()))
+            (agent_id, agent_name, repo, path, branch, base, CREATING, self._now()))
 
     async def activate(self, agent_id: str, *, admin: str, head: str, private: bool) -> None:
         await self.db.execute(
@@ -106,7 +107,7 @@ class RepoRepo:
     async def removed(self, agent_id: str) -> None:
         await self.db.execute(
             "UPDATE worktrees SET state = ?, removed_at = ? WHERE agent_id = ?",
-            (REMOVED, time.time(), agent_id))
+            (REMOVED, self._now(), agent_id))
 
     async def worktree(self, agent_id: str) -> WorktreeRow | None:
         row = await self.db.fetchone("SELECT * FROM worktrees WHERE agent_id = ?", (agent_id,))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import aiosqlite
 
+from store.clock import Now, system_now
 from store.db import Database
 from store.escalations import EscalationDraft, EscalationRepo
 
@@ -74,8 +74,9 @@ async def _add_totals(conn: aiosqlite.Connection, row: Any, cost_usd: float,
 
 
 class TurnRepo:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, now: Now = system_now) -> None:
         self.db = db
+        self._now = now
         # Kept in memory from the first tally() on, by the same transactions that write the
         # rows, so it always equals what a GROUP BY over turns and costs would say.
         self._outcomes: dict[str, int] | None = None
@@ -112,7 +113,7 @@ class TurnRepo:
             async with conn.execute(
                 "INSERT INTO turns (agent_id, prompt, status, started_at, origin)"
                 " VALUES (?,?,?,?,?)",
-                (agent_id, prompt, "running", time.time(), origin),
+                (agent_id, prompt, "running", self._now(), origin),
             ) as cur:
                 turn_id = cur.lastrowid or 0
             if message_ids:
@@ -140,7 +141,7 @@ class TurnRepo:
     ) -> None:
         """End a turn; `notice` (the operator's "turn finished") goes in the same
         transaction, so a crash can never leave a finished turn without its notice."""
-        now = time.time()
+        now = self._now()
         async with self.db.transaction() as conn:
             if notice is not None:
                 await EscalationRepo.insert(conn, notice, now)
@@ -191,7 +192,7 @@ class TurnRepo:
         """Mark a turn left running as interrupted, with the escalation that reports it in
         the same transaction (so it is reported once, or not at all and still running).
         False if it was no longer running."""
-        now = time.time()
+        now = self._now()
         async with self.db.transaction() as conn:
             cur = await conn.execute(
                 "UPDATE turns SET status='interrupted', error=?, ended_at=? WHERE id=? AND"
@@ -206,7 +207,7 @@ class TurnRepo:
     async def close_running(self, agent_id: str | None, error: str) -> int:
         """Mark turns left running (by a crash or restart) as interrupted."""
         where = "status = 'running'" + (" AND agent_id = ?" if agent_id else "")
-        params: tuple[str | float, ...] = (error, time.time()) + ((agent_id,) if agent_id else ())
+        params: tuple[str | float, ...] = (error, self._now()) + ((agent_id,) if agent_id else ())
         async with self.db.transaction() as conn:
             cur = await conn.execute(
                 f"UPDATE turns SET status='interrupted', error=?, ended_at=? WHERE {where}", params

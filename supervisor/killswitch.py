@@ -156,7 +156,7 @@ class KillSwitch:
             if self.halt is None:
                 self.halt = halt
                 try:
-                    set_sync(self.settings.db_path, HALT_KEY, halt)
+                    set_sync(self.settings.db_path, HALT_KEY, halt, now=self.clock.now)
                     self._persist_failed = None
                 except Exception as exc:  # noqa: BLE001 - a broken store must not stop the kill
                     logger.exception("kill switch: could not persist the halt flag")
@@ -298,7 +298,7 @@ class KillSwitch:
             return False
         if get_sync(self.settings.db_path, GCS_CURSOR_KEY) == blob.generation:
             return False  # this object was acted on, then deactivated
-        set_sync(self.settings.db_path, GCS_CURSOR_KEY, blob.generation)
+        set_sync(self.settings.db_path, GCS_CURSOR_KEY, blob.generation, now=self.clock.now)
         by, reason = _who(_read_trigger(blob.download_as_bytes()), "cloud console")
         self._fire_from_thread(by, "gcs", reason)
         return True

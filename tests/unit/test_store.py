@@ -1,4 +1,5 @@
-"""The store: WAL, migrations, read-only opens, reads beside writes, rollback, full disk, repos."""
+"""The store's database: WAL, migrations, read-only opens, reads beside writes, rollback, full
+disk. Each repository's behaviour contract is in tests/store."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from store import Store, open_store
 from store.db import Database
-from store.errors import Conflict, MigrationError, StoreError, StoreUnavailable
+from store.errors import MigrationError, StoreError, StoreUnavailable
 from store.migrations import MIGRATIONS
 
 pytestmark = pytest.mark.timeout(30)
@@ -294,14 +295,6 @@ async def test_cancellation_inside_a_transaction_rolls_back(store):
                              ok=True, result="")  # the write lock was released
 
 
-async def test_agent_create_is_atomic(store):
-    """The agent row and its first transition go in together or not at all."""
-    await make_agent(store, "a1", "alpha")
-    with pytest.raises(Conflict, match="UNIQUE"):
-        await make_agent(store, "a1", "beta")
-    assert [t.reason for t in await store.agents.transitions("a1")] == ["spawned"]
-    assert (await store.agents.get("a1")).name == "alpha"
-
 
 # -- a full disk ----------------------------------------------------------------------------------
 
@@ -340,101 +333,7 @@ async def test_full_disk_write_fails_clearly_and_keeps_earlier_data(store, db_pa
     assert [e.summary for e in await store.events.tail("a1", 10)] == ["before", "after"]
 
 
-# -- repositories ----------------------------------------------------------------------------------
-
-
-async def test_agents_repo_roundtrip(store):
-    await make_agent(store, "a1", "alpha")
-    await make_agent(store, "c1", "child", parent_id="a1")
-    row = await store.agents.get("a1")
-    assert (row.name, row.state, row.cost_baseline, row.session_id) == (
-        "alpha", "starting", {}, None)
-    assert row.created_at > 0 and row.updated_at >= row.created_at
-    await store.agents.update("a1", session_id="s-1", cost_baseline={"__total__": 0.25})
-    row = await store.agents.get("a1")
-    assert (row.session_id, row.cost_baseline) == ("s-1", {"__total__": 0.25})
-    assert await store.agents.get("nope") is None
-    assert [c.id for c in await store.agents.children("a1")] == ["c1"]
-
-
-async def test_agent_state_transitions_are_recorded(store):
-    await make_agent(store, "a1", "alpha")
-    await store.agents.set_state("a1", "starting", "idle", "turn finished")
-    await store.agents.set_state("a1", "idle", "killed", "killed by operator")
-    assert [(t.from_state, t.to_state, t.reason) for t in await store.agents.transitions("a1")] \
-        == [(None, "starting", "spawned"), ("starting", "idle", "turn finished"),
-            ("idle", "killed", "killed by operator")]
-    assert (await store.agents.get("a1")).state == "killed"
-
-
-async def test_live_names_are_unique_and_find_prefers_the_live_agent(store):
-    await make_agent(store, "old1", "alpha", state="starting")
-    assert await store.agents.live_name_taken("alpha")
-    with pytest.raises(Conflict):  # the unique index backs the pool's check
-        await make_agent(store, "new1", "alpha", state="starting")
-    await store.agents.set_state("old1", "starting", "killed", "")
-    assert not await store.agents.live_name_taken("alpha")
-    await make_agent(store, "new1", "alpha", state="starting")
-    assert (await store.agents.find("alpha")).id == "new1"
-    assert (await store.agents.find("old1")).id == "old1"  # by id, even a dead one
-    assert await store.agents.find("ghost") is None
-    assert [a.id for a in await store.agents.list(live_only=True)] == ["new1"]
-    assert {a.id for a in await store.agents.list()} == {"old1", "new1"}
-
-
-async def test_events_tail_is_the_last_n_in_order(store):
-    await make_agent(store)
-    for i in range(10):
-        await store.events.append("a1", None, "text", f"e{i}", {"i": i, "path": Path("/x")})
-    tail = await store.events.tail("a1", 3)
-    assert [e.summary for e in tail] == ["e7", "e8", "e9"]
-    assert tail[-1].data == {"i": 9, "path": "/x"}  # non-JSON values stored as text
-    assert await store.events.count("a1") == 10
-    assert await store.events.tail("nobody", 5) == []
-
-
-async def test_turns_costs_and_totals(store):
-    await make_agent(store, "a1", "alpha")
-    await make_agent(store, "b1", "beta")
-    t1 = await store.turns.start("a1", "one")
-    await store.turns.finish(t1, status="ok", result_text="r1", session_id="s", cost_usd=0.001,
-                             input_tokens=10, output_tokens=12,
-                             model_costs={"sonnet": (0.001, 10, 12)})
-    t2 = await store.turns.start("a1", "two")
-    await store.turns.finish(t2, status="ok", cost_usd=0.006, input_tokens=5, output_tokens=6,
-                             model_costs={"sonnet": (0.001, 2, 3), "haiku": (0.005, 3, 3)})
-    t3 = await store.turns.start("b1", "three")
-    recent = await store.turns.recent("a1")
-    assert [(t.id, t.status, t.cost_usd) for t in recent] == [(t2, "ok", 0.006), (t1, "ok", 0.001)]
-    assert recent[1].ended_at >= recent[1].started_at
-
-    by_agent = {c.key: c for c in await store.turns.totals_by_agent()}
-    assert by_agent["a1"].cost_usd == pytest.approx(0.007)
-    assert (by_agent["a1"].input_tokens, by_agent["a1"].output_tokens, by_agent["a1"].turns) == (
-        15, 18, 2)
-    assert by_agent["b1"].cost_usd == 0.0 and by_agent["b1"].turns == 1
-    by_model = await store.turns.totals_by_model("a1")
-    assert [(c.key, c.turns) for c in by_model] == [("haiku", 1), ("sonnet", 2)]  # by cost
-    assert by_model[1].cost_usd == pytest.approx(0.002)
-    assert await store.turns.totals_by_model("b1") == []
-
-    assert await store.turns.close_running("a1", "nope") == 0
-    assert await store.turns.close_running(None, "the supervisor restarted") == 1
-    [interrupted] = await store.turns.recent("b1")
-    assert (interrupted.id, interrupted.status, interrupted.error) == (
-        t3, "interrupted", "the supervisor restarted")
-
-
-async def test_audit_truncates_and_lists_newest_first(store):
-    for i in range(3):
-        await store.audit.record(platform="telegram", user_id="42", user_name="ann",
-                                 action=f"a{i}", args="x" * 5000, ok=i % 2 == 0,
-                                 result="y" * 5000)
-    rows = await store.audit.recent(2)
-    assert [r.action for r in rows] == ["a2", "a1"]
-    assert (rows[0].ok, rows[1].ok) == (1, 0)
-    assert len(rows[0].args) == 2000 and len(rows[0].result) == 2000
-    assert (rows[0].platform, rows[0].user_id, rows[0].user_name) == ("telegram", "42", "ann")
+# -- reads, upgrades, a full disk under a one-write guarantee -------------------------------------
 
 
 async def test_a_cancelled_read_does_not_leave_the_reader_on_a_stale_snapshot(tmp_path):

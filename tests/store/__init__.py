@@ -1,0 +1,1 @@
+"""Conformance suites of the store: one per repository family, run against every backend."""

@@ -1,0 +1,133 @@
+"""The store under test, once per backend: each suite in tests/store is a contract that every
+storage engine honours, written against the protocols of store/protocols.py."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from store import Store, open_store
+from store.agents import AgentRow
+from store.writer import ThreadWriter
+
+# The engines every conformance suite runs against. A PostgreSQL backend is added to this list
+# (issue 24), with its branch in `store` and in the writer fixtures below.
+BACKENDS = ["sqlite"]
+
+T0 = 1_750_000_000.0  # the fake clock's start: any fixed epoch time far from the real one
+
+
+class FakeNow:
+    """The store's injected clock: stands still until a test moves it."""
+
+    def __init__(self, t: float = T0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, s: float) -> float:
+        self.t += s
+        return self.t
+
+
+@pytest.fixture
+def clock() -> FakeNow:
+    return FakeNow()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def store(backend: str, tmp_path: Path, clock: FakeNow) -> AsyncIterator[Store]:
+    """A fresh, migrated store whose every time stamp comes from `clock`; its audit redactor
+    stands in for the real one (bot/app.py passes the secrets'): "hunter2" is the secret."""
+    if backend != "sqlite":
+        raise NotImplementedError(backend)
+    s = await open_store(tmp_path / "store.db", now=clock, redact=lambda t: t.replace(
+        "hunter2", "[redacted]"))
+    try:
+        yield s
+    finally:
+        await s.db.close()
+
+
+OpenAt = Callable[[Callable[[], float]], Awaitable[Store]]
+
+
+@pytest.fixture
+async def open_at(backend: str, tmp_path: Path) -> AsyncIterator[OpenAt]:
+    """Opens another store of this backend, with the clock given (closed after the test)."""
+    opened: list[Store] = []
+
+    async def open_(now: Callable[[], float]) -> Store:
+        if backend != "sqlite":
+            raise NotImplementedError(backend)
+        s = await open_store(tmp_path / f"other-{len(opened)}.db", now=now)
+        opened.append(s)
+        return s
+
+    try:
+        yield open_
+    finally:
+        for s in opened:
+            await s.db.close()
+
+
+Tx = Callable[[Callable[[Any], Any]], Awaitable[Any]]
+
+
+@pytest.fixture
+async def bus_tx(store: Store, backend: str) -> AsyncIterator[Tx]:
+    """One write of the bus, in its own transaction on the bus's writer: `await bus_tx(lambda
+    conn: store.bus.insert(conn, msg))` returns what the write returned."""
+    writer = store.bus.writer()
+    await writer.open()
+
+    async def run(write: Callable[[Any], Any]) -> Any:
+        [value] = await writer.transaction([write])
+        return value
+
+    try:
+        yield run
+    finally:
+        await writer.close()
+
+
+@pytest.fixture
+async def events_tx(store: Store, backend: str) -> AsyncIterator[Tx]:
+    """One write of the event ingest or retention (EventRepo's static steps), in its own
+    transaction on a writer of its own, as supervisor/ingest.py and retention.py run them."""
+    writer = ThreadWriter(store.db.path, name="events writer")
+    await writer.open()
+
+    async def run(write: Callable[[Any], Any]) -> Any:
+        [value] = await writer.transaction([write])
+        return value
+
+    try:
+        yield run
+    finally:
+        await writer.close()
+
+
+MakeAgent = Callable[..., Awaitable[AgentRow]]
+
+
+@pytest.fixture
+def make_agent(store: Store) -> MakeAgent:
+    async def make(agent_id: str = "a1", name: str = "alpha", *, state: str = "starting",
+                   parent_id: str | None = None, model: str | None = None,
+                   project_settings: bool = False) -> AgentRow:
+        return await store.agents.create(
+            id=agent_id, name=name, parent_id=parent_id, model=model, cwd="/w", prompt="p",
+            permission_mode="default", state=state, project_settings=project_settings)
+
+    return make
+
