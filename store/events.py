@@ -141,9 +141,10 @@ class EventRepo:
         """The lowest id whose event is not older than `cutoff`, None if every event is:
         a binary search over ids (which grow with `at`), a few primary-key lookups, no
         index on `at` for every insert to keep up."""
-        lo, hi = conn.execute("SELECT MIN(id), MAX(id) FROM agent_events").fetchone()
-        if lo is None:
+        lo_id, hi_id = conn.execute("SELECT MIN(id), MAX(id) FROM agent_events").fetchone()
+        if lo_id is None:
             return None
+        lo, hi = int(lo_id), int(hi_id)
         hi += 1
         while lo < hi:
             mid = (lo + hi) // 2
@@ -152,7 +153,7 @@ class EventRepo:
             if row is None or row[1] >= cutoff:
                 hi = mid
             else:
-                lo = row[0] + 1
+                lo = int(row[0]) + 1
         return lo
 
     @staticmethod

@@ -192,8 +192,9 @@ class GcsSessionStore:
         from google.api_core.exceptions import NotFound
 
         try:
-            return self.bucket.blob(name).download_as_bytes(
-                timeout=CALL_TIMEOUT_S, retry=_retry()).decode("utf-8")
+            data: bytes = self.bucket.blob(name).download_as_bytes(
+                timeout=CALL_TIMEOUT_S, retry=_retry())
+            return data.decode("utf-8")
         except NotFound:  # deleted between the listing and now
             return None
 

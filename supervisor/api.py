@@ -108,13 +108,13 @@ def _store_errors(
 ) -> Callable[Concatenate[SupervisorAPI, P], Awaitable[R]]:
     """A store failure underneath becomes StoreFailed: callers see one error tree."""
 
-    @functools.wraps(fn)
-    async def wrapper(self: SupervisorAPI, *args: P.args, **kwargs: P.kwargs) -> R:
+    async def wrapper(api: SupervisorAPI, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return await fn(self, *args, **kwargs)
+            return await fn(api, *args, **kwargs)
         except StoreError as exc:
             raise StoreFailed(exc) from exc
 
+    functools.update_wrapper(wrapper, fn)  # in place: `wrapper` keeps its own type
     return wrapper
 
 

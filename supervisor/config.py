@@ -594,7 +594,7 @@ class Settings(BaseSettings):
         if self.storage_emulator_host:
             from google.auth.credentials import AnonymousCredentials
 
-            kwargs["credentials"] = AnonymousCredentials()
+            kwargs["credentials"] = AnonymousCredentials()  # type: ignore[no-untyped-call]
         return kwargs
 
     def with_(self, **changes: Any) -> Settings:

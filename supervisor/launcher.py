@@ -45,18 +45,18 @@ CONTROL = (TAG_VAR, CLI_VAR, PARENT_VAR, STAGE_VAR, SANDBOX_VAR, UID_VAR, CWD_VA
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
-def _prctl(option, value):
+def _prctl(option, value):  # type: (int, object) -> int
     try:
         import ctypes  # here, not above: 8 ms of every agent's start, and a sandbox needs none
 
         if isinstance(value, bytes):
             value = ctypes.c_char_p(value)
-        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+        return int(ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0))
     except (OSError, AttributeError):
         return -1
 
 
-def _children():
+def _children():  # type: () -> list[int]
     """Our direct children, from /proc/self/task/*/children (a subreaper collects orphans
     here): no scan of the whole of /proc."""
     found = []  # type: list[int]
@@ -73,7 +73,7 @@ def _children():
     return found
 
 
-def _set_name(name):
+def _set_name(name):  # type: (bytes) -> None
     """What ps and top show (PR_SET_NAME, through /proc: no ctypes to load)."""
     try:
         with open("/proc/self/comm", "wb") as fh:
@@ -82,7 +82,7 @@ def _set_name(name):
         pass
 
 
-def _reap_nohang():
+def _reap_nohang():  # type: () -> bool
     """Reap every exited child; False once we have no children at all."""
     while True:
         try:
@@ -93,7 +93,7 @@ def _reap_nohang():
             return True
 
 
-def _kill_rest():
+def _kill_rest():  # type: () -> None
     """SIGKILL every remaining descendant until none is left. A subreaper's orphans come back to
     us as their parents die (before the parent can be reaped), so: kill our children, wait for
     a child to exit (SIGCHLD, bounded), reap, and again, until we have no child at all. Woken
@@ -111,7 +111,7 @@ def _kill_rest():
         signal.sigtimedwait({signal.SIGCHLD}, max(0.0, min(1.0, deadline - time.monotonic())))
 
 
-def _lower_priority():
+def _lower_priority():  # type: () -> str | None
     """Give this process (so everything it starts) a lower CPU priority than the supervisor's.
     NICE_VAR is "<step>" as the supervisor sets it, "<step>:<autogroup nice>" once the
     launcher has read the supervisor's autogroup (before its setsid). Two levers: the nice
@@ -137,14 +137,14 @@ def _lower_priority():
     return "0:%d" % group_n  # what a stage after a new setsid() applies: the autogroup only
 
 
-def _apply_autogroup(value):
+def _apply_autogroup(value):  # type: (str | None) -> None
     """Set our session's autogroup nice from a "<step>:<nice>" value; anything else: nothing."""
     group = (value or "").partition(":")[2]
     if group.isdigit():
         _set_autogroup_nice(int(group))
 
 
-def _autogroup_nice():
+def _autogroup_nice():  # type: () -> int
     try:
         with open("/proc/self/autogroup") as fh:
             return int(fh.read().split()[-1])
@@ -152,7 +152,7 @@ def _autogroup_nice():
         return 0
 
 
-def _set_autogroup_nice(nice):
+def _set_autogroup_nice(nice):  # type: (int) -> bool
     """True once set, or once it is clear it never can be (no autogroups here, no permission);
     False when the kernel said to try again later (EAGAIN: its rate limit)."""
     try:
@@ -165,7 +165,7 @@ def _set_autogroup_nice(nice):
     return True
 
 
-def _clean_env():
+def _clean_env():  # type: () -> dict[str, str]
     keys = set(filter(None, os.environ.get(KEYS_VAR, "").split(",")))
     return {
         k: v
@@ -174,17 +174,17 @@ def _clean_env():
     }
 
 
-def encode_argv(argv):
+def encode_argv(argv):  # type: (list[str]) -> str
     """An argv as one environment value, exactly (any byte but NUL, which no argument holds),
     read back without an import: its arguments NUL-joined, in hex."""
     return b"\0".join(os.fsencode(a) for a in argv).hex()
 
 
-def decode_argv(value):
+def decode_argv(value):  # type: (str) -> list[bytes]
     return bytes.fromhex(value).split(b"\0")
 
 
-def _enter_sandbox(argv, clean):
+def _enter_sandbox(argv, clean):  # type: (list[str], dict[str, str]) -> int
     """Become bwrap; it runs this file again, as the init of the agent's pid namespace.
     `clean`: the allowlisted environment, all bwrap (so its /proc/<pid>/environ) gets."""
     bwrap = decode_argv(clean[SANDBOX_VAR])
@@ -209,7 +209,7 @@ def _enter_sandbox(argv, clean):
         return 2
 
 
-def _drop_to(ids):
+def _drop_to(ids):  # type: (str) -> None
     uid, gid = (int(x) for x in ids.split(":"))
     os.setgroups([])
     os.setresgid(gid, gid, gid)
@@ -218,7 +218,7 @@ def _drop_to(ids):
         raise OSError("could not drop to uid %d" % uid)
 
 
-def _inner(argv, real_cli):
+def _inner(argv, real_cli):  # type: (list[str], str) -> int
     """pid 1 of the agent's namespace: start the CLI, reap, obey only the supervisor."""
     ids = os.environ.get(UID_VAR)
     env = {k: v for k, v in os.environ.items() if k not in CONTROL or k == TAG_VAR}
@@ -286,7 +286,7 @@ def _inner(argv, real_cli):
     return status
 
 
-def _kill_all(sig):
+def _kill_all(sig):  # type: (int) -> None
     """Every process of the namespace but us, in one call: the kernel holds off forks while
     it signals, so a fork chain cannot outrun it."""
     try:
@@ -295,7 +295,7 @@ def _kill_all(sig):
         pass
 
 
-def _reap(cli_pid, status):
+def _reap(cli_pid, status):  # type: (int, int) -> tuple[bool, int]
     while True:
         try:
             pid, raw = os.waitpid(-1, os.WNOHANG)
@@ -307,7 +307,7 @@ def _reap(cli_pid, status):
             return True, os.waitstatus_to_exitcode(raw)
 
 
-def main(argv):
+def main(argv):  # type: (list[str]) -> int
     real_cli = os.environ.get(CLI_VAR)
     if not real_cli:
         sys.stderr.write("switchboard launcher: %s is not set\n" % CLI_VAR)
@@ -341,7 +341,7 @@ def main(argv):
     env = {k: v for k, v in os.environ.items() if k not in (CLI_VAR, PARENT_VAR, STAGE_VAR)}
     pending = []
 
-    def early(signum, _frame):
+    def early(signum, _frame):  # type: (int, object) -> None
         pending.append(signum)  # the CLI does not exist yet: deliver once it does
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -369,7 +369,7 @@ def main(argv):
             sys.stderr.write("switchboard launcher: cannot run %s: %s\n" % (real_cli, exc))
             os._exit(127)
 
-    def forward(signum, _frame):
+    def forward(signum, _frame):  # type: (int, object) -> None
         try:
             os.kill(cli_pid, signum)
         except ProcessLookupError:

@@ -324,7 +324,7 @@ class Policy:
         return cls.from_dict(data, str(path), protected=protected)
 
     @classmethod
-    def from_dict(cls, data: dict, source: str = "<dict>", *,
+    def from_dict(cls, data: dict[str, Any], source: str = "<dict>", *,
                   protected: ProtectedPaths | None = None) -> Policy:
         loader = _Loader(source)
         base = loader.section(data, "", top=True)
@@ -336,7 +336,7 @@ class Policy:
                                for name, a in agents.items()), source, protected,
                    loader.standing(standing) if standing is not None else _default_standing())
 
-    def irreversible(self, tool_name: str, tool_input: dict, cwd: str) -> Decision | None:
+    def irreversible(self, tool_name: str, tool_input: dict[str, Any], cwd: str) -> Decision | None:
         """For a standing agent: the [standing] irreversible rule this call matches (ask or
         deny), or None. Bash is read by the same shell analysis as every rule, so a push
         inside bash -c, eval, $( ), a variable or a wrapper matches too; a command whose
@@ -383,7 +383,7 @@ class Policy:
                 return section.permission_mode
         return default
 
-    def decide(self, agent: str, tool_name: str, tool_input: dict, cwd: str) -> Decision:
+    def decide(self, agent: str, tool_name: str, tool_input: dict[str, Any], cwd: str) -> Decision:
         """Never raises: anything unexpected asks the operator."""
         try:
             sections = self._sections(agent if isinstance(agent, str) else "")
@@ -591,7 +591,7 @@ class Policy:
                     found.append(_about(decision, nodes[min(current)]))
         return found
 
-    def session_key(self, tool_name: str, tool_input: dict) -> str:
+    def session_key(self, tool_name: str, tool_input: dict[str, Any]) -> str:
         """Equal keys for calls that do the same: same normalised command, same file."""
         inp = tool_input if isinstance(tool_input, Mapping) else {}
         command = inp.get("command")

@@ -439,7 +439,7 @@ class AgentProcess:
         if pid is None:
             return not self._closed
         try:
-            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+            return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
         except psutil.NoSuchProcess:
             return False
 

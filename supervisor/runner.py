@@ -225,12 +225,17 @@ class AgentRunner:
         if not text.strip():
             raise InvalidRequest("the message is empty")
 
+    def _ended(self, *, shutdown: bool = True) -> bool:
+        """Killed (or, with `shutdown`, the supervisor closing): the loop stops. A method, not
+        an inline test: the state changes across every await of the loop."""
+        return self.state == AgentState.KILLED or (shutdown and self._shutting_down)
+
     async def run(self) -> None:
         """The agent's loop: one turn at a time, for as long as it is not killed."""
-        while self.state != AgentState.KILLED and not self._shutting_down:
+        while not self._ended():
             item = await self._inbox.take(IDLE_POLL_S)
             if item is None:
-                if self.state != AgentState.KILLED and not self._shutting_down:
+                if not self._ended():
                     await self._check_idle_process()
                 continue
             if self._shutting_down:  # taken, not run: back to the queue for the next start
@@ -238,7 +243,7 @@ class AgentRunner:
                 break
             await self._not_paused.wait()
             await self._resumable.wait()  # resume failed: held until the operator chooses
-            if self.state == AgentState.KILLED:
+            if self._ended(shutdown=False):
                 break
             if self._deps.killswitch.halted:
                 logger.warning("kill switch on: message not delivered agent=%s", self.id)

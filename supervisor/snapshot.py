@@ -129,16 +129,22 @@ class Digest(Protocol):
     def update(self, data: bytes, /) -> None: ...
 
 
+class Sink(Protocol):
+    """A binary file that is written to."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+
 class _Hashing:
     """A file wrapper that hashes what is written through it."""
 
-    def __init__(self, fh: object, digest: Digest) -> None:
+    def __init__(self, fh: Sink, digest: Digest) -> None:
         self._fh = fh
         self._digest = digest
 
     def write(self, data: bytes) -> int:
         self._digest.update(data)
-        return self._fh.write(data)  # type: ignore[attr-defined]
+        return self._fh.write(data)
 
     def flush(self) -> None:
         self._fh.flush()  # type: ignore[attr-defined]

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from supervisor.bus import SYSTEM_SENDER
 from supervisor.errors import InvalidRequest, RepoFailed, SupervisorError
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from supervisor.repos.git import Tree
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 COMMIT_NOTICE_TTL_S = 6 * 3600.0
 
@@ -41,7 +42,7 @@ class Awareness:
         _heads: dict[str, str]
 
         def lock(self, repo: str) -> asyncio.Lock: ...
-        async def _git(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+        async def _git(self, fn: Callable[..., _T], *args: Any) -> _T: ...
         def repo_of(self, agent_id: str) -> str | None: ...
         def _name(self, agent_id: str) -> str: ...
 

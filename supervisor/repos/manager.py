@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from store.errors import StoreError
 from store.repos import ACTIVE, CREATING, ArchiveRow, RepoRow, WorktreeRow
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from supervisor.sandbox import Isolation
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 REPO_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")
 BRANCH_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,199}$")
@@ -122,7 +123,7 @@ class Repos(Awareness):
     def lock(self, repo: str) -> asyncio.Lock:
         return self._locks.setdefault(repo, asyncio.Lock())
 
-    async def _git(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _git(self, fn: Callable[..., T], *args: Any) -> T:
         try:
             return await asyncio.to_thread(fn, self.git, *args)
         except GitFailed as exc:

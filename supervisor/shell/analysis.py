@@ -12,7 +12,7 @@ from supervisor.shell.arith import assigned_subscript, builtin_hazards, safe_sub
 from supervisor.shell.expand import MAX_READINGS, Field, _value, expand
 from supervisor.shell.parser import parse
 from supervisor.shell.risky import git_problems
-from supervisor.shell.segments import Analysis, Kind, Segment, _basename, _show
+from supervisor.shell.segments import Analysis, Kind, Pipes, Segment, _basename, _show
 from supervisor.shell.state import _DECLARE, _effects, _Env, normpath
 from supervisor.shell.syntax import (
     _ASSIGN,
@@ -42,22 +42,22 @@ class _Analyser:
         self.segments: list[Segment] = []
         self.next_pipe = first_pipe
 
-    def emit(self, kind: Kind, fields: list[Field], pipes: frozenset,
+    def emit(self, kind: Kind, fields: list[Field], pipes: Pipes,
              problems: tuple[str, ...], cwd: str | None = None) -> None:
         program = _basename(fields[0].text) if fields else ""
         args = tuple(f.text for f in fields[1:])
         self.segments.append(Segment(kind, program, args, _show(fields), pipes, problems,
                                      cwd=cwd))
 
-    def hazard(self, text: str, why: str, pipes: frozenset) -> None:
+    def hazard(self, text: str, why: str, pipes: Pipes) -> None:
         """A construct that may run a command we cannot see (arithmetic on a variable...)."""
         self.segments.append(Segment(Kind.UNKNOWN, text=text, pipes=pipes, problems=(why,)))
 
-    def unknown(self, text: str, pipes: frozenset, why: str = "cannot tell what runs") -> None:
+    def unknown(self, text: str, pipes: Pipes, why: str = "cannot tell what runs") -> None:
         problems = (f"{why}: {text}",)
         self.segments.append(Segment(Kind.UNKNOWN, text=text, pipes=pipes, problems=problems))
 
-    def loose(self, text: str, pipes: frozenset) -> None:
+    def loose(self, text: str, pipes: Pipes) -> None:
         """Unparseable text: every word that could start a command, checked for deny rules only."""
         count = 0
         for chunk in re.split(r"&&|\|\||[;&\n(){}`]|\$\(", text):
@@ -73,7 +73,7 @@ class _Analyser:
                     if count >= MAX_LOOSE:
                         return
 
-    def reparse(self, text: str, env: _Env, pipes: frozenset, depth: int,
+    def reparse(self, text: str, env: _Env, pipes: Pipes, depth: int,
                 problems: tuple[str, ...]) -> None:
         """A string the shell runs as code (bash -c, eval, ssh, watch...): read it too."""
         if depth >= MAX_REPARSE:
@@ -88,7 +88,7 @@ class _Analyser:
         self.next_pipe = script.pipe_count
         self.script(script, env, pipes, depth + 1, problems)
 
-    def script(self, script: Script, env: _Env, pipes: frozenset, depth: int,
+    def script(self, script: Script, env: _Env, pipes: Pipes, depth: int,
                problems: tuple[str, ...]) -> None:
         # Values assigned inside loops: a later line of the loop may run before an earlier one.
         looped: dict[str, set[str | None]] = {}
@@ -121,7 +121,7 @@ class _Analyser:
             cands = {n: c if len(c) == 1 else (None,) for n, c in cands.items()}
         return [dict(zip(names, vals, strict=True)) for vals in product(*(cands[n] for n in names))]
 
-    def command(self, cmd: Command, env: _Env, pipes: frozenset, depth: int,
+    def command(self, cmd: Command, env: _Env, pipes: Pipes, depth: int,
                 problems: tuple[str, ...], looped: dict[str, set[str | None]]) -> None:
         if cmd.kind == "function":
             env.functions.add(cmd.words[0].keyword or "")
@@ -164,7 +164,7 @@ class _Analyser:
             env.assign(name, vals, cond=True)
 
     def _leading_assigns(self, words: list[Word],
-                         pipes: frozenset) -> list[tuple[str, bool, Word]]:
+                         pipes: Pipes) -> list[tuple[str, bool, Word]]:
         """Pops the assignments (NAME=v, NAME[i]=v) that open a simple command off `words`."""
         assigns: list[tuple[str, bool, Word]] = []
         while words:
@@ -182,7 +182,8 @@ class _Analyser:
             words.pop(0)
         return assigns
 
-    def _writes(self, cmd: Command, combos: list[dict], env: _Env, pipes: frozenset) -> None:
+    def _writes(self, cmd: Command, combos: list[dict[str, str | None]], env: _Env,
+                pipes: Pipes) -> None:
         """Files the command's redirections write or read (and sockets they open), as one
         segment."""
         paths: list[str] = []
@@ -216,7 +217,7 @@ class _Analyser:
                                          problems=tuple(problems), writes=tuple(paths),
                                          reads=tuple(reads)))
 
-    def run(self, fields: list[Field], env: _Env, pipes: frozenset, depth: int,
+    def run(self, fields: list[Field], env: _Env, pipes: Pipes, depth: int,
             problems: tuple[str, ...], stdin: str | None, cond: bool) -> None:
         """Runs one command's fields: peels wrappers until the program that really runs."""
         while fields:
@@ -238,7 +239,7 @@ class _Analyser:
                 return
             fields, problems = unwrapped
 
-    def unwrap(self, spec: _Wrapper, fields: list[Field], env: _Env, pipes: frozenset, depth: int,
+    def unwrap(self, spec: _Wrapper, fields: list[Field], env: _Env, pipes: Pipes, depth: int,
                problems: tuple[str, ...], stdin: str | None,
                cond: bool) -> tuple[list[Field], tuple[str, ...]] | None:
         """The wrapped command's fields and problems, or None when nothing more runs."""
@@ -272,7 +273,7 @@ class _Analyser:
             self.run(rest[1:], env.fork(), pipes, depth, problems, stdin, cond)
         return rest, problems
 
-    def program(self, fields: list[Field], env: _Env, pipes: frozenset,
+    def program(self, fields: list[Field], env: _Env, pipes: Pipes,
                 problems: tuple[str, ...], cond: bool) -> None:
         prog, args = fields[0], fields[1:]
         name = _basename(prog.text)

@@ -19,13 +19,17 @@ class Kind(StrEnum):
     WRITE = "write"  # redirections write (or read) these files
 
 
+# Which pipes a segment's output flows through: (pipe, stage) pairs.
+Pipes = frozenset[tuple[int, int]]
+
+
 @dataclass(frozen=True, slots=True)
 class Segment:
     kind: Kind
     program: str = ""  # the program's basename
     args: tuple[str, ...] = ()
     text: str = ""  # the command as we read it, for people
-    pipes: frozenset[tuple[int, int]] = frozenset()
+    pipes: Pipes = frozenset()
     problems: tuple[str, ...] = ()  # why it must not run unasked even if a rule allows it
     writes: tuple[str, ...] = ()  # WRITE: absolute paths
     reads: tuple[str, ...] = ()  # WRITE: absolute paths read by < redirections

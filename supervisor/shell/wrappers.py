@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from supervisor.shell.segments import Kind, _show
+from supervisor.shell.segments import Kind, Pipes, _show
 
 if TYPE_CHECKING:
     from supervisor.shell.analysis import _Analyser
@@ -82,7 +82,7 @@ _WRAPPERS = {
 }
 
 
-def _shell(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: frozenset, depth: int,
+def _shell(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: Pipes, depth: int,
            problems: tuple[str, ...], stdin: str | None, cond: bool) -> None:
     args = fields[1:]
     i, command_mode = 0, False
@@ -112,7 +112,7 @@ def _shell(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: froz
         an.program(fields, env, pipes, problems, cond)
 
 
-def _eval(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: frozenset, depth: int,
+def _eval(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: Pipes, depth: int,
           problems: tuple[str, ...], stdin: str | None, cond: bool) -> None:
     an.emit(Kind.LAYER, fields, pipes, problems, env.cwd)
     args = fields[1:]
@@ -123,7 +123,7 @@ def _eval(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: froze
         an.reparse(" ".join(a.text for a in args), env, pipes, depth, problems)
 
 
-def _watch(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: frozenset, depth: int,
+def _watch(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: Pipes, depth: int,
            problems: tuple[str, ...], stdin: str | None, cond: bool) -> None:
     args, i, direct = fields[1:], 0, False
     while i < len(args) and args[i].text.startswith("-") and not args[i].unresolved:
@@ -139,7 +139,7 @@ def _watch(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: froz
         an.reparse(" ".join(a.text for a in args[i:]), env.child(), pipes, depth, problems)
 
 
-def _su(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: frozenset, depth: int,
+def _su(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: Pipes, depth: int,
         problems: tuple[str, ...], stdin: str | None, cond: bool) -> None:
     args, code = fields[1:], None
     for i, a in enumerate(args):
@@ -154,7 +154,7 @@ def _su(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: frozens
         an.reparse(code, env.child(), pipes, depth, (*problems, "runs as another user"))
 
 
-def _ssh(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: frozenset, depth: int,
+def _ssh(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: Pipes, depth: int,
          problems: tuple[str, ...], stdin: str | None, cond: bool) -> None:
     args, i = fields[1:], 0
     while i < len(args) and args[i].text.startswith("-") and not args[i].unresolved:
@@ -169,7 +169,7 @@ def _ssh(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: frozen
         an.program(fields, env, pipes, problems, cond)
 
 
-def _find(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: frozenset, depth: int,
+def _find(an: _Analyser, name: str, fields: list[Field], env: _Env, pipes: Pipes, depth: int,
           problems: tuple[str, ...], stdin: str | None, cond: bool) -> None:
     an.program(fields, env, pipes, problems, cond)
     args, i = fields[1:], 0
