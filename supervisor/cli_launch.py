@@ -15,7 +15,6 @@ from claude_agent_sdk.types import SystemPromptPreset
 from supervisor import launcher as launcher_module
 from supervisor.charter import system_prompt as charter_prompt
 from supervisor.config import Settings
-from supervisor.context_sync import context_note
 from supervisor.errors import AgentFailed
 from supervisor.process import launcher_files
 from supervisor.sandbox import agent_dirs, bwrap_args, prepare, sandbox_env
@@ -32,6 +31,14 @@ NATIVE_TOOLS_DISALLOWED = (
     "RemoteTrigger", "PushNotification", "Workflow", "Monitor", "EnterWorktree",
     "ExitWorktree", "TeamCreate", "TeamDelete", "SendUserMessage",
 )
+
+
+def context_note(settings: Settings) -> str:
+    """What every agent's system prompt says about the shared context."""
+    return (f"Shared context: {settings.context_dir.resolve()} (also in $SWITCHBOARD_CONTEXT_DIR) "
+            "holds Markdown notes every agent of this Switchboard may read and write: "
+            "decisions, plans, conventions, hand-offs. Read what is there before you start; "
+            "write down what the others should know. Keep it short, one topic per file.")
 
 
 def _sandbox(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> dict[str, str]:

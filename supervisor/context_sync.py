@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from supervisor.config import Settings
 from supervisor.remote import Remote
 
 logger = logging.getLogger(__name__)
@@ -29,14 +28,6 @@ MANIFEST = "context/manifest.json"
 FILES = "context/files/"
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_FILES = 2000
-
-
-def context_note(settings: Settings) -> str:
-    """What every agent's system prompt says about the shared context."""
-    return (f"Shared context: {settings.context_dir.resolve()} (also in $SWITCHBOARD_CONTEXT_DIR) "
-            "holds Markdown notes every agent of this Switchboard may read and write: "
-            "decisions, plans, conventions, hand-offs. Read what is there before you start; "
-            "write down what the others should know. Keep it short, one topic per file.")
 
 
 @dataclass(frozen=True, slots=True)

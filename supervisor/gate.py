@@ -37,7 +37,7 @@ from supervisor.escalations import Answer, Decision, Escalations, Kind
 from supervisor.mcp_server import tool_server
 from supervisor.policy import Action, Policy
 from supervisor.policy import Decision as PolicyDecision
-from supervisor.standing import send_back, turn_scope
+from supervisor.sendback import send_back, turn_scope
 from supervisor.unsolicited import REFUSED
 
 logger = logging.getLogger(__name__)

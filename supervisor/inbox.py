@@ -44,6 +44,22 @@ class Taken:
         return ",".join(dict.fromkeys(self.origins))
 
 
+# A scheduled run whose schedule wants news only when something is wrong carries this note;
+# a turn of nothing but such runs that went well is no news (supervisor/scheduler.py).
+NOTIFY_MARK = "NOTIFY:"
+QUIET_NOTE = (f"\n\n[Switchboard] This is a scheduled run. If all is well, end with one short "
+              f"line; to tell the operator something (findings, or because this task asks you "
+              f"to report), put it on a line that starts with {NOTIFY_MARK}")
+
+
+def quiet_turn(taken: Taken) -> bool:
+    """Whether a turn is only scheduled runs whose schedules want no news when all is well:
+    every message in it is the scheduler's (its origin, carried as data) and carries the note
+    that says how to report findings."""
+    return bool(taken.message_ids) and all(o == Origin.SCHEDULE for o in taken.origins) and \
+        taken.text.count(QUIET_NOTE) == len(taken.message_ids)
+
+
 class Inbox(Protocol):
     async def put(self, text: str, origin: Origin = Origin.OPERATOR) -> None:
         """A message from the operator (or, with `origin`, on behalf of a schedule, a parent

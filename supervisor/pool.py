@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store import Store
 from store.agents import LIVE_STATES, AgentRow
@@ -26,7 +26,6 @@ from supervisor.inbox import Origin
 from supervisor.ingest import EventIngest
 from supervisor.killswitch import KillSwitch
 from supervisor.names import check_names, new_agent_id
-from supervisor.persistence import Persistence
 from supervisor.policy import Policy
 from supervisor.process import install_launcher, no_cyclic_gc, resolve_cli, sweep
 from supervisor.recovery import report_interrupted
@@ -37,6 +36,9 @@ from supervisor.sandbox import Isolation, describe, hide_in, probe, unwritable_r
 from supervisor.storage import StorageGuard
 from supervisor.transcripts import restart_note
 from supervisor.watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from supervisor.persistence import Persistence
 
 logger = logging.getLogger(__name__)
 

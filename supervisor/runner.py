@@ -32,7 +32,7 @@ from supervisor.escalations import Escalations
 from supervisor.events import AgentOutput, AgentState, EventHub, StateChanged, TurnFinished
 from supervisor.gate import GateDeps, ToolGate
 from supervisor.guardrails import CrashTracker, LimitExceeded, day_start
-from supervisor.inbox import Inbox, MemoryInbox, Origin, Taken
+from supervisor.inbox import Inbox, MemoryInbox, Origin, Taken, quiet_turn
 from supervisor.ingest import EventIngest
 from supervisor.lifecycle import check as check_transition
 from supervisor.policy import Policy
@@ -46,7 +46,6 @@ from supervisor.records import (
     turn_status,
 )
 from supervisor.sandbox import Isolation
-from supervisor.scheduler import quiet_turn
 from supervisor.transcripts import FRESH_TOOL, bring_back, report_resume_failed
 from supervisor.unsolicited import describe as describe_unsolicited
 from supervisor.unsolicited import origin_kind, result_is_ours

@@ -35,7 +35,7 @@ from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.cron import Fire, Spec, fires_between, local_text, next_fires, zone
 from supervisor.errors import SupervisorError
 from supervisor.events import AgentState
-from supervisor.inbox import Origin, Taken
+from supervisor.inbox import NOTIFY_MARK, QUIET_NOTE, Origin
 
 if TYPE_CHECKING:
     from supervisor.pool import AgentPool
@@ -52,19 +52,7 @@ SKIP, CATCH_UP_ONCE = "skip", "catch_up_once"
 LOOKBACK_S = 7 * 86400  # a catch-up is for a slot at most this old; older ones are skipped
 MAX_SKIPS = 200  # slots of one long outage recorded at most (the newest)
 PAUSE_AFTER = 3  # consecutive failures that pause a schedule
-NOTIFY_MARK = "NOTIFY:"
-QUIET_NOTE = (f"\n\n[Switchboard] This is a scheduled run. If all is well, end with one short "
-              f"line; to tell the operator something (findings, or because this task asks you "
-              f"to report), put it on a line that starts with {NOTIFY_MARK}")
 Notify = Callable[[str | None, str, str], Awaitable[Any]]
-
-
-def quiet_turn(taken: Taken) -> bool:
-    """Whether a turn is only scheduled runs whose schedules want no news when all is well:
-    every message in it is the scheduler's (its origin, carried as data) and carries the note
-    that says how to report findings."""
-    return bool(taken.message_ids) and all(o == Origin.SCHEDULE for o in taken.origins) and \
-        taken.text.count(QUIET_NOTE) == len(taken.message_ids)
 
 
 @dataclass(frozen=True, slots=True)

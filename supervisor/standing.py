@@ -1,9 +1,9 @@
 """Standing agents: agents spawned with a charter that live past the session TTL.
 
-Three things live here: reading a charter (`charter_text`), sending a question the charter
-decides back to its agent once (`send_back`), and the fleet side (`StandingAgents`): the one
-wake path (`wake`, what the scheduler calls). Parking idle CLIs is the watchdog's (it has no
-session TTL for them).
+Two things live here: reading a charter (`charter_text`), and the fleet side
+(`StandingAgents`): the one wake path (`wake`, what the scheduler calls), and a bus question
+sent back to its charter (supervisor/sendback.py decides, for the gate too). Parking idle CLIs
+is the watchdog's (it has no session TTL for them).
 What a charter decides is supervisor/charter.py; what a standing agent may not do unasked is the
 policy's [standing] table (supervisor/policy.py).
 """
@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING
 
 from store import Store
 from supervisor.bus import SYSTEM, Sender, Sent
-from supervisor.charter import MAX_CHARTER_CHARS, judge, question_key, send_back_text
+from supervisor.charter import MAX_CHARTER_CHARS
 from supervisor.errors import AgentNotRunning, InvalidRequest
 from supervisor.events import AgentState
+from supervisor.sendback import send_back, turn_scope
 
 if TYPE_CHECKING:
     from supervisor.bus import Bus
@@ -58,37 +59,6 @@ def charter_text(value: str, *, refused: Callable[[Path], str | None] = lambda _
         raise InvalidRequest(f"the charter is {len(value):,} characters; the limit is "
                              f"{MAX_CHARTER_CHARS:,}. Keep it to the decisions that matter.")
     return value
-
-
-async def send_back(store: Store, now: float, agent_id: str, charter: str | None,
-                    question: str, scope: str = "") -> str | None:
-    """A standing agent's question to the operator: the text to send back to it instead
-    ("decide this within your charter: ..."), or None to let it reach the operator. A
-    question goes back at most once per `scope` (the turn; recorded in the store), so asked
-    again in that turn it reaches the operator; one the charter says to ask, or no charter
-    line covers, goes through at once."""
-    if not charter or not question.strip():
-        return None
-    verdict = judge(question, charter)
-    if not verdict.send_back:
-        logger.info("standing question to the operator agent=%s why=%s", agent_id, verdict.why)
-        return None
-    if not await store.charters.claim_sendback(agent_id, question_key(question, scope),
-                                               question, verdict.lines, now=now):
-        logger.info("standing question asked again, to the operator agent=%s", agent_id)
-        return None
-    text = send_back_text(verdict.lines)
-    await store.events.append(agent_id, None, "charter_send_back",
-                              f"sent back to its charter: {question[:200]}",
-                              {"question": question, "lines": list(verdict.lines)})
-    return text
-
-
-def turn_scope(agent: object) -> str:
-    """What "once" means for a send-back: once per question in one turn (a later wake may
-    meet the same question and is sent back again; within the turn, the second ask goes up)."""
-    started = getattr(agent, "turn_started_at", None)
-    return "" if started is None else repr(started)
 
 
 class StandingAgents:

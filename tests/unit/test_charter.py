@@ -19,7 +19,8 @@ from supervisor.charter import (
     system_prompt,
 )
 from supervisor.errors import InvalidRequest
-from supervisor.standing import charter_text, send_back
+from supervisor.sendback import send_back
+from supervisor.standing import charter_text
 
 CHARTER = """\
 Goal: keep the main branch green.

@@ -15,9 +15,9 @@ from store.turns import TurnRow
 from supervisor.bus import OPERATOR_SENDER
 from supervisor.clock import FakeClock
 from supervisor.config import Settings
-from supervisor.inbox import Taken
+from supervisor.inbox import QUIET_NOTE, Taken, quiet_turn
 from supervisor.recovery import rerun_texts
-from supervisor.scheduler import QUIET_NOTE, SCHEDULER_SENDER, quiet_turn
+from supervisor.scheduler import SCHEDULER_SENDER
 from tests.unit.test_bus import A, FakeMembers, World
 
 
