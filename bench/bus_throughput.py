@@ -48,7 +48,7 @@ from bot.app import Switchboard  # noqa: E402
 from store import open_store  # noqa: E402
 from store.migrations import MIGRATIONS  # noqa: E402
 from supervisor import heap  # noqa: E402
-from supervisor.bus import Bus, Sender  # noqa: E402
+from supervisor.bus.core import Bus, Sender  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
 from tests.conftest import make_settings, run  # noqa: E402
 

@@ -67,13 +67,13 @@ from bench._figures import Figure, table  # noqa: E402
 from bench._fill import fill  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
 from store import open_store  # noqa: E402
+from supervisor.agents.runner import AgentRunner  # noqa: E402
 from supervisor.clock import SYSTEM_CLOCK  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
-from supervisor.escalations import Answer, Decision, Escalations, Kind, Timeouts  # noqa: E402
 from supervisor.events import EventHub  # noqa: E402
-from supervisor.gate import ToolGate  # noqa: E402
-from supervisor.runner import AgentRunner  # noqa: E402
-from supervisor.sandbox import agent_ids  # noqa: E402
+from supervisor.guard.escalations import Answer, Decision, Escalations, Kind, Timeouts  # noqa: E402
+from supervisor.guard.gate import ToolGate  # noqa: E402
+from supervisor.process.sandbox import agent_ids  # noqa: E402
 from tests.conftest import PERMISSIVE_POLICY, make_settings, run  # noqa: E402
 from tests.fakes.mock_anthropic import MockAnthropic, directive_of  # noqa: E402
 

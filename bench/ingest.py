@@ -56,8 +56,8 @@ from bench._figures import Figure, table  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
 from store import Store, open_store  # noqa: E402
 from supervisor import records  # noqa: E402
+from supervisor.agents.runner import AgentRunner, RunnerDeps  # noqa: E402
 from supervisor.events import AgentState, EventHub  # noqa: E402
-from supervisor.runner import AgentRunner, RunnerDeps  # noqa: E402
 from tests.conftest import make_settings  # noqa: E402
 
 FLEETS = (10, 100, 300)

@@ -71,9 +71,9 @@ from store import open_store  # noqa: E402
 from store.escalations import EscalationRow  # noqa: E402
 from supervisor.clock import FakeClock  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
-from supervisor.escalations import Answer, Decision, Kind  # noqa: E402
-from supervisor.sandbox import agent_ids  # noqa: E402
-from supervisor.scheduler import PoolTargets, Scheduler  # noqa: E402
+from supervisor.guard.escalations import Answer, Decision, Kind  # noqa: E402
+from supervisor.process.sandbox import agent_ids  # noqa: E402
+from supervisor.schedule.scheduler import PoolTargets, Scheduler  # noqa: E402
 from tests.conftest import make_settings, run  # noqa: E402
 from tests.fakes.mock_anthropic import MockAnthropic  # noqa: E402
 

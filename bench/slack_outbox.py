@@ -46,7 +46,7 @@ from bot.fleet import ApiFleet  # noqa: E402
 from bot.kit import ActivityKind, AgentActivity, AgentView, Pace  # noqa: E402
 from bot.slack import SlackFrontend  # noqa: E402
 from supervisor.config import Secret  # noqa: E402
-from supervisor.escalations import Kind  # noqa: E402
+from supervisor.guard.escalations import Kind  # noqa: E402
 from tests.conftest import make_settings  # noqa: E402
 from tests.fakes.fake_slack import APP_TOKEN, BOT_TOKEN, CHANNEL, FakeSlack  # noqa: E402
 

@@ -40,12 +40,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import supervisor.runner as runner_module  # noqa: E402
+import supervisor.agents.runner as runner_module  # noqa: E402
 from bench._common import quiet_logging, result, scratch_dir, smoke, wait_until  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
-from supervisor.remote import open_remote  # noqa: E402
-from supervisor.snapshots import restore_on_start  # noqa: E402
+from supervisor.persistence.remote import open_remote  # noqa: E402
+from supervisor.persistence.snapshots import restore_on_start  # noqa: E402
 from tests.conftest import make_settings  # noqa: E402
 from tests.fakes.gcs import Emulator  # noqa: E402
 

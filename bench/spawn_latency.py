@@ -9,7 +9,7 @@ For each CLI (the REAL bundled `claude` against the mock Anthropic API, then the
   That path includes the store writes, the launcher (python -S -E, session leader, subreaper) and
   the CLI start-up.
 * baseline: a bare `ClaudeSDKClient` with the same options as the agent's CLI, built by the
-  same function (supervisor/cli_launch.py `cli_options`): the same CLI, environment, model,
+  same function (supervisor/agents/cli_launch.py `cli_options`): the same CLI, environment, model,
   system prompt (Claude Code's with the shared-context note), PreToolUse hook, in-process MCP
   tools, disallowed tools and setting sources; only the launcher and the sandbox are left out
   (the real CLI as `cli_path`, no sandbox variables). connect() + query() to the first
@@ -54,11 +54,11 @@ from bench._common import (  # noqa: E402
     wait_until,
 )
 from bot.app import Switchboard  # noqa: E402
-from supervisor.cli_launch import cli_options  # noqa: E402
+from supervisor.agents.cli_launch import cli_options  # noqa: E402
+from supervisor.agents.runner import AgentRunner  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
 from supervisor.events import AgentOutput  # noqa: E402
-from supervisor.process import resolve_cli  # noqa: E402
-from supervisor.runner import AgentRunner  # noqa: E402
+from supervisor.process.agent import resolve_cli  # noqa: E402
 from tests.conftest import make_settings  # noqa: E402
 from tests.fakes.mock_anthropic import MockAnthropic  # noqa: E402
 

@@ -37,7 +37,7 @@ from supervisor.api import SupervisorAPI  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
 from supervisor.core import Core  # noqa: E402
 from supervisor.events import EventHub  # noqa: E402
-from supervisor.guardrails import day_start  # noqa: E402
+from supervisor.guard.guardrails import day_start  # noqa: E402
 
 GOAL_MS = 20.0
 ADMIN = Caller("bench:admin", "bench", Role.ADMIN, "bench")

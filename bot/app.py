@@ -24,13 +24,13 @@ from supervisor.config import Settings
 from supervisor.core import Core
 from supervisor.errors import ConfigError
 from supervisor.events import EventHub
-from supervisor.persistence import Persistence
+from supervisor.persistence.bucket import Persistence
 from supervisor.redact import SECRETS
 from supervisor.service import FnService, Service, Services, TaskGroup
 
 if TYPE_CHECKING:
     from bot.web import Listener
-    from supervisor.pool import AgentPool
+    from supervisor.agents.pool import AgentPool
 
 logger = logging.getLogger(__name__)
 

@@ -23,17 +23,17 @@ from commands.render import money
 from supervisor import heap
 from supervisor.config import Settings
 from supervisor.errors import ConfigError, StoreFailed
-from supervisor.offline import (
+from supervisor.persistence.offline import (
     find_cli,
     kill_from_shell,
     recorded_agents,
     running_pid,
     schema_version,
 )
+from supervisor.process.sandbox import describe as describe_isolation
+from supervisor.process.sandbox import probe as probe_isolation
 from supervisor.redact import SECRETS
 from supervisor.redact import install as install_redaction
-from supervisor.sandbox import describe as describe_isolation
-from supervisor.sandbox import probe as probe_isolation
 
 logger = logging.getLogger("switchboard")
 
@@ -410,9 +410,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_backup(settings: Settings, command: str, where: str | None) -> int:
-    from supervisor import offline_backup
-    from supervisor.remote import RemoteError
-    from supervisor.snapshot import SnapshotError
+    from supervisor.persistence import offline_backup
+    from supervisor.persistence.remote import RemoteError
+    from supervisor.persistence.snapshot import SnapshotError
 
     try:
         done = (offline_backup.backup if command == "backup" else offline_backup.restore)(

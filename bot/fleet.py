@@ -1,4 +1,4 @@
-"""The front-end kit's FleetPort over supervisor/api.py: the kit's view of the fleet, built
+"""The front-end kit's FleetPort over supervisor/api/__init__.py: the kit's view of the fleet, built
 from the API's calls and read models (bot never reaches past the API)."""
 
 from __future__ import annotations

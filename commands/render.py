@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from supervisor.api import AgentView
-from supervisor.api_persistence import SnapshotView
+from supervisor.api.persistence import SnapshotView
 
 
 def money(usd: float) -> str:

@@ -35,7 +35,7 @@ _SCHEDULED = ("message_id IN (SELECT id FROM bus_messages WHERE sender = 'switch
               " AND sender_name = 'scheduler')")
 _OPERATORS = "message_id IN (SELECT id FROM bus_messages WHERE sender = 'operator')"
 _FROM_OPERATOR = f"({_OPERATORS} OR {_SCHEDULED})"
-# The reason a restart gives the operator's deliveries it takes (supervisor/recovery.py reads
+# The reason a restart gives the operator's deliveries it takes (supervisor/agents/recovery.py reads
 # it to find the messages "Run it again" sends again).
 RESTART_REASON = "interrupted by a restart: reported to the operator"
 OPEN_STATES = (QUEUED, LEASED)
@@ -63,7 +63,7 @@ class MessageRow(NamedTuple):
     dedup_key: str | None
     expires_at: float | None
     created_at: float
-    origin: str | None = None  # where its sender does not say it (supervisor/inbox.py Origin)
+    origin: str | None = None  # where its sender does not say it (supervisor/bus/inbox.py Origin)
 
 
 class DeliveryRow(NamedTuple):
@@ -134,7 +134,7 @@ class NewMessage(NamedTuple):
     dedup_key: str | None = None
     expires_at: float | None = None
     lane: int = 1  # 0: interrupts, delivered before everything else (lane 1)
-    origin: str | None = None  # where the sender does not say it (supervisor/inbox.py Origin)
+    origin: str | None = None  # where the sender does not say it (supervisor/bus/inbox.py Origin)
 
 
 _M_COLS = ("id, sender, sender_name, recipient, type, body, reply_to, dedup_key, expires_at, "
@@ -416,11 +416,11 @@ class BusRepo:
         delivered again (at least once). The operator's own messages are not, once a turn of
         the agent began after they were delivered: that turn either ended (its acknowledgement
         was lost with the supervisor) or was cut, and a cut turn is reported to the operator as
-        interrupted, with a one-tap way to run it again (supervisor/recovery.py); neither is
+        interrupted, with a one-tap way to run it again (supervisor/agents/recovery.py); neither is
         replayed unasked. An operator's message leased when the supervisor died before its
         turn began is delivered again like any other: nothing of it ran, and nothing else
         would tell the operator about it. A scheduled message is never delivered again: the
-        scheduler records its run as interrupted (supervisor/scheduler.py)."""
+        scheduler records its run as interrupted (supervisor/schedule/scheduler.py)."""
         stale = "state = ? AND (lease_holder IS NULL OR substr(lease_holder, 1, ?) != ?)"
         began = ("EXISTS (SELECT 1 FROM turns t WHERE t.agent_id = bus_deliveries.recipient_id"
                  " AND t.started_at >= bus_deliveries.delivered_at)")

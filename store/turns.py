@@ -27,7 +27,7 @@ class TurnRow:
     output_tokens: int
     started_at: float
     ended_at: float | None
-    origin: str | None = None  # who asked for it (supervisor/inbox.py Origin); None: before 17
+    origin: str | None = None  # who asked for it (supervisor/bus/inbox.py Origin); None: before 17
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 into that thread and one transaction, and the event loop never waits on SQLite.
 
 Kept here once for every batched writer: the bus's (store/bus.py BusWriter, a subclass) and the
-event ingest's (supervisor/ingest.py). SQLite's lock (busy_timeout)
+event ingest's (supervisor/agents/ingest.py). SQLite's lock (busy_timeout)
 serialises it with the store's own writer connection."""
 
 from __future__ import annotations

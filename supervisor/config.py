@@ -471,7 +471,7 @@ class Settings(BaseSettings):
     repo_push_intentions: Annotated[Flag, Key("SWITCHBOARD_REPO_PUSH_INTENTIONS",
                                               "repos.push_intentions")] = False
 
-    # The event ingest and its retention (supervisor/ingest.py, supervisor/retention.py): how
+    # The event ingest and its retention (supervisor/agents/ingest.py and retention.py): how
     # long raw events wait to be written with others, the most in one batch; raw events older
     # than event_retention_days or beyond event_retention_per_agent per agent are pruned every
     # retention_interval_s (turns, costs, escalations and audit rows are kept).
@@ -492,9 +492,10 @@ class Settings(BaseSettings):
     # Where memory.current/memory.max live (auto-detected; not configurable, tests inject it).
     cgroup_dir: UserPath | None = None
 
-    # The sandbox (supervisor/sandbox.py): bwrap to use (default: found on PATH), whether agents
-    # may run without one when the host cannot isolate, the uid/gid agents run as when we are
-    # root (default: user switchboard-agent, else 61000), and extra paths agents must not see.
+    # The sandbox (supervisor/process/sandbox.py): bwrap to use (default: found on PATH),
+    # whether agents may run without one when the host cannot isolate, the uid/gid agents run
+    # as when we are root (default: user switchboard-agent, else 61000), and extra paths agents
+    # must not see.
     bwrap_path: Annotated[UserPath | None, Key("SWITCHBOARD_BWRAP", "bwrap_path")] = None
     allow_unisolated_agents: Annotated[Flag, Key("SWITCHBOARD_ALLOW_UNISOLATED_AGENTS",
                                                  "allow_unisolated_agents")] = False

@@ -16,30 +16,30 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from store import Store
-from supervisor.bus import Bus
+from supervisor.agents.fleet import BusMembers, Fleet
+from supervisor.agents.ingest import EventIngest
+from supervisor.agents.pool import AgentPool, PoolParts
+from supervisor.agents.recovery import RERUN_TOOL, answer_hook
+from supervisor.agents.retention import Retention
+from supervisor.agents.transcripts import FRESH_TOOL
+from supervisor.agents.transcripts import answer_hook as fresh_answer_hook
+from supervisor.bus.core import Bus
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import ConfigError
-from supervisor.escalations import Decision, Escalations, Kind, Timeouts
 from supervisor.events import EventHub
-from supervisor.fleet import BusMembers, Fleet
-from supervisor.guardrails import CrashTracker, MemoryProbe, RateLimiter
-from supervisor.ingest import EventIngest
-from supervisor.killswitch import KillSwitch
-from supervisor.persistence import Persistence
-from supervisor.policy import Policy, PolicyError
-from supervisor.pool import AgentPool, PoolParts
-from supervisor.protected import ProtectedPaths
-from supervisor.recovery import RERUN_TOOL, answer_hook
+from supervisor.guard.escalations import Decision, Escalations, Kind, Timeouts
+from supervisor.guard.guardrails import CrashTracker, MemoryProbe, RateLimiter
+from supervisor.guard.killswitch import KillSwitch
+from supervisor.guard.policy import Policy, PolicyError
+from supervisor.guard.protected import ProtectedPaths
+from supervisor.guard.storage import StorageGuard
+from supervisor.guard.timers import EscalationTimers
+from supervisor.guard.watchdog import Watchdog
+from supervisor.persistence.bucket import Persistence
 from supervisor.repos import Repos
-from supervisor.retention import Retention
+from supervisor.schedule.standing import StandingAgents
 from supervisor.service import FnService, Service, Services, TaskGroup
-from supervisor.standing import StandingAgents
-from supervisor.storage import StorageGuard
-from supervisor.timers import EscalationTimers
-from supervisor.transcripts import FRESH_TOOL
-from supervisor.transcripts import answer_hook as fresh_answer_hook
-from supervisor.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
 

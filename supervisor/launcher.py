@@ -13,9 +13,9 @@ the namespace at once. Unsandboxed (allow_unisolated_agents): it becomes a sessi
 child subreaper around the CLI, forwards signals, and kills what is left when the CLI exits.
 
 Every agent's start waits for two interpreter starts of this file, so it loads next to nothing:
-the supervisor runs it precompiled (supervisor/process.py `install_launcher`), `_signal` stands
-in for `signal` (whose enums import `enum`, about 3 ms a start) and bwrap's argv comes hex-coded
-instead of as JSON (`json` imports `re`, about 5 ms more).
+the supervisor runs it precompiled (supervisor/process/agent.py `install_launcher`), `_signal`
+stands in for `signal` (whose enums import `enum`, about 3 ms a start) and bwrap's argv comes
+hex-coded instead of as JSON (`json` imports `re`, about 5 ms more).
 """
 
 import _signal as signal  # the C module under `signal`: the same calls, on plain ints

@@ -1,6 +1,7 @@
-"""Agents' names and ids: what a name may be, and a new id. Kept apart from supervisor/pool.py so
-that what checks a name (the repositories' spawn, supervisor/api_repos.py) does not import the
-pool, and with it the SDK, on the way: `switchboard kill` must not need the SDK."""
+"""Agents' names and ids: what a name may be, and a new id. Kept apart from
+supervisor/agents/pool.py so that what checks a name (the repositories' spawn,
+supervisor/api/repos.py) does not import the pool, and with it the SDK, on the way:
+`switchboard kill` must not need the SDK."""
 
 from __future__ import annotations
 

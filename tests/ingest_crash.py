@@ -1,6 +1,6 @@
 """SIGKILL of the supervisor during ingest from a fleet, and the check of what survived it:
 every turn end, cost and state change a front end was shown before the kill is in the database
-after the restart, with every event of each finished turn (supervisor/ingest.py: the batch is
+after the restart, with every event of each finished turn (supervisor/agents/ingest.py: the batch is
 flushed before any of them is reported). The supervisor is a real `switchboard run` subprocess
 on the fake CLI, its agents in real sandboxes, driven and watched through its console, whose
 output is what "acknowledged to a front end" means here.

@@ -13,7 +13,7 @@ from bot.kit.access import Access
 from bot.kit.outbox import Outbox, Priority
 from bot.kit.ports import ChatCopy, ChatError, ChatId, Escalation, FleetPort, MessageId
 from commands.base import Role
-from supervisor.escalations import Kind
+from supervisor.api import Kind
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from bot.kit.ports import Escalation
 from bot.render import preview, split_text, visible
 from commands.approvals import detail_filename, escalation_blocks, escalation_buttons
 from commands.base import Attachment, Button, Reply, Text
-from supervisor.escalations import Kind
+from supervisor.api import Kind
 
 # The card's share for the body (what kind of call, why asked) when a detail follows it, and
 # without one (a question); anything longer is cut with a note and sent whole as a file.

@@ -18,8 +18,8 @@ ChatId = NewType("ChatId", str)  # a platform's chat (Telegram: the chat id; Sla
 MessageId = NewType("MessageId", str)
 TapId = NewType("TapId", str)  # a button press, to be answered once
 
-# The escalation read model the kit renders. Today the store's row; supervisor/api.py's frozen
-# model takes its place when it lands (the kit reads fields only).
+# The escalation read model the kit renders. Today the store's row; supervisor.api's frozen model
+# takes its place when it lands (the kit reads fields only).
 Escalation = EscalationRow
 
 
@@ -220,7 +220,7 @@ class EventFeed(Protocol):
 
 class FleetPort(Protocol):
     """The handful of fleet calls the kit makes; satisfied over today's pool and store by
-    bot/fleet.py, and over supervisor/api.py once it lands."""
+    bot/fleet.py, and over supervisor/api/__init__.py once it lands."""
 
     async def operator(self, platform: str, user_id: str, /) -> Operator | None: ...
 

@@ -39,7 +39,7 @@ from bot.render import fit
 from commands.base import Button, Caller, Reply, Role, Text
 from commands.dispatcher import split_command
 from commands.operators import redact_codes
-from supervisor.escalations import Kind
+from supervisor.api import Kind
 from supervisor.service import Lifecycle
 
 logger = logging.getLogger(__name__)

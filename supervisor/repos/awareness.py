@@ -11,17 +11,17 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from supervisor.bus import SYSTEM_SENDER
+from supervisor.bus.core import SYSTEM_SENDER
 from supervisor.errors import InvalidRequest, RepoFailed, SupervisorError
 from supervisor.repos import git
 from supervisor.repos.siblings import Notice, Siblings, render
 
 if TYPE_CHECKING:
     from store import Store
-    from supervisor.bus import Bus
+    from supervisor.agents.fleet import FleetReader
+    from supervisor.bus.core import Bus
     from supervisor.clock import Clock
     from supervisor.config import Settings
-    from supervisor.fleet import FleetView
     from supervisor.repos.git import Tree
 
 logger = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ COMMIT_NOTICE_TTL_S = 6 * 3600.0
 
 class Awareness:
     if TYPE_CHECKING:
-        _fleet: FleetView
+        _fleet: FleetReader
         _bus: Bus
         _clock: Clock
         store: Store

@@ -33,13 +33,13 @@ from supervisor.repos.siblings import Siblings
 
 if TYPE_CHECKING:
     from store import Store
-    from supervisor.bus import Bus
+    from supervisor.agents.fleet import FleetReader
+    from supervisor.bus.core import Bus
     from supervisor.clock import Clock
     from supervisor.config import Settings
-    from supervisor.escalations import Escalations
     from supervisor.events import EventHub
-    from supervisor.fleet import FleetView
-    from supervisor.sandbox import Isolation
+    from supervisor.guard.escalations import Escalations
+    from supervisor.process.sandbox import Isolation
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -85,7 +85,7 @@ class Repos(Awareness):
     """The repositories of one supervisor. Built by the pool, started after its agents.
     `isolation` is the host's sandbox as the pool probed it at its start (None before)."""
 
-    def __init__(self, settings: Settings, store: Store, hub: EventHub, fleet: FleetView,
+    def __init__(self, settings: Settings, store: Store, hub: EventHub, fleet: FleetReader,
                  bus: Bus, escalations: Escalations, isolation: Callable[[], Isolation | None],
                  clock: Clock) -> None:
         self.settings = settings

@@ -111,7 +111,7 @@ def test_the_probe_sees_what_an_agent_sees_of_a_checkout_in_a_private_directory(
     import tempfile
 
     from supervisor.config import Settings
-    from supervisor.sandbox import probe
+    from supervisor.process.sandbox import probe
 
     private = Path(tempfile.mkdtemp(dir="/tmp"))  # 0700, root's
     try:

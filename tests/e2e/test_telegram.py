@@ -13,9 +13,9 @@ import pytest
 from bot.app import Switchboard
 from bot.telegram import KILL_TEXT, TelegramFrontend
 from supervisor.config import Secret
-from supervisor.describe import describe
-from supervisor.escalations import Kind
-from supervisor.gate import PERMISSION_OPTIONS
+from supervisor.guard.describe import describe
+from supervisor.guard.escalations import Kind
+from supervisor.guard.gate import PERMISSION_OPTIONS
 from tests.conftest import agent_dir, make_settings, processes_with_tag, wait_for
 from tests.fakes.fake_telegram import FakeTelegram
 

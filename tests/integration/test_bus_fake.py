@@ -115,7 +115,7 @@ async def test_nothing_is_delivered_while_the_kill_switch_is_on_and_messages_are
     await idle(fake_app, a, b)
     bus = fake_app.pool.bus
     bus.halted = lambda: True  # the switch as the bus sees it; the agents stay up
-    from supervisor.bus import Sender
+    from supervisor.bus.core import Sender
     sent = await bus.send(Sender(a.id, "a"), "b", "info", "held")
     assert await bus.inbox(b.id).take(0.3) is None
     view = await fake_app.api.message(sent.message_id)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from store import open_store
-from supervisor.bus import BusState
+from supervisor.bus.core import BusState
 from supervisor.config import Settings
 from supervisor.core import SERVICE_ORDER, Core
 from supervisor.events import EventHub
@@ -43,7 +43,7 @@ def _order(caplog: pytest.LogCaptureFixture, verb: str) -> list[str]:
 
 
 def test_the_pool_builds_no_part_and_the_core_builds_every_one():
-    assert _built_in(ROOT / "supervisor" / "pool.py") == set()
+    assert _built_in(ROOT / "supervisor" / "agents" / "pool.py") == set()
     assert _built_in(ROOT / "supervisor" / "core.py") == set(PARTS)
 
 

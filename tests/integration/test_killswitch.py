@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bot.app import Switchboard
-from supervisor.killswitch import write_local_trigger
+from supervisor.guard.killswitch import write_local_trigger
 from tests.conftest import processes_with_tag, run, wait_for
 from tests.subproc import Supervisor, write_config
 

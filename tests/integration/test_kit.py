@@ -12,8 +12,8 @@ import pytest
 from bot.app import Switchboard
 from bot.kit import FrontDesk, Incoming, MessageId, Sender, Tap, TapId
 from bot.kit.ports import ChatId
-from supervisor.escalations import Kind
-from supervisor.gate import PERMISSION_OPTIONS
+from supervisor.guard.escalations import Kind
+from supervisor.guard.gate import PERMISSION_OPTIONS
 from tests.conftest import ADMIN, wait_for
 from tests.fakes.fake_chat import FakeChat, FakeClock
 

@@ -14,8 +14,8 @@ import pytest
 
 from bot.app import Switchboard
 from supervisor.config import Settings
-from supervisor.leases import Leases
-from supervisor.remote import GcsRemote
+from supervisor.persistence.leases import Leases
+from supervisor.persistence.remote import GcsRemote
 from tests.conftest import run, wait_for
 from tests.fakes.gcs import Emulator
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from bot.app import Switchboard
-from supervisor.bus import SYSTEM
+from supervisor.bus.core import SYSTEM
 from tests.conftest import run, wait_for
 from tests.integration.test_repos_fake import bare_git, make_origin
 

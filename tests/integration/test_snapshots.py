@@ -13,10 +13,15 @@ from pathlib import Path
 import pytest
 
 from store import open_store
-from supervisor import context_sync, snapshot
 from supervisor.config import Settings
-from supervisor.remote import DirRemote, GcsRemote, open_remote
-from supervisor.snapshots import REPORT_AFTER, Snapshotter, context_dir, restore_on_start
+from supervisor.persistence import context_sync, snapshot
+from supervisor.persistence.remote import DirRemote, GcsRemote, open_remote
+from supervisor.persistence.snapshots import (
+    REPORT_AFTER,
+    Snapshotter,
+    context_dir,
+    restore_on_start,
+)
 from tests.fakes.gcs import Emulator
 
 
@@ -90,7 +95,7 @@ async def test_newer_generation_wins_and_is_logged(gcs: Emulator, tmp_path: Path
     snap_b.run_once()  # generation 3
     snap_b.close(final=False)
     # a's database says 2, the bucket 3: the bucket wins, a's file is kept aside.
-    caplog.set_level("WARNING", logger="supervisor.snapshots")
+    caplog.set_level("WARNING", logger="supervisor.persistence.snapshots")
     restored = restore_on_start(a, _remote(a))
     assert restored.decision.action == "restore" and restored.generation == 3
     assert _marker(a.db_path) == "from-b" and restored.kept is not None
@@ -238,7 +243,7 @@ async def test_a_bucket_that_is_not_there_fails_writes_not_silently(gcs: Emulato
                                                                     tmp_path: Path) -> None:
     """Regression: a write to a missing bucket (GCS answers 404) was taken for "not found,
     nothing to do": the lease looked written, then read back as someone else's."""
-    from supervisor.remote import RemoteError
+    from supervisor.persistence.remote import RemoteError
 
     settings = _settings(tmp_path / "a").with_(gcs_bucket="no-such-bucket")
     remote = _remote(settings)

@@ -104,7 +104,7 @@ def test_sigkill_in_a_bash_call_then_a_new_container_resumes_the_session(
     bucket = _bucket(gcs_emulator)
     home = short_home / "sb"
     # A short lease: the SIGKILLed supervisor never gives its agents' leases back, and the
-    # new one waits them out (supervisor/persistence.py).
+    # new one waits them out (supervisor/persistence/bucket.py).
     write_config(home, mock_api, permissive=True, gcs_bucket="sb-transcripts", lease_ttl_s=3,
                  snapshot_debounce_s=0.2)
     sup = Supervisor(home)
@@ -133,7 +133,7 @@ def test_sigkill_in_a_bash_call_then_a_new_container_resumes_the_session(
     shutil.rmtree(home)
     shutil.rmtree(home.parent / "claude", ignore_errors=True)
     # A short lease: the SIGKILLed supervisor never gives its agents' leases back, and the
-    # new one waits them out (supervisor/persistence.py).
+    # new one waits them out (supervisor/persistence/bucket.py).
     write_config(home, mock_api, permissive=True, gcs_bucket="sb-transcripts", lease_ttl_s=3)
     before = len(mock_api.requests)
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from bot.app import Switchboard
+from supervisor.agents.runner import AgentRunner
 from supervisor.config import Settings
-from supervisor.runner import AgentRunner
 from tests.conftest import run, wait_for
 
 # Generous: twenty real CLIs starting at once on two cores take a while.

@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from supervisor.runner import NATIVE_TOOLS_DISALLOWED
+from supervisor.agents.runner import NATIVE_TOOLS_DISALLOWED
 from tests.conftest import agent_uid, run, wait_for
 from tests.security.conftest import spawn_fleet
 

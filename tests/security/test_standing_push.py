@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from supervisor.bus import Sender
+from supervisor.bus.core import Sender
 from tests.conftest import run, wait_for
 from tests.security.test_policy_bypass import git, repo_with_remote  # noqa: F401 - a fixture
 

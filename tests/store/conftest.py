@@ -103,7 +103,7 @@ async def bus_tx(store: Store, backend: str) -> AsyncIterator[Tx]:
 @pytest.fixture
 async def events_tx(store: Store, backend: str) -> AsyncIterator[Tx]:
     """One write of the event ingest or retention (EventRepo's static steps), in its own
-    transaction on a writer of its own, as supervisor/ingest.py and retention.py run them."""
+    transaction on a writer of its own, as supervisor/agents/ingest.py and retention.py run them."""
     writer = ThreadWriter(store.db.path, name="events writer")
     await writer.open()
 

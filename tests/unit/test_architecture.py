@@ -2,7 +2,7 @@
 supervisor -> store, and commands and front ends reach the supervisor only through
 supervisor.api (the composition root and the entry point excepted, by name). And no module
 reads a private attribute of another object: collaborators get public methods or narrow
-protocols (the pool's runners through the fleet registry, supervisor/fleet.py)."""
+protocols (the pool's runners through the fleet registry, supervisor/agents/fleet.py)."""
 
 from __future__ import annotations
 
@@ -56,3 +56,38 @@ def test_no_module_reads_another_objects_private_attributes():
                  for path in sorted((ROOT / package).rglob("*.py"))
                  for line, expr in private_reads(path.read_text())]
     assert offenders == [], "\n".join(offenders)
+
+
+def _contracts() -> list[dict[str, object]]:
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return list(config["tool"]["importlinter"]["contracts"])
+
+
+def _parts() -> set[str]:
+    """Every top-level module and package of supervisor/."""
+    top = ROOT / "supervisor"
+    return {p.stem for p in top.glob("*.py") if p.stem != "__init__"} | {
+        p.name for p in top.iterdir() if (p / "__init__.py").is_file()}
+
+
+def test_every_part_of_the_supervisor_is_in_a_layer():
+    [layers] = [c for c in _contracts() if c.get("containers") == ["supervisor"]]
+    named = {part.strip() for layer in layers["layers"]  # type: ignore[union-attr]
+             for part in str(layer).replace("|", ":").split(":")}
+    assert _parts() - named == set(), "add it to the layers contract in pyproject.toml"
+    assert named - _parts() == set()
+
+
+def test_the_front_ends_whitelist_names_every_other_part():
+    """bot and commands may import supervisor.api and the vocabulary it names; every other
+    part of supervisor/ is forbidden to them by name, so a new part is forbidden until it is
+    placed on purpose."""
+    [whitelist] = [c for c in _contracts() if c["name"].startswith(  # type: ignore[union-attr]
+        "Commands and front ends reach the supervisor only through")]
+    forbidden = {str(m).removeprefix("supervisor.") for m in whitelist["forbidden_modules"]
+                 if str(m).startswith("supervisor.")}  # type: ignore[union-attr]
+    vocabulary = {"api", "config", "config_sources", "clock", "errors", "events", "service",
+                  "names", "redact", "sanitize", "heap"}
+    assert _parts() - vocabulary == forbidden

@@ -18,7 +18,7 @@ import pytest
 
 from store import Store, open_store
 from store.bus import Lease
-from supervisor.bus import OPERATOR_SENDER, Bus, Sender
+from supervisor.bus.core import OPERATOR_SENDER, Bus, Sender
 from supervisor.clock import FakeClock
 from supervisor.config import Settings
 from supervisor.errors import InvalidRequest, LimitExceeded, ShuttingDown

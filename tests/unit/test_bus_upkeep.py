@@ -12,10 +12,10 @@ import pytest
 
 from store import Store, open_store
 from store.errors import StoreError
-from supervisor.bus import EXPIRY_SWEEP_S, OPERATOR_SENDER, Bus, Sender
+from supervisor.bus.core import EXPIRY_SWEEP_S, OPERATOR_SENDER, Bus, Sender
 from supervisor.clock import FakeClock
 from supervisor.config import Settings
-from supervisor.storage import Trouble, classify
+from supervisor.guard.storage import Trouble, classify
 from tests.unit.test_bus import FakeMembers
 
 

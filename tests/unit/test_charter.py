@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from store import Store, open_store
-from supervisor.charter import (
+from supervisor.errors import InvalidRequest
+from supervisor.guard.charter import (
     SEND_BACK_PREFIX,
     judge,
     parse,
@@ -18,9 +19,8 @@ from supervisor.charter import (
     send_back_text,
     system_prompt,
 )
-from supervisor.errors import InvalidRequest
-from supervisor.sendback import send_back
-from supervisor.standing import charter_text
+from supervisor.guard.sendback import send_back
+from supervisor.schedule.standing import charter_text
 
 CHARTER = """\
 Goal: keep the main branch green.

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from supervisor.clock import SYSTEM_CLOCK, Clock, FakeClock, SystemClock
-from supervisor.guardrails import CrashTracker, LimitExceeded, RateLimiter, day_start
+from supervisor.guard.guardrails import CrashTracker, LimitExceeded, RateLimiter, day_start
 
 
 def test_both_clocks_fit_the_protocol():

@@ -10,14 +10,14 @@ from typing import Any
 
 from store import open_store
 from store.kv import get_sync
+from supervisor.agents.fleet import Fleet
 from supervisor.clock import FakeClock
 from supervisor.config import Settings
-from supervisor.escalations import Escalations, Timeouts
 from supervisor.events import EventHub
-from supervisor.fleet import Fleet
-from supervisor.guardrails import MemoryReading
-from supervisor.killswitch import HALT_KEY, KillSwitch, write_local_trigger
-from supervisor.watchdog import Watchdog
+from supervisor.guard.escalations import Escalations, Timeouts
+from supervisor.guard.guardrails import MemoryReading
+from supervisor.guard.killswitch import HALT_KEY, KillSwitch, write_local_trigger
+from supervisor.guard.watchdog import Watchdog
 
 BOUND_S = 10.0
 
@@ -117,7 +117,7 @@ def test_the_watcher_logs_a_failing_poll_and_keeps_watching(tmp_path, caplog):
         if len(calls) == 5:
             switch.close()  # stop after two good polls
 
-    with caplog.at_level("WARNING", logger="supervisor.killswitch"):
+    with caplog.at_level("WARNING", logger="supervisor.guard.killswitch"):
         switch.watch_loop(poll, "killswitch-file", 0.001)
     assert len(calls) == 5
     failed = [r for r in caplog.records if "watcher failed" in r.getMessage()]

@@ -21,8 +21,8 @@ from bot.app import Switchboard
 from commands.base import Arg, Caller, Command, Opt, Reply, Rest, Role, usage_line
 from commands.dispatcher import MAX_COMMAND_CHARS, REGISTRY, Dispatcher
 from store.errors import StoreUnavailable
+from supervisor.agents.runner import AgentRunner
 from supervisor.errors import InvalidRequest
-from supervisor.runner import AgentRunner
 from tests.conftest import (
     ADMIN,
     MODEL,

@@ -8,7 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from supervisor.cron import (
+from supervisor.errors import InvalidRequest
+from supervisor.schedule.cron import (
     CRON,
     EVERY,
     ONCE,
@@ -20,7 +21,6 @@ from supervisor.cron import (
     parse_when,
     warnings,
 )
-from supervisor.errors import InvalidRequest
 
 BERLIN, NEW_YORK = "Europe/Berlin", "America/New_York"
 

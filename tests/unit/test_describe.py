@@ -9,8 +9,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from supervisor.describe import CallText, describe, describe_call
-from supervisor.policy import describe_call as from_policy
+from supervisor.guard.describe import CallText, describe, describe_call
+from supervisor.guard.policy import describe_call as from_policy
 
 TAIL = "; git push --force origin main"
 

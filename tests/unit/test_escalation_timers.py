@@ -14,7 +14,8 @@ import pytest
 
 from store import Store, open_store
 from supervisor.clock import FakeClock
-from supervisor.escalations import (
+from supervisor.events import EventHub
+from supervisor.guard.escalations import (
     AlreadyAnswered,
     Answer,
     Decision,
@@ -23,8 +24,7 @@ from supervisor.escalations import (
     Kind,
     Timeouts,
 )
-from supervisor.events import EventHub
-from supervisor.timers import EscalationTimers, TimerState
+from supervisor.guard.timers import EscalationTimers, TimerState
 
 TIMEOUTS = Timeouts(reminder_s=300.0, timeout_s=900.0)
 BOUND_S = 10.0  # a safety bound on waiting for the loop's own work; never a sleep

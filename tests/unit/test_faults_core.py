@@ -11,7 +11,7 @@ import time
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions
 
-from supervisor.process import TAG_VAR, AgentProcess
+from supervisor.process.agent import TAG_VAR, AgentProcess
 from supervisor.sanitize import clean
 
 pytestmark = pytest.mark.timeout(30)
@@ -101,8 +101,8 @@ async def test_a_notice_the_store_refuses_is_held_and_delivered_to_every_front_e
     held in memory, follow() delivers it to each front end, and ack() retires it per front
     end, touching no database."""
     from store import open_store
-    from supervisor.escalations import Escalations, Timeouts
     from supervisor.events import EventHub
+    from supervisor.guard.escalations import Escalations, Timeouts
 
     store = await open_store(tmp_path / "db.sqlite")
     try:
@@ -127,8 +127,8 @@ async def test_a_delivery_the_store_cannot_record_does_not_stop_delivery(tmp_pat
     front end's delivery loop (which acknowledges outside its error handling) ended for good,
     just when the storage-trouble notice needed delivering."""
     from store import open_store
-    from supervisor.escalations import Escalations, Timeouts
     from supervisor.events import EventHub
+    from supervisor.guard.escalations import Escalations, Timeouts
 
     store = await open_store(tmp_path / "db.sqlite")
     try:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from store import open_store
-from supervisor.escalations import Answer, Decision, Escalations, Timeouts
-from supervisor.gate import GateDeps, ToolGate
-from supervisor.policy import Policy
+from supervisor.guard.escalations import Answer, Decision, Escalations, Timeouts
+from supervisor.guard.gate import GateDeps, ToolGate
+from supervisor.guard.policy import Policy
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -27,11 +27,11 @@ from claude_agent_sdk import (
 from store import Store, open_store
 from store.errors import StoreError
 from store.migrations import MIGRATIONS
+from supervisor.agents.ingest import EventIngest
+from supervisor.agents.records import data_json, record_of
+from supervisor.agents.retention import DAY_S, Retention, database_bytes
 from supervisor.clock import FakeClock
 from supervisor.events import AgentOutput, EventHub, TurnFinished
-from supervisor.ingest import EventIngest
-from supervisor.records import data_json, record_of
-from supervisor.retention import DAY_S, Retention, database_bytes
 from tests.conftest import run, wait_for
 
 pytestmark = pytest.mark.timeout(30)
@@ -129,7 +129,7 @@ async def test_a_writer_behind_the_fleet_holds_the_record_path_back(store):
 async def test_an_agents_next_message_waits_while_a_whole_batch_waits_for_the_writer(
         fake_settings):
     from bot.app import Switchboard
-    from supervisor.runner import AgentRunner
+    from supervisor.agents.runner import AgentRunner
 
     settings = fake_settings.with_(ingest_max_batch=5, ingest_window_s=60.0)
     async with Switchboard(settings) as app:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from supervisor import launcher
-from supervisor.process import install_launcher, launcher_files
+from supervisor.process.agent import install_launcher, launcher_files
 
 # What made every start slower: `signal` imports `enum`, `json` imports `re`, and ctypes.
 HEAVY = {"enum", "re", "json", "signal", "ctypes", "functools", "collections"}

@@ -1,4 +1,4 @@
-"""Agents' tool servers (supervisor/mcp_server.py): the SDK's semantics, with each tool's
+"""Agents' tool servers (supervisor/guard/mcp_server.py): the SDK's semantics, with each tool's
 schema checked once when the server is built, not at every call."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import jsonschema
 import pytest
 from claude_agent_sdk import tool
 
-from supervisor import mcp_server
-from supervisor.mcp_server import tool_runner, tool_server
+from supervisor.guard import mcp_server
+from supervisor.guard.mcp_server import tool_runner, tool_server
 
 
 @tool("echo", "Echo a word", {"type": "object", "properties": {"word": {"type": "string"}},

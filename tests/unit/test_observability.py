@@ -175,7 +175,7 @@ def test_json_logs_are_one_object_a_line_with_stable_keys_and_no_secret(tmp_path
                         agent_env={"SERVICE_API_TOKEN": "agent-env-token-9"},
                         log_format="json")
     configure_logging(settings, to_stderr=True)
-    log = logging.getLogger("supervisor.runner")
+    log = logging.getLogger("supervisor.agents.runner")
     log.warning("agent failed agent=ab12cd name=fixer error=%s", f"GET /bot{TOKEN}/getMe\nnext")
     log.info("quoting \"%s\" and a key %s", "agent-env-token-9", pem)
     log.info("with extras", extra={"turn_id": 7, "header": "Authorization: Bearer abcdef123456"})
@@ -194,7 +194,7 @@ def test_json_logs_are_one_object_a_line_with_stable_keys_and_no_secret(tmp_path
         assert TOKEN.split(":")[1] not in text and "agent-env-token-9" not in text
         assert "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" not in text and "abcdef123456" not in text
         failed, quoted, extras, crashed = records
-        assert failed["level"] == "WARNING" and failed["logger"] == "supervisor.runner"
+        assert failed["level"] == "WARNING" and failed["logger"] == "supervisor.agents.runner"
         assert (failed["agent"], failed["name"]) == ("ab12cd", "fixer")
         assert failed["msg"].startswith("agent failed agent=ab12cd") and "\nnext" in failed["msg"]
         assert "/bot***/getMe" in failed["msg"]

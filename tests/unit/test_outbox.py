@@ -9,7 +9,8 @@ import pytest
 
 from store import open_store
 from supervisor.clock import FakeClock
-from supervisor.escalations import (
+from supervisor.events import EventHub
+from supervisor.guard.escalations import (
     AlreadyAnswered,
     Answer,
     Decision,
@@ -18,7 +19,6 @@ from supervisor.escalations import (
     Timeouts,
     UnknownEscalation,
 )
-from supervisor.events import EventHub
 from tests.conftest import wait_for
 
 

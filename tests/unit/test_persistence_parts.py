@@ -8,10 +8,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from supervisor.leases import Leases
-from supervisor.protected import ProtectedPaths
-from supervisor.remote import DirRemote
-from supervisor.snapshots import MAX_BACKOFF_S, _backoff_s
+from supervisor.guard.protected import ProtectedPaths
+from supervisor.persistence.leases import Leases
+from supervisor.persistence.remote import DirRemote
+from supervisor.persistence.snapshots import MAX_BACKOFF_S, _backoff_s
 
 
 class Clock:

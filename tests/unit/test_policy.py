@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.policy import Action, Decision, Policy, PolicyError
-from supervisor.shell import ShellParseError, analyse, canonical, parse
+from supervisor.guard.policy import Action, Decision, Policy, PolicyError
+from supervisor.guard.shell import ShellParseError, analyse, canonical, parse
 
 CWD = "/work/repo"
 

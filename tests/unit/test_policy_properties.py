@@ -7,7 +7,7 @@ import shlex
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from supervisor.policy import Action, Decision, Policy, describe_call
+from supervisor.guard.policy import Action, Decision, Policy, describe_call
 
 POLICY = Policy.load(None)
 CWD = "/work/repo"

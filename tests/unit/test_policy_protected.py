@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.policy import Action, Decision, Policy
-from supervisor.protected import ProtectedPaths, may_match, write_hazard
+from supervisor.guard.policy import Action, Decision, Policy
+from supervisor.guard.protected import ProtectedPaths, may_match, write_hazard
 
 HOME = os.path.expanduser("~")
 PERMISSIVE = Path(__file__).resolve().parents[1] / "fakes" / "permissive_policy.toml"

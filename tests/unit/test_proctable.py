@@ -1,5 +1,5 @@
-"""Shared /proc snapshots (supervisor/proctable.py): many agents asking at once share a scan, and
-each caller's scan began after it asked."""
+"""Shared /proc snapshots (supervisor/process/proctable.py): many agents asking at once share a
+scan, and each caller's scan began after it asked."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import subprocess
 
 from supervisor import launcher
-from supervisor.proctable import ProcTable
+from supervisor.process.proctable import ProcTable
 
 
 async def test_callers_asking_at_once_share_scans_taken_after_they_asked() -> None:

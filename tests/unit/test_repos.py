@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from supervisor.config import Settings
-from supervisor.policy import Action, Policy
-from supervisor.protected import ProtectedPaths
+from supervisor.guard.policy import Action, Policy
+from supervisor.guard.protected import ProtectedPaths
+from supervisor.process.sandbox import Isolation, agent_dirs, bwrap_args, hidden_paths
 from supervisor.redact import SECRETS
 from supervisor.repos.git import Credentials, config_env
 from supervisor.repos.siblings import Notice, Siblings, covers, overlap, render
-from supervisor.sandbox import Isolation, agent_dirs, bwrap_args, hidden_paths
 from tests.conftest import run
 
 

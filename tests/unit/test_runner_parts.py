@@ -15,10 +15,10 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
+from supervisor.agents.lifecycle import TRANSITIONS, InvalidTransition, allowed, check
+from supervisor.agents.records import NO_TOOL, cost_delta, record_of, turn_status
+from supervisor.bus.inbox import MemoryInbox
 from supervisor.events import AgentState as S
-from supervisor.inbox import MemoryInbox
-from supervisor.lifecycle import TRANSITIONS, InvalidTransition, allowed, check
-from supervisor.records import NO_TOOL, cost_delta, record_of, turn_status
 
 
 def result(total: float, usage: dict | None = None, **kw: object) -> ResultMessage:
@@ -115,7 +115,7 @@ async def test_memory_inbox_order_drop_and_wake():
 
 
 def test_passing_api_errors_are_retryable_alike():
-    from supervisor.records import retryable_api_error
+    from supervisor.agents.records import retryable_api_error
 
     def api_error(status: int | None) -> ResultMessage:
         msg = result(0.0, is_error=True, result=f"API Error: {status}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from supervisor.config import Settings
-from supervisor.sandbox import Isolation, agent_dirs, bwrap_args
+from supervisor.process.sandbox import Isolation, agent_dirs, bwrap_args
 
 
 def _argv(tmp_path: Path, **kw: object) -> list[str]:

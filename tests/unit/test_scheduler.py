@@ -18,7 +18,7 @@ from store import Store, open_store
 from store.schedules import RunRow, ScheduleRow
 from supervisor.clock import FakeClock
 from supervisor.errors import LimitExceeded
-from supervisor.scheduler import CATCH_UP_ONCE, SKIP, SPAWN, Outcome, Scheduler, Started
+from supervisor.schedule.scheduler import CATCH_UP_ONCE, SKIP, SPAWN, Outcome, Scheduler, Started
 
 TZ = "Europe/Berlin"
 # Mon 7 Dec 2026 08:00 Berlin

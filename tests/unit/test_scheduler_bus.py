@@ -12,12 +12,12 @@ import pytest
 
 from store import open_store
 from store.turns import TurnRow
-from supervisor.bus import OPERATOR_SENDER
+from supervisor.agents.recovery import rerun_texts
+from supervisor.bus.core import OPERATOR_SENDER
+from supervisor.bus.inbox import QUIET_NOTE, Taken, quiet_turn
 from supervisor.clock import FakeClock
 from supervisor.config import Settings
-from supervisor.inbox import QUIET_NOTE, Taken, quiet_turn
-from supervisor.recovery import rerun_texts
-from supervisor.scheduler import SCHEDULER_SENDER
+from supervisor.schedule.scheduler import SCHEDULER_SENDER
 from tests.unit.test_bus import A, FakeMembers, World
 
 

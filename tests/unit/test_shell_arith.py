@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from supervisor.policy import Action, Decision, Policy
-from supervisor.shell import canonical
-from supervisor.shell.arith import evaluate, harmless
+from supervisor.guard.policy import Action, Decision, Policy
+from supervisor.guard.shell import canonical
+from supervisor.guard.shell.arith import evaluate, harmless
 
 CWD = "/work/repo"
 POLICY = Policy.load(None)

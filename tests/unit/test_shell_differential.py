@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.policy import Action, Policy
+from supervisor.guard.policy import Action, Policy
 
 BASH = shutil.which("bash")
 pytestmark = pytest.mark.skipif(BASH is None, reason="needs bash")

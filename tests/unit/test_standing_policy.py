@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from store import open_store
-from supervisor.escalations import Answer, Decision, Escalations, Timeouts
-from supervisor.gate import IRREVERSIBLE_OPTIONS, GateDeps, ToolGate
-from supervisor.policy import Action, Policy, PolicyError
+from supervisor.guard.escalations import Answer, Decision, Escalations, Timeouts
+from supervisor.guard.gate import IRREVERSIBLE_OPTIONS, GateDeps, ToolGate
+from supervisor.guard.policy import Action, Policy, PolicyError
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from supervisor.errors import ConfigError
-from supervisor.teams import agent_names, load, parse, prompt_of
+from supervisor.schedule.teams import agent_names, load, parse, prompt_of
 from tests.conftest import run
 
 GOOD = """

@@ -8,9 +8,9 @@ import json
 import pytest
 from claude_agent_sdk import InMemorySessionStore, project_key_for_directory
 
+from supervisor.agents.transcripts import MirrorOnly, bring_back, restart_note, transcript_file
 from supervisor.errors import AgentFailed
-from supervisor.sandbox import Isolation
-from supervisor.transcripts import MirrorOnly, bring_back, restart_note, transcript_file
+from supervisor.process.sandbox import Isolation
 
 SID = "3f1c2a9e-0000-4000-8000-000000000001"
 NO_SANDBOX = Isolation(False, "none")

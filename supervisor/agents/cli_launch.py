@@ -1,0 +1,117 @@
+"""How an agent's CLI is started: its environment (the allowlist, then its sandbox: bwrap's
+arguments, the repository wall) and the SDK options (our launcher as the CLI, the gate's
+callbacks, hooks and MCP tools, the system prompt, the session to resume, the transcript's copy
+in the bucket). Kept apart from supervisor/agents/runner.py, which decides when a CLI starts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from claude_agent_sdk import ClaudeAgentOptions, SessionStore
+from claude_agent_sdk.types import SystemPromptPreset
+
+from supervisor import launcher as launcher_module
+from supervisor.agents.transcripts import MirrorOnly
+from supervisor.config import Settings
+from supervisor.errors import AgentFailed
+from supervisor.guard.charter import system_prompt as charter_prompt
+from supervisor.process.agent import launcher_files
+from supervisor.process.sandbox import agent_dirs, bwrap_args, prepare, sandbox_env
+
+if TYPE_CHECKING:
+    from supervisor.agents.runner import AgentRunner, RunnerDeps
+
+# Claude Code's own tools that would bypass the supervisor: cross-session messaging, session
+# cron, remote triggers, workflows, monitors, worktrees and agent teams. Our MCP tools (bus,
+# scheduler, worktrees) replace them. Checked against the real CLI's request in the tests.
+NATIVE_TOOLS_DISALLOWED = (
+    "SendMessage", "ListAgents", "CronCreate", "CronDelete", "CronList", "ScheduleWakeup",
+    "RemoteTrigger", "PushNotification", "Workflow", "Monitor", "EnterWorktree",
+    "ExitWorktree", "TeamCreate", "TeamDelete", "SendUserMessage",
+)
+
+
+def context_note(settings: Settings) -> str:
+    """What every agent's system prompt says about the shared context."""
+    return (f"Shared context: {settings.context_dir.resolve()} (also in $SWITCHBOARD_CONTEXT_DIR) "
+            "holds Markdown notes every agent of this Switchboard may read and write: "
+            "decisions, plans, conventions, hand-offs. Read what is there before you start; "
+            "write down what the others should know. Keep it short, one topic per file.")
+
+
+def _sandbox(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> dict[str, str]:
+    """Prepare the agent's private directory; the variables that put it in its sandbox."""
+    iso = deps.isolation
+    if not iso.ok:
+        if not deps.settings.allow_unisolated_agents:
+            raise AgentFailed(None, "", f"agents are not started unisolated: {iso.problem}")
+        wall = deps.repo_wall(r.id)
+        return dict(wall.env) if wall is not None else {}
+    dirs = agent_dirs(deps.settings, r.id)
+    prepare(deps.settings, iso, dirs, Path(r.cwd), env)
+    wall = deps.repo_wall(r.id)
+    argv = bwrap_args(deps.settings, iso, dirs, Path(r.cwd), env, deps.real_cli,
+                      ro_extra=launcher_files(deps.launcher),
+                      peers=(Path(p) for p in deps.peer_dirs(r.id)),
+                      binds=wall.binds if wall is not None else ())
+    return sandbox_env(iso, dirs, argv, Path(r.cwd)) | (wall.env if wall else {})
+
+
+def cli_options(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> ClaudeAgentOptions:
+    """What the SDK starts the agent's CLI with: through our launcher, in its sandbox, with the
+    gate's callbacks and tools, and nothing of the host's own settings."""
+    settings = deps.settings
+    keys = sorted(k for k in env if k not in launcher_module.CONTROL)
+    env.update(
+        {
+            launcher_module.TAG_VAR: r.tag,
+            launcher_module.CLI_VAR: str(deps.real_cli),
+            launcher_module.KEYS_VAR: ",".join(keys),
+            launcher_module.PARENT_VAR: str(os.getpid()),
+            launcher_module.NICE_VAR: str(settings.agent_nice),
+        }
+    )
+    return ClaudeAgentOptions(
+        cwd=r.cwd,
+        model=r.model or settings.default_model,
+        cli_path=str(deps.launcher),
+        env=env,
+        can_use_tool=r.gate.can_use_tool,
+        hooks=r.gate.hooks(),  # type: ignore[arg-type]
+        mcp_servers=r.gate.mcp_servers(),
+        permission_mode=r.permission_mode,  # type: ignore[arg-type]
+        system_prompt=system_prompt(settings, r.charter),
+        resume=r.session_id,
+        max_buffer_size=settings.max_line_bytes,
+        # Only what Switchboard gives the agent: no user, project or local settings (their
+        # hooks would run unchecked), no MCP servers but ours, unless the operator allowed
+        # the project's own for this agent (/spawn --project-settings).
+        setting_sources=["project"] if r.project_settings else [],
+        strict_mcp_config=not r.project_settings,
+        disallowed_tools=list(NATIVE_TOOLS_DISALLOWED),
+        # The bucket gets every transcript line as it is written ("eager"), so a container
+        # lost in the middle of a turn loses none of it.
+        session_store=cast(SessionStore, MirrorOnly(deps.session_store))
+        if deps.session_store is not None else None,
+        session_store_flush="eager",
+    )
+
+
+def system_prompt(settings: Settings, charter: str | None) -> SystemPromptPreset:
+    """Claude Code's own prompt, with the shared-context note and a standing agent's charter."""
+    notes = [context_note(settings)]
+    if charter is not None:
+        notes.append(charter_prompt(charter))
+    return {"type": "preset", "preset": "claude_code", "append": "\n\n".join(notes)}
+
+
+def agent_env(r: AgentRunner, deps: RunnerDeps) -> dict[str, str]:
+    """The agent's environment: the allowlist, then what puts it in its sandbox."""
+    env = deps.settings.agent_environment()
+    cwd = Path(r.cwd)
+    if not cwd.is_dir() and cwd.is_relative_to(deps.settings.workspaces.resolve()):
+        cwd.mkdir(parents=True)  # a new container: the workspace comes back empty
+    env.update(_sandbox(r, deps, env))
+    return env

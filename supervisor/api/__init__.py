@@ -1,0 +1,695 @@
+"""The one surface over the supervisor: what commands, front ends, agents' tools and the
+scheduler call. It returns frozen read models, never a runner or a store row it does not own,
+and applies the supervisor's guards once: the kill switch and the command rate limit here,
+fleet admission (limits, spawn rates, memory, isolation) in the pool, which alone sees the fleet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
+
+from store import Store
+from store.errors import StoreError
+from supervisor.agents.retention import database_bytes, retention_words
+from supervisor.api.persistence import PersistenceAPI
+from supervisor.api.repos import RepoAPI
+from supervisor.api.schedules import Draft, RunView, ScheduleAPI, ScheduleView
+from supervisor.api.standing import StandingAPI
+from supervisor.api.views import (
+    Actor,
+    AgentDetail,
+    AgentLog,
+    AgentView,
+    Approved,
+    AuditView,
+    BusSent,
+    BusView,
+    CostCell,
+    DeliveryView,
+    EscalationView,
+    FleetView,
+    HaltView,
+    InviteView,
+    Killed,
+    LogEntry,
+    MessageView,
+    OperatorView,
+    Paused,
+    Sent,
+    SpendLine,
+    SpendReport,
+    StatsView,
+    StoreCheck,
+    TeamStarted,
+    TeamView,
+    agent_fields,
+    agent_view,
+)
+from supervisor.bus.core import OPERATOR_SENDER
+from supervisor.config import Settings
+from supervisor.errors import (
+    AgentExists,
+    AgentFailed,
+    AgentNotRunning,
+    AlreadyAnswered,
+    BadSchedule,
+    ConfigError,
+    Halted,
+    InvalidRequest,
+    LimitExceeded,
+    ShuttingDown,
+    StoreFailed,
+    SupervisorError,
+    UnknownAgent,
+    UnknownEscalation,
+    UnknownOperator,
+)
+from supervisor.events import AgentOutput, AgentState, Event, EventHub, StateChanged, TurnFinished
+from supervisor.guard.escalations import Answer, Decision, EscalationEvent, Escalations, Kind
+from supervisor.guard.guardrails import RateLimiter
+from supervisor.guard.killswitch import KillReport, KillSwitch
+from supervisor.guard.policy import Action as PolicyAction
+from supervisor.redact import SECRETS
+from supervisor.sanitize import clean
+from supervisor.schedule import teams as teams_module
+from supervisor.schedule.standing import charter_text
+from supervisor.schedule.tools import schedule_tools
+
+if TYPE_CHECKING:
+    from supervisor.agents.pool import AgentPool
+    from supervisor.core import Core
+    from supervisor.schedule.standing import StandingAgents
+
+logger = logging.getLogger(__name__)
+
+ROLES = ("viewer", "operator", "admin")
+INVITE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+INVITE_LENGTH = 10
+# Outcomes reported even before one happens, so a dashboard sees 0 rather than no series.
+TURN_OUTCOMES = ("ok", "error", "interrupted", "failed")
+SCHEDULE_OUTCOMES = ("ok", "failed", "skipped")
+WRITE_PROBE_KEY = "health.write_probe"
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _store_errors(
+    fn: Callable[Concatenate[SupervisorAPI, P], Awaitable[R]],
+) -> Callable[Concatenate[SupervisorAPI, P], Awaitable[R]]:
+    """A store failure underneath becomes StoreFailed: callers see one error tree."""
+
+    async def wrapper(api: SupervisorAPI, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await fn(api, *args, **kwargs)
+        except StoreError as exc:
+            raise StoreFailed(exc) from exc
+
+    functools.update_wrapper(wrapper, fn)  # in place: `wrapper` keeps its own type
+    return wrapper
+
+
+class SupervisorAPI:
+    def __init__(self, *, settings: Settings, store: Store, hub: EventHub, pool: AgentPool,
+                 escalations: Escalations, killswitch: KillSwitch,
+                 standing: StandingAgents) -> None:
+        self.settings = settings
+        self._store = store
+        self._hub = hub
+        self._pool = pool
+        self._escalations = escalations
+        self._killswitch = killswitch
+        self._rates = RateLimiter()
+        self._bus_depth: Callable[[], int] = lambda: 0
+        self._schedule_runs: Callable[[], Mapping[str, int]] = dict
+        # Repositories and worktrees (supervisor/api/repos.py).
+        self.repos = RepoAPI(pool, self._not_halted, self._charter_refused)
+        # Standing agents (supervisor/api/standing.py): wake, send-backs.
+        self.standing = StandingAPI(standing, pool.fleet, killswitch, store)
+        # The scheduler (supervisor/api/schedules.py): /cron, /remind, schedule_wakeup.
+        self.schedules = ScheduleAPI(pool, standing, audit=self._audit_row)
+        self.report_schedule_runs(self.schedules.scheduler.runs_by_outcome)
+        pool.tool_makers["schedules"] = lambda runner: schedule_tools(self.schedules, runner)
+        self.persistence = PersistenceAPI(pool)  # snapshots to the bucket
+
+    @classmethod
+    def over(cls, core: Core) -> SupervisorAPI:
+        """The API over the supervisor's parts (supervisor/core.py)."""
+        return cls(settings=core.settings, store=core.store, hub=core.hub, pool=core.pool,
+                   escalations=core.escalations, killswitch=core.killswitch,
+                   standing=core.standing)
+
+    # -- guards -------------------------------------------------------------------------------
+
+    def _not_halted(self) -> None:
+        """While the kill switch is on, only looking, denying and the switch itself work."""
+        self._killswitch.check()
+
+    def admit_command(self, by: Actor) -> None:
+        """One operator command: refused past commands_per_minute (LimitExceeded)."""
+        self._rates.hit(f"cmd:{by.id}", self.settings.commands_per_minute, "commands")
+
+    # -- agents: reading ----------------------------------------------------------------------
+
+    def agents(self, *, include_ended: bool = False) -> tuple[AgentView, ...]:
+        """Live agents (with `include_ended`, stopped, failed and killed ones too), oldest
+        first."""
+        runners = sorted(self._pool.fleet.everyone() if include_ended else self._pool.fleet.live(),
+                         key=lambda r: r.created_at)
+        return tuple(agent_view(r) for r in runners)
+
+    @_store_errors
+    async def agent(self, ref: str) -> AgentDetail:
+        """One agent by name or id (a live agent wins its name), with spend and process."""
+        r = await self._pool.fleet.get(ref)
+        totals = await self._store.turns.totals_by_agent(r.id)
+        last = await self._store.turns.recent(r.id, 1)
+        proc = r.process
+        return AgentDetail(
+            **agent_fields(r),
+            effective_model=r.model or self.settings.default_model,
+            session_id=r.session_id,
+            turns=totals[0].turns if totals else 0,
+            cost_usd=totals[0].cost_usd if totals else 0.0,
+            turn_started_at=r.turn_started_at,
+            cli_pid=proc.cli_pid if proc else None,
+            launcher_pid=proc.launcher_pid if proc else None,
+            last_error=r.last_error,
+            last_answer=last[0].result_text if last else None,
+            charter=r.charter,
+        )
+
+    @_store_errors
+    async def fleet(self) -> FleetView:
+        counts: dict[str, int] = {}
+        for r in self._pool.fleet.live():
+            counts[r.state] = counts.get(r.state, 0) + 1
+        totals = await self._store.turns.totals_by_agent()
+        return FleetView(tuple(sorted(counts.items())), sum(t.cost_usd for t in totals),
+                         db_bytes=database_bytes(self._store.db.path),
+                         retention=retention_words(self.settings))
+
+    @_store_errors
+    async def logs(self, ref: str, n: int = 20) -> AgentLog:
+        """The agent's last `n` events, oldest first."""
+        r = await self._pool.fleet.get(ref)
+        await self._pool.ingest.flush()  # the events still in the open batch too
+        events = await self._store.events.tail(r.id, n)
+        return AgentLog(agent_view(r), tuple(LogEntry(e.kind, e.summary, e.at, e.turn_id)
+                                        for e in events))
+
+    @_store_errors
+    async def spend(self, ref: str | None = None) -> SpendReport:
+        """Spend and tokens per agent and per model, of one agent or of all."""
+        agent = agent_view(await self._pool.fleet.get(ref)) if ref else None
+        agent_id = agent.id if agent else None
+        by_agent = await self._store.turns.totals_by_agent(agent_id)
+        by_model = await self._store.turns.totals_by_model(agent_id)
+        names = {r.id: r.name for r in self._pool.fleet.everyone()}
+        return SpendReport(
+            agent,
+            tuple(SpendLine(c.key, names.get(c.key, c.key), c.cost_usd, c.input_tokens,
+                            c.output_tokens, c.turns) for c in by_agent),
+            tuple(SpendLine(c.key, c.key, c.cost_usd, c.input_tokens, c.output_tokens,
+                            c.turns) for c in by_model),
+        )
+
+    # -- agents: acting -----------------------------------------------------------------------
+
+    @_store_errors
+    async def spawn(self, name: str, prompt: str, *, by: Actor, model: str | None = None,
+                    cwd: str | None = None, parent: str | None = None,
+                    permission_mode: str | None = None,
+                    project_settings: bool = False, role: str | None = None,
+                    charter: str | None = None) -> AgentView:
+        """Start an agent on its first prompt. The pool admits it (limits, rates, memory,
+        isolation) and validates name, prompt, mode and directory. With a `charter` (its
+        text, or @path of a file) it is a standing agent (docs/standing-agents.md)."""
+        self._not_halted()
+        name, prompt = clean(name), clean(prompt)
+        text = None if charter is None else charter_text(
+            clean(charter), refused=self._charter_refused, redact=SECRETS)
+        r = await self._pool.spawn(name, prompt, model=model, cwd=cwd, parent=parent,
+                                   permission_mode=permission_mode,
+                                   project_settings=project_settings, by=by.id, role=role,
+                                   charter=text)
+        return agent_view(r)
+
+    def _charter_refused(self, path: Path) -> str | None:
+        """A charter file the policy would not let an agent read (credentials, our files)."""
+        d = self._pool.policy.decide("", "Read", {"file_path": str(path)}, str(path.parent))
+        return f"{path}: {d.reason}" if d.action == PolicyAction.DENY else None
+
+    @_store_errors
+    async def ask(self, ref: str, text: str) -> Sent:
+        """Queue a message for an agent; it becomes the agent's next turn (a stopped or
+        failed agent restarts on its session; a paused one runs it once resumed)."""
+        self._not_halted()
+        r, ahead = await self._pool.ask(clean(ref), clean(text))
+        return Sent(agent_view(r), ahead)
+
+    @_store_errors
+    async def pause(self, ref: str) -> Paused:
+        self._not_halted()
+        r = await self._pool.fleet.get(ref)
+        stopped = await r.pause()
+        return Paused(agent_view(r), len(stopped))
+
+    @_store_errors
+    async def resume(self, ref: str) -> AgentView:
+        self._not_halted()
+        r = await self._pool.fleet.get(ref)
+        await r.resume()
+        return agent_view(r)
+
+    @_store_errors
+    async def stop(self, ref: str) -> AgentView:
+        """Interrupt the running turn and close the agent; its session is kept."""
+        self._not_halted()
+        r = await self._pool.fleet.get(ref)
+        await r.stop()
+        return agent_view(r)
+
+    @_store_errors
+    async def kill(self, ref: str) -> Killed:
+        """Kill the agent and every descendant: every process, no session restart."""
+        self._not_halted()
+        root = await self._pool.fleet.get(ref)
+        before = agent_view(root)
+        if root.state == AgentState.KILLED:
+            return Killed(before, ())
+        killed = await self._pool.kill(root.id)
+        return Killed(before, tuple(agent_view(r) for r in killed))
+
+    # -- teams ----------------------------------------------------------------------------------
+
+    def teams(self) -> tuple[TeamView, ...]:
+        """The team templates /team can start (built-in, then the team_file's)."""
+        return tuple(TeamView(t.name, t.summary, t.example,
+                              tuple((m.name, m.role) for m in t.members))
+                     for t in teams_module.load(self.settings.team_file).values())
+
+    @_store_errors
+    async def team(self, template: str, prompt: str | None, *, by: Actor,
+                   prefix: str | None = None, cwd: str | None = None) -> TeamStarted:
+        """Spawn every member of a team template at once, under the guardrails."""
+        self._not_halted()
+        known = teams_module.load(self.settings.team_file)
+        team = known.get(template)
+        if team is None:
+            raise InvalidRequest(f"there is no team template {template!r}; templates: "
+                                 + ", ".join(sorted(known)))
+        runners = await teams_module.spawn_team(self._pool, team, prompt, by=by.id,
+                                                prefix=prefix, cwd=cwd)
+        return TeamStarted(team.name, (prompt or "").strip() or team.example,
+                           tuple(agent_view(r) for r in runners))
+
+    # -- the bus --------------------------------------------------------------------------------
+
+    @_store_errors
+    async def send(self, to: str, text: str, *, by: Actor, kind: str = "task") -> BusSent:
+        """A message from the operator to an agent, a role (role:x), a topic (topic:x) or
+        everyone (*), stored before this returns."""
+        self._not_halted()
+        self._pool.require_running()
+        sent = await self._pool.bus.send(OPERATOR_SENDER, to, kind, text)
+        logger.info("operator message by=%s to=%s id=%s", by.id, to, sent.message_id)
+        return BusSent(sent.message_id, sent.duplicate, sent.queued, sent.refused,
+                       sent.summary())
+
+    async def _message_view(self, message_id: int) -> MessageView:
+        msg, rows = await self._pool.bus.status(message_id)
+        return MessageView(msg.id, msg.sender_name, msg.recipient, msg.type, msg.body,
+                           msg.created_at, msg.reply_to,
+                           tuple(DeliveryView(r.recipient, r.state, r.attempts, r.reason)
+                                 for r in rows))
+
+    @_store_errors
+    async def message(self, message_id: int) -> MessageView:
+        """One message, with whether it was delivered and consumed, per recipient."""
+        return await self._message_view(message_id)
+
+    @_store_errors
+    async def messages(self, ref: str | None = None, n: int = 20) -> tuple[MessageView, ...]:
+        """The last `n` messages (sent or received by one agent, or all), oldest first."""
+        agent_id = (await self._pool.fleet.get(ref)).id if ref else None
+        rows = await self._store.bus.recent(agent_id, max(1, min(n, 200)))
+        return tuple([await self._message_view(m.id) for m in rows])
+
+    @_store_errors
+    async def inbox(self, ref: str) -> tuple[MessageView, ...]:
+        """What is waiting for an agent (queued, or leased to its running turn), in the order
+        it will get it."""
+        r = await self._pool.fleet.get(ref)
+        rows = await self._store.bus.of_recipient(r.id)
+        return tuple([await self._message_view(x.message.id) for x in rows])
+
+    @_store_errors
+    async def bus_state(self) -> BusView:
+        """Queue depth per agent and deliveries by state."""
+        names = {r.id: r.name for r in self._pool.fleet.everyone()}
+        depths = sorted(((names.get(i, i), n) for i, n in self._pool.bus.depths().items()),
+                        key=lambda x: -x[1])
+        states = tuple(sorted((await self._store.bus.state_counts()).items()))
+        return BusView(tuple(depths), states, self._pool.bus.reclaimed)
+
+    # -- escalations ----------------------------------------------------------------------------
+
+    @_store_errors
+    async def pending(self, agent: str | None = None) -> tuple[EscalationView, ...]:
+        """Open questions and permission requests, oldest first (of one agent, or all)."""
+        agent_id = (await self._pool.fleet.get(agent)).id if agent else None
+        return tuple(await self._escalations.pending(agent_id))
+
+    @_store_errors
+    async def escalation(self, esc_id: str) -> EscalationView | None:
+        return await self._escalations.get(esc_id)
+
+    @_store_errors
+    async def approve(self, esc_id: str, *, by: Actor, session: bool = False) -> EscalationView:
+        """Allow a permission request once, or for the rest of the agent's session."""
+        self._not_halted()
+        row = await self._escalations.get(esc_id)
+        if row is not None and row.kind != Kind.PERMISSION and row.status == "open":
+            raise InvalidRequest(f"{row.id} is a question, not a permission request: use "
+                                 f"/answer {row.id} <text>")
+        decision = Decision.ALLOW_SESSION if session else Decision.ALLOW
+        return await self._escalations.answer(esc_id, Answer(decision, "", by.name, by.platform))
+
+    @_store_errors
+    async def approve_all(self, agent: str, *, by: Actor, session: bool = False) -> Approved:
+        """Allow every open permission request of one agent."""
+        self._not_halted()
+        r = await self._pool.fleet.get(agent)
+        rows = [row for row in await self._escalations.pending(r.id)
+                if row.kind == Kind.PERMISSION]
+        decision = Decision.ALLOW_SESSION if session else Decision.ALLOW
+        closed = [await self._escalations.answer(row.id, Answer(decision, "", by.name,
+                                                                by.platform)) for row in rows]
+        return Approved(agent_view(r), tuple(closed))
+
+    @_store_errors
+    async def deny(self, esc_id: str, *, by: Actor, reason: str = "") -> EscalationView:
+        """Deny a request; the reason goes back to the model. Works while halted."""
+        return await self._escalations.answer(
+            esc_id, Answer(Decision.DENY, clean(reason), by.name, by.platform))
+
+    @_store_errors
+    async def answer(self, esc_id: str, text: str, *, by: Actor) -> EscalationView:
+        """Answer a question with an option number or text. The closed row's
+        answer["text"] is what the agent got (an option number becomes the option)."""
+        self._not_halted()
+        text = clean(text)
+        row = await self._escalations.get(esc_id)
+        if row is not None and row.status == "open":
+            if row.kind == Kind.PERMISSION:
+                raise InvalidRequest(f"{row.id} is a permission request: use /approve {row.id}"
+                                     f" or /deny {row.id} [reason]")
+            if text.isdigit() and row.options:
+                index = int(text)
+                if not 1 <= index <= len(row.options):
+                    raise InvalidRequest(f"option {index} does not exist; pick 1 to "
+                                         f"{len(row.options)} or type an answer")
+                text = row.options[index - 1]
+            elif row.options and not row.free_text and text not in row.options:
+                raise InvalidRequest("pick one of: " + ", ".join(row.options))
+        return await self._escalations.answer(
+            esc_id, Answer(Decision.ANSWER, text, by.name, by.platform))
+
+    @_store_errors
+    async def notify(self, title: str, body: str = "", *,
+                     agent_id: str | None = None) -> EscalationView:
+        """A notice to every front end; it needs no answer."""
+        return await self._escalations.notify(agent_id, clean(title), clean(body))
+
+    async def follow_escalations(self, frontend: str) -> AsyncIterator[EscalationView]:
+        """Everything `frontend` has not acknowledged, oldest first, then each new one."""
+        async for row in self._escalations.follow(frontend):
+            yield row
+
+    @_store_errors
+    async def ack_escalation(self, esc_id: str, frontend: str) -> None:
+        await self._escalations.ack(esc_id, frontend)
+
+    def events(self) -> AsyncIterator[Event | EscalationEvent]:
+        """Every event from now on: agent states, output, finished turns, escalations."""
+        return self._hub.stream()
+
+    # -- what the supervisor counts: /metrics and /readyz ---------------------------------------
+
+    def report_bus_depth(self, depth: Callable[[], int]) -> None:
+        """The agent bus plugs in here: how many messages wait (read on every scrape)."""
+        self._bus_depth = depth
+
+    def report_schedule_runs(self, runs: Callable[[], Mapping[str, int]]) -> None:
+        """The scheduler plugs in here: runs so far by outcome (counters, read on every
+        scrape)."""
+        self._schedule_runs = runs
+
+    @_store_errors
+    async def stats(self) -> StatsView:
+        """Counts from memory (agents, the turn tally) and one indexed count of open
+        escalations: cheap enough for every scrape, whatever the size of the tables."""
+        runners = self._pool.fleet.everyone()
+        agents = {str(state): 0 for state in AgentState}
+        for r in runners:
+            agents[str(r.state)] += 1
+        names = {r.id: r.name for r in runners}
+        tally = await self._store.turns.tally()
+        turns = dict.fromkeys(TURN_OUTCOMES, 0) | dict(tally.outcomes)
+        count, oldest = await self._store.escalations.open_summary()
+        age = max(0.0, self._pool.clock.now() - oldest) if oldest is not None else 0.0
+        runs = dict.fromkeys(SCHEDULE_OUTCOMES, 0) | dict(self._schedule_runs())
+        return StatsView(
+            agents=tuple(agents.items()),
+            turns=tuple(sorted(turns.items())),
+            costs=tuple(CostCell(a, names.get(a, a), m, c) for a, m, c in tally.costs),
+            open_escalations=count,
+            oldest_escalation_age_s=age,
+            halted=self._killswitch.halted,
+            bus_depth=int(self._bus_depth()),
+            schedule_runs=tuple(sorted(runs.items())),
+        )
+
+    async def check_store(self, timeout_s: float = 5.0) -> StoreCheck:
+        """Whether the database takes a write now (one small row, bounded in time)."""
+        try:
+            await asyncio.wait_for(self._store.kv.touch(WRITE_PROBE_KEY), timeout_s)
+        except TimeoutError:
+            return StoreCheck(False, f"a write did not finish within {timeout_s:g}s")
+        except StoreError as exc:
+            # The reason only: the body is served to whoever can reach the port.
+            return StoreCheck(False, f"the database takes no writes: {getattr(exc, 'reason', exc)}")
+        return StoreCheck(True, "writable")
+
+    # -- the kill switch ------------------------------------------------------------------------
+
+    @property
+    def halted(self) -> bool:
+        return self._killswitch.halted
+
+    def halt_state(self) -> HaltView | None:
+        h = self._killswitch.halt
+        if h is None:
+            return None
+        return HaltView(str(h.get("by")), str(h.get("via")), str(h.get("reason") or ""),
+                        float(h.get("at", time.time())), tuple(h.get("agents", ())))
+
+    @_store_errors
+    async def halt(self, *, by: Actor, reason: str = "") -> KillReport:
+        """Trigger the kill switch: every agent SIGKILLed, open requests denied, invites
+        revoked, new work refused until release. Again while on: sweeps once more."""
+        return await self._killswitch.trigger(by.name, by.platform, clean(reason))
+
+    @_store_errors
+    async def release(self, *, by: Actor) -> str:
+        """Turn the kill switch off; returns the report of what it had stopped."""
+        return await self._killswitch.deactivate(by.name, by.platform)
+
+    # -- operators and invites ------------------------------------------------------------------
+
+    @staticmethod
+    def _role(word: str) -> str:
+        role = word.lower()
+        if role not in ROLES:
+            raise InvalidRequest(f"unknown role {word!r}; roles are {', '.join(ROLES)}")
+        return role
+
+    @staticmethod
+    def _who(who: str) -> tuple[str, str]:
+        platform, _, user_id = who.partition(":")
+        if not platform or not user_id:
+            raise InvalidRequest(f"name the operator as platform:user_id, got {who!r}")
+        return platform, user_id
+
+    @_store_errors
+    async def operators(self, platform: str | None = None) -> tuple[OperatorView, ...]:
+        return tuple(await self._store.operators.list(platform))
+
+    @_store_errors
+    async def operator(self, platform: str, user_id: str) -> OperatorView | None:
+        return await self._store.operators.get(platform, user_id)
+
+    @_store_errors
+    async def add_operator(self, platform: str, user_id: str, name: str, role: str, *,
+                           added_by: str) -> OperatorView:
+        """Add an operator, or update the name and role of one (a front end learning a
+        user's name, admins seeded from the configuration)."""
+        role = self._role(role)
+        await self._store.operators.upsert(platform, user_id, name, role, added_by)
+        row = await self._store.operators.get(platform, user_id)
+        assert row is not None
+        return row
+
+    async def _target(self, who: str, by: Actor) -> OperatorView:
+        platform, user_id = self._who(who)
+        if f"{platform}:{user_id}" == by.id:
+            raise InvalidRequest("you cannot change or remove yourself")
+        current = await self._store.operators.get(platform, user_id)
+        if current is None:
+            raise UnknownOperator(who)
+        return current
+
+    @_store_errors
+    async def set_role(self, who: str, role: str, *, by: Actor) -> OperatorView:
+        """Change the role of operator `who` ("platform:user_id")."""
+        self._not_halted()
+        current = await self._target(who, by)
+        role = self._role(role)
+        await self._store.operators.upsert(current.platform, current.user_id, current.name,
+                                           role, by.id)
+        changed = await self._store.operators.get(current.platform, current.user_id)
+        assert changed is not None
+        return changed
+
+    @_store_errors
+    async def remove_operator(self, who: str, *, by: Actor) -> OperatorView:
+        """Remove operator `who`; returns who it was. Works while halted: it takes access
+        away, like the kill switch's own revocations."""
+        current = await self._target(who, by)
+        await self._store.operators.remove(current.platform, current.user_id)
+        return current
+
+    @_store_errors
+    async def create_invite(self, role: str, *, by: Actor) -> InviteView:
+        """A one-time code that makes whoever redeems it an operator with `role`."""
+        self._not_halted()
+        role = self._role(role)
+        code = "".join(secrets.choice(INVITE_ALPHABET) for _ in range(INVITE_LENGTH))
+        SECRETS.add(code)  # shown once, to the admin; never in a log line (PTB logs at DEBUG)
+        ttl_s = self.settings.invite_ttl_s
+        expires_at = await self._store.operators.create_invite(code, role, by.id, ttl_s)
+        return InviteView(code, role, expires_at, ttl_s)
+
+    @_store_errors
+    async def redeem_invite(self, code: str, platform: str, user_id: str,
+                            name: str) -> OperatorView | None:
+        """Use a valid code once and add its redeemer; None if it is unknown, used, expired
+        or revoked."""
+        role = await self._store.operators.redeem_invite(code, f"{platform}:{user_id}")
+        if role is None:
+            return None
+        await self._store.operators.upsert(platform, user_id, name, role, "invite")
+        return await self._store.operators.get(platform, user_id)
+
+    # -- chat copies of escalations (so an answer edits every copy) -----------------------------
+
+    @_store_errors
+    async def record_copy(self, esc_id: str, platform: str, chat_id: str,
+                          message_id: str) -> None:
+        await self._store.operators.add_copy(esc_id, platform, chat_id, message_id)
+
+    @_store_errors
+    async def copies(self, esc_id: str, platform: str) -> tuple[tuple[str, str], ...]:
+        """(chat_id, message_id) of every copy of an escalation on `platform`."""
+        return tuple(await self._store.operators.copies(esc_id, platform))
+
+    @_store_errors
+    async def escalation_for_message(self, platform: str, chat_id: str,
+                                     message_id: str) -> str | None:
+        return await self._store.operators.escalation_for_message(platform, chat_id, message_id)
+
+    @_store_errors
+    async def unsettled_copies(self, platform: str) -> tuple[EscalationView, ...]:
+        """Closed escalations whose copies on `platform` still show the question (and its
+        buttons): a restart, or a front end that was down when they were answered."""
+        rows = [await self._escalations.get(i)
+                for i in await self._store.operators.unsettled(platform)]
+        return tuple(r for r in rows if r is not None)
+
+    @_store_errors
+    async def settle_copies(self, esc_id: str, platform: str) -> None:
+        """Every copy of `esc_id` on `platform` now shows its outcome."""
+        await self._store.operators.settle(esc_id, platform)
+
+    @_store_errors
+    async def record_card(self, platform: str, agent_id: str, chat_id: str,
+                          message_id: str) -> None:
+        """Where an agent's status card is in a chat, for the agent's whole life."""
+        await self._store.operators.set_card(platform, agent_id, chat_id, message_id)
+
+    @_store_errors
+    async def card(self, platform: str, agent_id: str, chat_id: str) -> str | None:
+        return await self._store.operators.card(platform, agent_id, chat_id)
+
+    @_store_errors
+    async def agent_for_card(self, platform: str, chat_id: str, message_id: str) -> str | None:
+        """The agent whose status card (on Slack: whose thread) `message_id` is."""
+        return await self._store.operators.agent_for_card(platform, chat_id, message_id)
+
+    @contextlib.contextmanager
+    def subscription(self) -> Iterator[asyncio.Queue[Event]]:
+        """A queue that receives every event from now on, for as long as the block runs."""
+        with self._hub.subscription() as queue:
+            yield queue
+
+    # -- audit ------------------------------------------------------------------------------------
+
+    async def audit(self, by: Actor, action: str, args: str, *, ok: bool, result: str) -> bool:
+        """Record an operator action. A failed write is logged, never raised: the action
+        it records has already happened. Returns whether it was written."""
+        try:
+            await self._store.audit.record(platform=by.platform, user_id=by.id,
+                                           user_name=by.name, action=action, args=args, ok=ok,
+                                           result=result)
+        except StoreError:
+            logger.warning("audit write failed action=%s", action, exc_info=True)
+            return False
+        return True
+
+    async def _audit_row(self, by: Actor, action: str, args: str, ok: bool,
+                         result: str) -> bool:
+        return await self.audit(by, action, args, ok=ok, result=result)
+
+    @_store_errors
+    async def recent_actions(self, n: int = 10) -> tuple[AuditView, ...]:
+        """The newest audit rows, newest first (what a front end's home screen lists)."""
+        return tuple(await self._store.audit.recent(n))
+
+
+__all__ = [
+    # the API and who calls it
+    "SupervisorAPI", "Actor", "ROLES", "INVITE_ALPHABET", "INVITE_LENGTH",
+    # read models
+    "AgentView", "AgentDetail", "FleetView", "Sent", "Paused", "Killed", "LogEntry", "AgentLog",
+    "SpendLine", "SpendReport", "Approved", "HaltView", "InviteView", "EscalationView",
+    "OperatorView", "AuditView", "KillReport", "StatsView", "CostCell", "StoreCheck",
+    "TURN_OUTCOMES", "SCHEDULE_OUTCOMES", "BusSent", "BusView", "MessageView", "DeliveryView",
+    "TeamView", "TeamStarted", "ScheduleAPI", "ScheduleView", "RunView", "Draft",
+    # values and events
+    "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
+    "EscalationEvent",
+    # errors
+    "SupervisorError", "ConfigError", "InvalidRequest", "UnknownAgent", "AgentExists",
+    "AgentNotRunning", "UnknownEscalation", "AlreadyAnswered", "UnknownOperator", "Halted",
+    "LimitExceeded", "ShuttingDown", "StoreFailed", "AgentFailed", "BadSchedule",
+]

@@ -1,0 +1,339 @@
+"""The layered kill switch.
+
+(1) a halt flag persisted in the store, checked by every command, spawn and message delivery;
+(2) every agent's whole process tree SIGKILLed at once, no grace; (3) everything issued revoked:
+open escalations denied, plus whatever front ends register (invite codes, tokens); (4) spawns
+refused and (5) every tool call denied while halted; (6) triggers that need no chat front end:
+a local file in the data directory and an object in the GCS bucket, each watched by a thread
+that acts on its own, so the switch works while the event loop is busy or wedged. Each watcher
+is a loop around a run-once poll (`poll_local`, `poll_gcs`) that tests call directly.
+
+A watcher thread does only what needs nothing else to work: it persists the flag (a plain
+SQLite connection of its own) and SIGKILLs by tag through /proc. Everything that touches the
+runners, the escalations or the async store is handed to the event loop
+(`run_coroutine_threadsafe`). A poll that fails in any way is logged (once a minute while it
+keeps failing) and the watcher keeps watching: it never dies of an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from store import Store
+from store.errors import StoreError
+from store.kv import get_sync, set_sync
+from supervisor.clock import SYSTEM_CLOCK, Clock
+from supervisor.config import Settings
+from supervisor.errors import Halted
+from supervisor.process.agent import kill_first, no_cyclic_gc, sweep
+
+if TYPE_CHECKING:
+    from supervisor.agents.fleet import FleetReader
+    from supervisor.guard.escalations import Escalations
+
+logger = logging.getLogger(__name__)
+
+HALT_KEY = "halt"
+GCS_CURSOR_KEY = "killswitch:gcs_generation"
+LOCAL_FILE = "kill-switch.json"
+GCS_OBJECT = "kill-switch.json"
+LOCAL_POLL_S = 0.25
+ERROR_LOG_EVERY_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class KillReport:
+    agents: tuple[str, ...]
+    pids: tuple[int, ...]
+    denied: int  # open escalations denied
+    revoked: int  # invite codes and other credentials Switchboard issued
+    took_s: float
+    problems: tuple[str, ...] = ()  # what could not be done or recorded (a broken store)
+
+    def text(self) -> str:
+        text = (f"Kill switch on: {len(self.agents)} agent(s) killed "
+                f"({len(self.pids)} processes SIGKILLed in {self.took_s * 1000:.0f} ms), "
+                f"{self.denied} open request(s) denied, {self.revoked} invite code(s) or "
+                "token(s) revoked. Spawns, messages and tool calls are "
+                "refused until an admin turns it off.")
+        if self.problems:
+            text += " Warning: " + "; ".join(self.problems) + "."
+        return text
+
+
+Revoker = Callable[[], Awaitable[int]]
+
+
+class KillSwitch:
+    def __init__(self, settings: Settings, store: Store, fleet: FleetReader,
+                 escalations: Escalations, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.settings = settings
+        self.store = store
+        self.fleet = fleet
+        self.escalations = escalations
+        self.clock = clock
+        self.halt: dict[str, Any] | None = None
+        self.revokers: list[Revoker] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._fire_lock = threading.Lock()
+        self._persist_failed: str | None = None  # why the halt flag could not be stored
+
+    @property
+    def local_file(self) -> Path:
+        return self.settings.home / LOCAL_FILE
+
+    @property
+    def halted(self) -> bool:
+        return self.halt is not None
+
+    def check(self) -> None:
+        if self.halt is not None:
+            raise Halted(self.halt)
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.halt = await self.store.kv.get(HALT_KEY)
+        self._watch(self.poll_local, "killswitch-file", LOCAL_POLL_S)
+        if self.settings.gcs_bucket:
+            self._watch(self._gcs_poller(), "killswitch-gcs", self.settings.kill_poll_s)
+
+    def close(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=5)
+
+    def _watch(self, poll: Callable[[], object], name: str, interval_s: float) -> None:
+        thread = threading.Thread(target=self.watch_loop, args=(poll, name, interval_s),
+                                  name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def watch_loop(self, poll: Callable[[], object], name: str, interval_s: float) -> None:
+        """A watcher thread's body: `poll` every `interval_s` until close. Whatever a poll
+        raises is logged and the loop goes on: the kill switch must work when everything
+        else is broken, so its watcher never dies of an error."""
+        failing_since: float | None = None
+        last_logged = 0.0
+        while not self._stop.wait(interval_s):
+            try:
+                poll()
+            except Exception:  # noqa: BLE001 - the watcher outlives any error around it
+                now = time.monotonic()
+                if failing_since is None or now - last_logged >= ERROR_LOG_EVERY_S:
+                    logger.exception("kill switch: the %s watcher failed; it keeps watching",
+                                     name)
+                    last_logged = now
+                failing_since = failing_since if failing_since is not None else now
+            else:
+                if failing_since is not None:
+                    logger.warning("kill switch: the %s watcher works again after %.0fs",
+                                   name, time.monotonic() - failing_since)
+                    failing_since = None
+
+    # -- triggering -------------------------------------------------------------------------------
+
+    def fire_now(self, by: str, via: str, reason: str,
+                 known: tuple[int, ...] = ()) -> list[int]:
+        """Layers 1 and 2, synchronously, from any thread: persist the flag, SIGKILL everything.
+        Touches no runner (a runner seeing its CLI die checks `halted`, set here first). Safe
+        to call twice; the async rest (revoke, states, notices) follows on the loop. `known`:
+        the sandboxes' inits and bwraps the pool knows of, SIGKILLed before anything else (the
+        kernel then ends each namespace whole) while the sweep scans /proc for the rest."""
+        kill_first(known)
+        with self._fire_lock:
+            halt = {"by": by, "via": via, "reason": reason, "at": self.clock.now()}
+            if self.halt is None:
+                self.halt = halt
+                try:
+                    set_sync(self.settings.db_path, HALT_KEY, halt, now=self.clock.now)
+                    self._persist_failed = None
+                except Exception as exc:  # noqa: BLE001 - a broken store must not stop the kill
+                    logger.exception("kill switch: could not persist the halt flag")
+                    self._persist_failed = str(exc)
+            return sweep(f"{self.settings.instance_id}/")
+
+    def _live_halting(self) -> list[Any]:
+        """On the loop: the live runners, each told that its CLI's death is the switch's."""
+        live = self.fleet.live()
+        for runner in live:
+            runner.halting()
+        return live
+
+    async def trigger(self, by: str, via: str, reason: str = "") -> KillReport:
+        started = self.clock.monotonic()
+        # No cyclic GC from the first SIGKILL on: the loop handling every dying agent's pipes
+        # and the bookkeeping after make enough garbage to set off a full collection.
+        with no_cyclic_gc():
+            live = self._live_halting()
+            pids = await asyncio.to_thread(self.fire_now, by, via, reason, known_pids(live))
+            return await self._after(live, pids, started, by, via)
+
+    async def _after_thread(self, pids: list[int], started: float, by: str,
+                            via: str) -> KillReport:
+        """The loop's half of a trigger that a watcher thread fired."""
+        with no_cyclic_gc():  # as in `trigger`
+            return await self._after(self._live_halting(), pids, started, by, via)
+
+    async def _after(self, live: list[Any], pids: list[int], started: float, by: str,
+                     via: str) -> KillReport:
+        took = self.clock.monotonic() - started
+        problems: list[str] = []
+        if self._persist_failed is not None:
+            problems.append(f"the halt flag could not be saved ({self._persist_failed}), so a "
+                            "restart would lift it: fix the database, then trigger it again")
+        # All at once: each closes its SDK client and checks for survivors from /proc
+        # snapshots they share (supervisor/process/proctable.py); one agent's bookkeeping,
+        # failing or slow, never holds up the rest.
+        await asyncio.gather(*(runner.mark_killed("kill switch") for runner in live),
+                             return_exceptions=True)
+        denied = 0
+        try:
+            denied = await self.escalations.cancel_all("the kill switch was triggered")
+        except StoreError as exc:  # the processes are dead whatever the store says
+            problems.append(f"open requests could not be closed in the database ({exc}); "
+                            "tool calls are refused anyway")
+        revoked = 0
+        for revoke in self.revokers:
+            try:
+                revoked += await revoke()
+            except Exception as exc:  # noqa: BLE001 - every revoker runs, whatever one does
+                logger.exception("kill switch: a revoker failed")
+                problems.append(f"a revocation failed ({exc})")
+        if self.halt is not None:  # remembered across restarts, for the deactivation report
+            stopped = sorted({*self.halt.get("agents", []), *(r.name for r in live)})
+            self.halt = {**self.halt, "agents": stopped}
+            with contextlib.suppress(StoreError):  # the flag itself is stored (or reported)
+                await self.store.kv.set(HALT_KEY, self.halt)
+        report = KillReport(tuple(r.name for r in live), tuple(pids), denied, revoked, took,
+                            tuple(problems))
+        with contextlib.suppress(StoreError):  # commands audit through the API as well
+            await self.store.audit.record(platform=via, user_id=by, user_name=by,
+                                          action="killswitch", args="on", ok=True,
+                                          result=report.text())
+        await self.escalations.notify(None, "🛑 Kill switch triggered",
+                                           f"By {by} via {via}. {report.text()}")
+        logger.warning("kill switch triggered by=%s via=%s agents=%d pids=%d took_ms=%.0f", by,
+                       via, len(live), len(pids), took * 1000)
+        return report
+
+    def _fire_from_thread(self, by: str, via: str, reason: str) -> None:
+        if self.halt is not None:
+            return
+        started = self.clock.monotonic()
+        pids = self.fire_now(by, via, reason)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            asyncio.run_coroutine_threadsafe(self._after_thread(pids, started, by, via), loop)
+
+    async def deactivate(self, by: str, via: str) -> str:
+        if self.halt is None:
+            return "The kill switch is off; nothing to do."
+        was = self.halt
+        with contextlib.suppress(FileNotFoundError):
+            self.local_file.unlink()
+        await self.store.kv.delete(HALT_KEY)
+        self.halt = None
+        killed = list(was.get("agents", []))
+        text = (f"Kill switch off. It was triggered by {was.get('by')} via {was.get('via')}"
+                f"{': ' + was['reason'] if was.get('reason') else ''}; it stopped "
+                f"{len(killed)} agent(s){': ' + ', '.join(killed) if killed else ''}. "
+                "Spawns and messages work again.")
+        await self.store.audit.record(platform=via, user_id=by, user_name=by, action="killswitch",
+                                      args="off", ok=True, result=text)
+        await self.escalations.notify(None, "Kill switch off", f"By {by} via {via}. {text}")
+        return text
+
+    # -- remote triggers (threads) ----------------------------------------------------------------
+
+    def poll_local(self) -> bool:
+        """Run once: act on the local trigger file if it is there. True if it fired. Whatever
+        the file holds (nothing, bad JSON, not an object), its presence fires the switch."""
+        path = self.local_file
+        if self.halt is not None or not path.exists():
+            return False
+        try:
+            raw = path.read_bytes()
+        except OSError:  # unreadable (a directory, no permission): still a trigger
+            raw = b""
+        by, reason = _who(_read_trigger(raw), "local file")
+        self._fire_from_thread(by, "file", reason)
+        return True
+
+    def _gcs_poller(self) -> Callable[[], object]:
+        """One GCS poll per call, with a client made on first use and again after a failure."""
+        client: Any = None
+
+        def poll() -> bool:
+            nonlocal client
+            try:
+                from google.cloud import storage  # deferred: a heavy import few setups need
+            except ImportError:
+                raise RuntimeError("google-cloud-storage is not installed: the GCS trigger "
+                                   "cannot work; install it or unset gcs_bucket") from None
+            try:
+                if client is None:
+                    client = storage.Client(**self.settings.gcs_client_kwargs())
+                return self.poll_gcs(client)
+            except Exception:
+                client = None  # a new one on the next poll
+                raise
+
+        return poll
+
+    def poll_gcs(self, client: Any) -> bool:
+        """Run once: act on the trigger object in the bucket if it is new. True if it fired."""
+        blob = client.bucket(self.settings.gcs_bucket).get_blob(GCS_OBJECT)
+        if blob is None or self.halt is not None:
+            return False
+        if get_sync(self.settings.db_path, GCS_CURSOR_KEY) == blob.generation:
+            return False  # this object was acted on, then deactivated
+        set_sync(self.settings.db_path, GCS_CURSOR_KEY, blob.generation, now=self.clock.now)
+        by, reason = _who(_read_trigger(blob.download_as_bytes()), "cloud console")
+        self._fire_from_thread(by, "gcs", reason)
+        return True
+
+
+def known_pids(runners: list[Any]) -> tuple[int, ...]:
+    """The inits and bwraps of the runners' sandboxes (read on the loop: cheap, no /proc)."""
+    pids: list[int] = []
+    for runner in runners:
+        proc = getattr(runner, "process", None)
+        if proc is not None and proc.sandboxed:
+            pids += [p for p in (proc.init_pid, proc.launcher_pid) if p]
+    return tuple(pids)
+
+
+def _read_trigger(raw: bytes) -> dict[str, Any]:
+    """A trigger's JSON object; {} for anything else (empty, not JSON, not an object)."""
+    try:
+        data = json.loads(raw.decode("utf-8", "replace") or "{}")
+    except (ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _who(data: dict[str, Any], default_by: str) -> tuple[str, str]:
+    """(by, reason) from a trigger, bounded: a file anyone can write is no place for essays."""
+    return str(data.get("by") or default_by)[:200], str(data.get("reason") or "")[:1000]
+
+
+def write_local_trigger(settings: Settings, by: str, reason: str,
+                        clock: Clock = SYSTEM_CLOCK) -> Path:
+    """What `switchboard kill` does first: the running supervisor's watcher acts on it."""
+    path = settings.home / LOCAL_FILE
+    settings.home.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"by": by, "reason": reason, "at": clock.now()}))
+    tmp.replace(path)
+    return path

@@ -1,0 +1,659 @@
+"""Tool-time policy: whether an agent's tool call runs, waits for the operator, or is refused."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os.path
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any, NoReturn
+
+from supervisor.config import PERMISSION_MODES
+from supervisor.errors import ConfigError
+from supervisor.guard.protected import (
+    READERS,
+    ProtectedPaths,
+    literal_root,
+    may_match,
+    mentions_hazard,
+    named_paths,
+    write_hazard,
+)
+from supervisor.guard.shell import (
+    Kind,
+    Segment,
+    ShellParseError,
+    Stage,
+    analyse,
+    arg_forms,
+    canonical,
+    downstream,
+    git_config_writes,
+    match_anywhere,
+    match_prefix,
+    normpath,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_POLICY = Path(__file__).with_name("default_policy.toml")
+EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
+PATH_TOOLS = EDIT_TOOLS | {"Read", "NotebookRead"}
+READ_TOOLS = frozenset({"Read", "NotebookRead", "Grep", "Glob", "LS"})
+_OWN = ("Switchboard's own files (its database, log, settings, policy, credentials and other "
+        "agents' workspaces) are not for agents")
+_GUARD = "protected paths"  # the rule name of built-in checks: no policy file can drop them
+_PATH_KEYS = ("file_path", "notebook_path", "path")
+_PIPE = re.compile(r"\s+\|\s+")
+_VAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")  # $HOME in a pattern means the word ${HOME}
+_RULE_KEYS = ("tool", "command", "path", "action", "reason", "match")
+
+
+class Action(StrEnum):
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+
+
+_RANK = {Action.ALLOW: 0, Action.ASK: 1, Action.DENY: 2}
+_REASONS = {Action.ALLOW: "allowed by policy", Action.ASK: "needs approval",
+            Action.DENY: "refused by policy"}
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    action: Action
+    reason: str
+    rule: str  # the rule that decided, for people: "rules[3]: git push --force", "default"...
+
+
+class PolicyError(ConfigError):
+    """A policy that cannot be used: the message names the file, the key and what is wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    key: str  # where it is written: "rules[3]", "agents.x.rules[0]"
+    tools: tuple[str, ...]
+    commands: tuple[tuple[str, tuple[Stage, ...]], ...]  # text, and one stage or a pipeline
+    paths: tuple[str, ...]
+    action: Action
+    reason: str
+    prefix: bool  # command words must match in order from the program on
+
+    def applies_to(self, tool: str) -> bool:
+        return any(fnmatchcase(tool, t) for t in self.tools)
+
+    def match_call(self, candidates: tuple[str, ...]) -> str | None:
+        """For calls other than Bash: what matched (for the rule's name), or None."""
+        if self.commands:
+            return None
+        if not self.paths:
+            return "|".join(self.tools)
+        return next((p for p in self.paths for c in candidates
+                     if fnmatchcase(c, p) or (p.endswith("/**") and c == p[:-3])), None)
+
+    def match_segment(self, seg: Segment, forms: tuple[str, ...]) -> str | None:
+        """For one command of a Bash call: the pattern that matched, or None."""
+        if self.paths:
+            return None
+        if not self.commands:
+            return "|".join(self.tools)
+        for text, stages in self.commands:
+            if len(stages) == 1 and (match_prefix(stages[0], seg) if self.prefix
+                                     else match_anywhere(stages[0], seg, forms)):
+                return text
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Section:
+    """The shared settings, or one [agents.NAME] table."""
+
+    prefix: str  # "" or "agents.NAME."
+    default: Action | None
+    tools: tuple[tuple[str, Action], ...]
+    rules: tuple[Rule, ...]
+    permission_mode: str | None
+
+
+def _strongest(found: list[Decision]) -> Decision:
+    return max(found, key=lambda d: _RANK[d.action])  # max keeps the first of equals
+
+
+# -- loading ---------------------------------------------------------------------------------
+
+
+class _Loader:
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, key: str, problem: str) -> NoReturn:
+        raise PolicyError(f"{self.source}: {key}: {problem}")
+
+    def action(self, value: Any, key: str) -> Action:
+        if value not in tuple(Action):
+            self.fail(key, f"must be one of allow, ask, deny (got {value!r})")
+        return Action(value)
+
+    def strings(self, value: Any, key: str) -> tuple[str, ...]:
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not items:
+            self.fail(key, "must be a string or a non-empty list of strings")
+        if not all(isinstance(v, str) and v.strip() for v in items):
+            self.fail(key, "must hold non-empty strings")
+        return tuple(v.strip() for v in items)
+
+    def section(self, data: Any, key: str, top: bool) -> _Section:
+        where = f"{key}." if key else ""
+        if not isinstance(data, dict):
+            self.fail(key or "<top>", "must be a table")
+        allowed = {"default", "tools", "rules", "agents", "standing"} if top else {
+            "default", "tools", "rules", "permission_mode"}
+        for k in data:
+            if k not in allowed:
+                self.fail(f"{where}{k}", f"unknown key (expected {', '.join(sorted(allowed))})")
+        mode = data.get("permission_mode")
+        if mode is not None and mode not in PERMISSION_MODES:
+            self.fail(f"{where}permission_mode", f"must be one of {', '.join(PERMISSION_MODES)}")
+        default = data.get("default", "ask" if top else None)
+        tools = data.get("tools", {})
+        if not isinstance(tools, dict):
+            self.fail(f"{where}tools", "must be a table of tool = action")
+        rules = data.get("rules", [])
+        if not isinstance(rules, list):
+            self.fail(f"{where}rules", "must be an array of tables ([[rules]])")
+        return _Section(
+            where,
+            None if default is None else self.action(default, f"{where}default"),
+            tuple((k, self.action(v, f"{where}tools.{k}")) for k, v in tools.items()),
+            tuple(self.rule(r, f"{where}rules[{i}]") for i, r in enumerate(rules)),
+            mode,
+        )
+
+    def rule(self, raw: Any, key: str) -> Rule:
+        if not isinstance(raw, dict):
+            self.fail(key, "must be a table")
+        for k in raw:
+            if k not in _RULE_KEYS:
+                self.fail(f"{key}.{k}", f"unknown key (expected {', '.join(_RULE_KEYS)})")
+        for k in ("tool", "action"):
+            if k not in raw:
+                self.fail(f"{key}.{k}", "missing")
+        tools = tuple(alt for t in self.strings(raw["tool"], f"{key}.tool") for alt in t.split("|"))
+        if "" in tools:
+            self.fail(f"{key}.tool", "has an empty alternative")
+        action = self.action(raw["action"], f"{key}.action")
+        texts = self.strings(raw["command"], f"{key}.command") if "command" in raw else ()
+        paths = self.strings(raw["path"], f"{key}.path") if "path" in raw else ()
+        if texts and paths:
+            self.fail(key, "give command or path, not both")
+        if texts and not any(fnmatchcase("Bash", t) for t in tools):
+            self.fail(f"{key}.command", "only Bash calls have commands; tool does not match Bash")
+        match = raw.get("match", "prefix" if action is Action.ALLOW else "anywhere")
+        if match not in ("prefix", "anywhere"):
+            self.fail(f"{key}.match", f"must be prefix or anywhere (got {match!r})")
+        commands = tuple(self.command(t, f"{key}.command") for t in texts)
+        if any(len(c) > 1 for c in commands) and (action is Action.ALLOW or match == "prefix"):
+            self.fail(f"{key}.command", "a pipeline pattern (a | b) can only deny or ask, anywhere")
+        reason = raw.get("reason", _REASONS[action])
+        if not isinstance(reason, str):
+            self.fail(f"{key}.reason", "must be a string")
+        patterns = tuple(self.path(p, f"{key}.path") for p in paths)
+        return Rule(key, tools, tuple(zip(texts, commands, strict=True)), patterns, action, reason,
+                    match == "prefix")
+
+    def standing(self, data: Any) -> _Section:
+        """[standing]: `irreversible`, rules (action ask unless given as deny) that every
+        standing agent's call is checked against as well; no default, no tools."""
+        if not isinstance(data, dict):
+            self.fail("standing", "must be a table")
+        for k in data:
+            if k != "irreversible":
+                self.fail(f"standing.{k}", "unknown key (expected irreversible)")
+        raw = data.get("irreversible", [])
+        if not isinstance(raw, list):
+            self.fail("standing.irreversible", "must be an array of tables "
+                      "([[standing.irreversible]])")
+        rules = []
+        for i, r in enumerate(raw):
+            key = f"standing.irreversible[{i}]"
+            if not isinstance(r, dict):
+                self.fail(key, "must be a table")
+            r = {"action": "ask", "reason": "an irreversible step", **r}
+            if r["action"] == "allow":
+                self.fail(f"{key}.action", "must be ask or deny: these rules only hold calls back")
+            rules.append(self.rule(r, key))
+        return _Section("standing.", Action.ALLOW, (), tuple(rules), None)
+
+    def command(self, text: str, key: str) -> tuple[Stage, ...]:
+        stages = []
+        for stage in _PIPE.split(text):
+            words = []
+            for word in stage.split():
+                alts = tuple(_VAR.sub(r"${\1}", a) for a in word.split("|"))
+                if "" in alts:
+                    self.fail(key, f"empty alternative in {word!r} (write pipelines as 'a | b')")
+                words.append(alts)
+            if not words:
+                self.fail(key, f"empty pattern in {text!r}")
+            stages.append(tuple(words))
+        return tuple(stages)
+
+    def path(self, pattern: str, key: str) -> str:
+        pattern = os.path.expanduser(pattern) if pattern.startswith("~") else pattern
+        if not pattern.startswith(("/", "*")):
+            self.fail(key, f"must be an absolute path glob, or start with ~ or * (got {pattern!r})")
+        return pattern
+
+
+# -- deciding ----------------------------------------------------------------------------------
+
+
+def _input_path(inp: Mapping[str, Any]) -> str | None:
+    for key in _PATH_KEYS:
+        value = inp.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _path_candidates(path: str, cwd: str) -> tuple[str, ...]:
+    """The path as written (normalised) and, when a symlink leads elsewhere, where it leads."""
+    lexical = normpath(path, cwd)
+    try:
+        real = os.path.realpath(lexical)
+    except (OSError, ValueError):
+        return (lexical,)
+    return (lexical,) if real == lexical else (lexical, real)
+
+
+def _tool_paths(tool: str, inp: Mapping[str, Any], cwd: str) -> tuple[str, ...] | None:
+    """The paths a file tool touches (a search: where it starts); None when it cannot tell."""
+    path = _input_path(inp)
+    if tool not in ("Grep", "Glob"):
+        return _path_candidates(path, cwd) if path else ()
+    root = path or cwd
+    if not root or not (root.startswith(("/", "~")) or cwd.startswith("/")):
+        return None
+    found = list(_path_candidates(root, cwd))
+    narrow = inp.get("glob" if tool == "Grep" else "pattern")
+    if isinstance(narrow, str) and narrow:  # Glob("/home/u/.ssh/*"), Grep(glob=".ssh/*")
+        found += _path_candidates(literal_root(normpath(narrow, found[0])), cwd)
+    return tuple(dict.fromkeys(found))
+
+
+class Policy:
+    """Decides tool calls from the call alone (tool, input, cwd), never from prompts. Some
+    checks are built in, so that no policy file can drop them: Switchboard's own files (see
+    ProtectedPaths) are never read or written; writing a file whose change alters what agents
+    run (.claude/, CLAUDE.md, .mcp.json, .git/, shell start-up files...) is always asked."""
+
+    __slots__ = ("source", "protected", "_base", "_agents", "_standing")
+
+    def __init__(self, base: _Section, agents: tuple[tuple[str, _Section], ...],
+                 source: str, protected: ProtectedPaths | None = None,
+                 standing: _Section | None = None) -> None:
+        self.source = source
+        self.protected = ProtectedPaths.default() if protected is None else protected
+        self._base = base
+        self._agents = agents
+        self._standing = standing
+
+    def with_protected(self, protected: ProtectedPaths) -> Policy:
+        """The same rules, protecting these Switchboard files."""
+        return Policy(self._base, self._agents, self.source, protected, self._standing)
+
+    @classmethod
+    def load(cls, path: Path | None, *, protected: ProtectedPaths | None = None) -> Policy:
+        """Reads a policy file; None reads the built-in default. protected: Switchboard's own
+        files (default: the data directory ~/.switchboard only)."""
+        path = DEFAULT_POLICY if path is None else Path(path)
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise PolicyError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise PolicyError(f"{path}: not valid TOML: {exc}") from exc
+        return cls.from_dict(data, str(path), protected=protected)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "<dict>", *,
+                  protected: ProtectedPaths | None = None) -> Policy:
+        loader = _Loader(source)
+        base = loader.section(data, "", top=True)
+        agents = data.get("agents", {})
+        if not isinstance(agents, dict):
+            loader.fail("agents", "must be a table of [agents.NAME] tables")
+        standing = data.get("standing")
+        return cls(base, tuple((name, loader.section(a, f"agents.{name}", top=False))
+                               for name, a in agents.items()), source, protected,
+                   loader.standing(standing) if standing is not None else _default_standing())
+
+    def irreversible(self, tool_name: str, tool_input: dict[str, Any], cwd: str) -> Decision | None:
+        """For a standing agent: the [standing] irreversible rule this call matches (ask or
+        deny), or None. Bash is read by the same shell analysis as every rule, so a push
+        inside bash -c, eval, $( ), a variable or a wrapper matches too; a command whose
+        program cannot be told counts as irreversible (it could be a push)."""
+        if self._standing is None or not self._standing.rules:
+            return None
+        overlay = Policy(self._standing, (), self.source, self.protected)
+        d = overlay.decide("", tool_name, tool_input, cwd)
+        if d.action is not Action.ALLOW and (d.rule.startswith("standing.")
+                                             or d.rule in _UNREADABLE):
+            return Decision(d.action, f"irreversible for a standing agent: {d.reason}", d.rule)
+        command = tool_input.get("command") if isinstance(tool_input, Mapping) else None
+        if tool_name == "Bash" and isinstance(command, str):
+            return self._in_inline_code(command, cwd)
+        return None
+
+    def _in_inline_code(self, command: str, cwd: str) -> Decision | None:
+        """python -c "os.system('git push')" runs a push the shell never sees: the words
+        given to an interpreter (its inline code) are searched for an irreversible command's
+        words, in order, close together (a crude reading that errs towards asking)."""
+        assert self._standing is not None
+        for seg in analyse(command, cwd).segments:
+            if seg.kind not in (Kind.RUN, Kind.LAYER) or not any(
+                    fnmatchcase(seg.program, p) for p in _INTERPRETERS):
+                continue
+            tokens = [t.rsplit("/", 1)[-1] for t in _TOKEN.findall(" ".join(seg.args))]
+            for rule in self._standing.rules:
+                for text, stages in rule.commands:
+                    if len(stages) == 1 and _near(stages[0], tokens):
+                        return Decision(rule.action, f"irreversible for a standing agent: "
+                                        f"{rule.reason} (in the inline code of {seg.program})",
+                                        f"{rule.key}: {text}")
+        return None
+
+    def _sections(self, agent: str) -> list[_Section]:
+        """The agent's own table first, then tables whose name is a glob matching it, then ours."""
+        exact = [s for name, s in self._agents if name == agent]
+        globbed = [s for name, s in self._agents if name != agent and fnmatchcase(agent, name)]
+        return [*exact, *globbed, self._base]
+
+    def permission_mode(self, agent: str, default: str) -> str:
+        for section in self._sections(agent):
+            if section.permission_mode is not None:
+                return section.permission_mode
+        return default
+
+    def decide(self, agent: str, tool_name: str, tool_input: dict[str, Any], cwd: str) -> Decision:
+        """Never raises: anything unexpected asks the operator."""
+        try:
+            sections = self._sections(agent if isinstance(agent, str) else "")
+            tool = tool_name if isinstance(tool_name, str) else ""
+            inp = tool_input if isinstance(tool_input, Mapping) else {}
+            cwd = cwd if isinstance(cwd, str) else ""
+            if tool == "Bash":
+                decision = self._bash(sections, inp.get("command"), cwd)
+            else:
+                decision = self._tool(sections, tool, inp, cwd)
+        except Exception:
+            logger.exception("policy failed on a %r call; asking", tool_name)
+            return Decision(Action.ASK, "the policy could not decide (internal error)",
+                            "internal error")
+        logger.debug("policy: %s %s -> %s (%s)", agent, tool_name, decision.action, decision.rule)
+        return decision
+
+    def _hit(self, sections: list[_Section], tool: str,
+             test: Callable[[Rule], str | None]) -> Decision | None:
+        """The strongest matching rule of the first section that has any: agents override us."""
+        for section in sections:
+            hits = [(r, what) for r in section.rules if r.applies_to(tool) and (what := test(r))]
+            if hits:
+                rule, what = max(hits, key=lambda h: _RANK[h[0].action])
+                return Decision(rule.action, rule.reason, f"{rule.key}: {what}")
+        return None
+
+    def _fallback(self, sections: list[_Section], tool: str) -> Decision:
+        for section in sections:
+            for exact in (True, False):
+                for key, action in section.tools:
+                    if (key == tool) if exact else fnmatchcase(tool, key):
+                        return Decision(action, f"{tool}: {action} for this tool",
+                                        f"{section.prefix}tools.{key}")
+        for section in sections:
+            if section.default is not None:
+                return Decision(section.default, f"{tool or 'this tool'}: no rule decides it",
+                                f"{section.prefix}default")
+        return Decision(Action.ASK, "no rule decides it", "default")
+
+    def _path_hit(self, sections: list[_Section], tool: str,
+                  paths: tuple[str, ...]) -> Decision | None:
+        """The strongest rule for `tool` that names one of `paths`, or None."""
+        return self._hit(sections, tool, lambda r: r.match_call(paths))
+
+    def _call(self, sections: list[_Section], tool: str, paths: tuple[str, ...]) -> Decision:
+        hit = self._path_hit(sections, tool, paths)
+        return hit or self._fallback(sections, tool)
+
+    def _tool(self, sections: list[_Section], tool: str, inp: Mapping[str, Any],
+              cwd: str) -> Decision:
+        paths = _tool_paths(tool, inp, cwd)
+        if paths is None:
+            return Decision(Action.ASK, f"{tool}: cannot tell where it searches", _GUARD)
+        found = [self._call(sections, tool, paths)]
+        if tool in READ_TOOLS | EDIT_TOOLS:
+            found += self._guard_path(paths, cwd, "writes" if tool in EDIT_TOOLS else "reads")
+        if tool == "Grep" and paths:
+            found += self._guard_search(sections, paths[0])
+        return _strongest(found)
+
+    def _guard_path(self, paths: tuple[str, ...], cwd: str, verb: str) -> list[Decision]:
+        """Built in: Switchboard's files are refused; writes that change what agents run ask."""
+        if self.protected.owns(paths, cwd):
+            return [Decision(Action.DENY, f"{verb} {paths[0]}: {_OWN}", _GUARD)]
+        why = next((w for p in paths if (w := write_hazard(p))), None) if verb == "writes" else None
+        return [] if why is None else [Decision(Action.ASK, f"writes {paths[0]}: {why}", _GUARD)]
+
+    def _guard_search(self, sections: list[_Section], root: str) -> list[Decision]:
+        """A search from a directory holding refused files reads them too: Grep of ~ or /."""
+        if self.protected.holds(root):
+            return [Decision(Action.ASK, f"searches {root}, which holds Switchboard's own files",
+                             _GUARD)]
+        for rule in (r for s in sections for r in s.rules):
+            if rule.action is Action.ALLOW or not rule.applies_to("Grep"):
+                continue
+            inside = next((p for p in rule.paths if literal_root(p).startswith(
+                root.rstrip("/") + "/")), None)
+            if inside is not None:
+                return [Decision(Action.ASK, f"searches {root}, which holds {inside}: "
+                                 f"{rule.reason}", f"{rule.key}: {inside}")]
+        return []
+
+    def _guard_words(self, sections: list[_Section], seg: Segment, cwd: str,
+                     seen: dict[tuple[str, str | None, bool], list[Decision]]) -> list[Decision]:
+        """Built in, for one command of a Bash line: any word naming Switchboard's files is
+        refused, one naming a file a Read rule refuses is refused the same; a command that
+        may write (anything but cat, ls, grep...) asks when a word names a file whose change
+        alters what agents run, or when it runs in such a directory."""
+        writer = seg.program not in READERS
+        found = []
+        if writer and seg.cwd and (why := write_hazard(seg.cwd)):
+            found.append(Decision(Action.ASK, f"runs in {seg.cwd}: {why}", _GUARD))
+        if seg.program == "git" and git_config_writes(seg.args):
+            found.append(Decision(Action.ASK, "git config writes git's configuration, which "
+                                  "names programs git runs", _GUARD))
+        if _searches(seg):  # grep -r pw ~ reads ~/.ssh as a Grep of ~ would
+            for arg in seg.args:
+                if not arg.startswith("-") and (arg.startswith(("/", "~")) or seg.cwd):
+                    found += self._guard_search(sections, normpath(arg, seg.cwd))
+        for arg in seg.args:
+            key = (arg, seg.cwd, writer)
+            if key not in seen:
+                seen[key] = self._guard_word(sections, arg, seg.cwd, cwd, writer)
+            found += seen[key]
+        return [_about(d, seg) for d in found]
+
+    def _guard_glob(self, sections: list[_Section], pattern: str, cwd: str) -> list[Decision]:
+        """A glob may match a refused file that does not exist yet, or one we did not find."""
+        mine = self.protected.workspace(cwd)
+        if not (mine and literal_root(pattern).startswith(mine.rstrip("/") + "/")) and any(
+                may_match(pattern, t) for t in self.protected.targets()):
+            return [Decision(Action.ASK, f"{pattern} may name Switchboard's own files", _GUARD)]
+        for rule in (r for s in sections for r in s.rules):
+            if rule.action is Action.ALLOW or not rule.applies_to("Read"):
+                continue
+            target = next((p for p in rule.paths if may_match(pattern, p)), None)
+            if target is not None:
+                return [Decision(Action.ASK, f"{pattern} may name {target}: {rule.reason}",
+                                 f"{rule.key}: {target}")]
+        return []
+
+    def _guard_word(self, sections: list[_Section], word: str, seg_cwd: str | None, cwd: str,
+                    writer: bool) -> list[Decision]:
+        maybe: list[Decision] = []
+        for path, pattern in named_paths(word, seg_cwd):
+            if pattern:  # after the files it matches now: a refusal of one of those wins
+                maybe = maybe or self._guard_glob(sections, path, cwd)
+                continue
+            if self.protected.owns((path,), cwd):
+                return [Decision(Action.DENY, f"names {path}: {_OWN}", _GUARD)]
+            hit = self._path_hit(sections, "Read", (path,))
+            if hit is not None and hit.action is not Action.ALLOW:
+                return [Decision(hit.action, f"names {path}: {hit.reason}", hit.rule)]
+        if maybe:
+            return maybe
+        if writer and (named := mentions_hazard(word, seg_cwd)) is not None:
+            return [Decision(Action.ASK, f"may write {named[0]}: {named[1]}", _GUARD)]
+        return []
+
+    def _bash(self, sections: list[_Section], command: Any, cwd: str) -> Decision:
+        if not isinstance(command, str):
+            return Decision(Action.ASK, "the command is not text", "unparseable command")
+        analysis = analyse(command, cwd)
+        found = []
+        if analysis.error:
+            reason = f"unparseable command: {analysis.error}"
+            found.append(Decision(Action.ASK, reason, "unparseable command"))
+        seen: dict[tuple[str, str | None, bool], list[Decision]] = {}
+        for seg in analysis.segments:
+            found.extend(self._segment(sections, seg, cwd))
+            if seg.kind in (Kind.RUN, Kind.LAYER):
+                found.extend(self._guard_words(sections, seg, cwd, seen))
+        found.extend(self._pipelines(sections, analysis.segments))
+        if not found:
+            return Decision(Action.ASK, "the command runs nothing we can check", "empty command")
+        return _strongest(found)
+
+    def _segment(self, sections: list[_Section], seg: Segment, cwd: str) -> list[Decision]:
+        if seg.kind is Kind.UNKNOWN:
+            return [Decision(Action.ASK, seg.problems[0], "cannot tell what runs")]
+        if seg.kind is Kind.WRITE:
+            found = [Decision(Action.ASK, p, "redirection") for p in seg.problems]
+            for path in seg.writes:
+                paths = _path_candidates(path, cwd)
+                d = self._call(sections, "Write", paths)
+                found.append(Decision(d.action, f"writes {path}: {d.reason}", d.rule))
+                found += self._guard_path(paths, cwd, "writes")
+            for path in seg.reads:
+                paths = _path_candidates(path, cwd)
+                hit = self._path_hit(sections, "Read", paths)
+                if hit is not None and hit.action is not Action.ALLOW:
+                    found.append(Decision(hit.action, f"reads {path}: {hit.reason}", hit.rule))
+                found += self._guard_path(paths, cwd, "reads")
+            return found
+        forms = arg_forms(seg.args)
+        hit = self._hit(sections, "Bash", lambda r: r.match_segment(seg, forms))
+        if seg.kind is Kind.LAYER:  # wrappers only answer to rules that deny or ask
+            return [] if hit is None or hit.action is Action.ALLOW else [_about(hit, seg)]
+        decision = hit or self._fallback(sections, "Bash")
+        if decision.action is Action.ALLOW and seg.problems:
+            reason = f"{seg.problems[0]} (in: {seg.text})"
+            return [Decision(Action.ASK, reason, "checks before allowing")]
+        return [_about(decision, seg)]
+
+    def _pipelines(self, sections: list[_Section], segments: tuple[Segment, ...]) -> list[Decision]:
+        """Rules like 'curl | sh': output of a command matching the left reaches the right."""
+        rules = [r for s in sections for r in s.rules
+                 if r.applies_to("Bash") and any(len(c) > 1 for _, c in r.commands)]
+        if not rules:
+            return []
+        nodes = [s for s in segments if s.kind in (Kind.RUN, Kind.LAYER)]
+        forms = [arg_forms(s.args) for s in nodes]
+        reach = downstream(nodes)
+        found = []
+        for rule in rules:
+            for text, stages in ((t, c) for t, c in rule.commands if len(c) > 1):
+                current = {n for n, node in enumerate(nodes)
+                           if match_anywhere(stages[0], node, forms[n])}
+                for stage in stages[1:]:
+                    current = {m for n in current for m in reach(n)
+                               if match_anywhere(stage, nodes[m], forms[m])}
+                if current:
+                    decision = Decision(rule.action, rule.reason, f"{rule.key}: {text}")
+                    found.append(_about(decision, nodes[min(current)]))
+        return found
+
+    def session_key(self, tool_name: str, tool_input: dict[str, Any]) -> str:
+        """Equal keys for calls that do the same: same normalised command, same file."""
+        inp = tool_input if isinstance(tool_input, Mapping) else {}
+        command = inp.get("command")
+        if tool_name == "Bash" and isinstance(command, str):
+            try:
+                return "Bash:" + canonical(command)
+            except ShellParseError:
+                return "Bash:" + command
+        path = _input_path(inp)
+        if tool_name in PATH_TOOLS and path:
+            return f"{'edit' if tool_name in EDIT_TOOLS else tool_name}:{normpath(path)}"
+        return f"{tool_name}:{_json(inp)}"
+
+
+# Decisions of a command we cannot read: for a standing agent, it could be an irreversible step.
+_UNREADABLE = frozenset({"cannot tell what runs", "unparseable command", "empty command",
+                         "internal error"})
+_DEFAULT_STANDING: list[_Section] = []
+_INTERPRETERS = ("python*", "pypy*", "node", "nodejs", "deno", "bun", "perl*", "ruby*", "php*",
+                 "lua*", "Rscript", "osascript", "tclsh", "*awk")
+_TOKEN = re.compile(r"[^\s'\"`();,\[\]{}+]+")
+_NEAR = 6  # the further words of a pattern must follow the program within this many words
+
+
+def _near(stage: Stage, tokens: list[str]) -> bool:
+    progs, rest = stage[0], stage[1:]
+    for i, tok in enumerate(tokens):
+        if not any(fnmatchcase(tok, p) for p in progs):
+            continue
+        window = tokens[i + 1:i + 1 + _NEAR]
+        if all(any(fnmatchcase(t, alt) for t in window for alt in word) for word in rest):
+            return True
+    return False
+
+
+def _default_standing() -> _Section:
+    """The built-in [standing] table: a policy file without one keeps the default list."""
+    if not _DEFAULT_STANDING:
+        data = tomllib.loads(DEFAULT_POLICY.read_text(encoding="utf-8"))
+        _DEFAULT_STANDING.append(_Loader(str(DEFAULT_POLICY)).standing(data.get("standing", {})))
+    return _DEFAULT_STANDING[0]
+
+
+def _searches(seg: Segment) -> bool:
+    """A program reading every file under the directories it is given (searches, copies,
+    archives): given ~ it reads ~/.ssh."""
+    if seg.program in ("rg", "ag", "ack", "tar", "zip", "7z", "rsync", "scp"):
+        return True
+    forms = set(arg_forms(seg.args))
+    if seg.program == "cp":
+        return bool(forms & {"-r", "-R", "-a", "--recursive", "--archive"})
+    return seg.program in ("grep", "egrep", "fgrep") and bool(forms & {
+        "-r", "-R", "--recursive", "--dereference-recursive", "--directories=recurse"})
+
+
+def _about(decision: Decision, seg: Segment) -> Decision:
+    return Decision(decision.action, f"{decision.reason} (in: {seg.text})", decision.rule)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+# Kept importable from here: describing a call moved to its own module.
+from supervisor.guard.describe import describe_call  # noqa: E402, F401

@@ -1,0 +1,111 @@
+"""What the `switchboard` command does with no supervisor running (or a hung one): list the
+recorded agents, check the database, find the CLI, and pull the kill switch from a shell. The
+entry point calls these; it never touches the store or the processes itself."""
+
+from __future__ import annotations
+
+import fcntl
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from store import open_store
+from store.audit import record_sync
+from store.errors import StoreError
+from store.kv import set_sync
+from supervisor.config import Settings
+from supervisor.errors import StoreFailed
+from supervisor.guard.killswitch import HALT_KEY, write_local_trigger
+from supervisor.process.agent import resolve_cli, sweep
+from supervisor.redact import SECRETS
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedAgent:
+    name: str
+    id: str
+    state: str
+    cost_usd: float
+    cwd: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShellKill:
+    trigger_file: Path
+    killed: tuple[int, ...]
+    summary: str
+    problems: tuple[str, ...]  # what could not be done (the kill itself always is)
+
+
+def find_cli(settings: Settings) -> Path:
+    """The claude CLI agents run (ConfigError if there is none)."""
+    return resolve_cli(settings)
+
+
+async def recorded_agents(settings: Settings) -> list[RecordedAgent]:
+    """Every agent the database holds, read-only (a running supervisor may hold it too)."""
+    try:
+        store = await open_store(settings.db_path, read_only=True)
+    except StoreError as exc:
+        raise StoreFailed(exc) from exc
+    try:
+        rows = await store.agents.list()
+        totals = {t.key: t for t in await store.turns.totals_by_agent()}
+        return [RecordedAgent(r.name, r.id, r.state,
+                              totals[r.id].cost_usd if r.id in totals else 0.0, r.cwd)
+                for r in rows]
+    except StoreError as exc:
+        raise StoreFailed(exc) from exc
+    finally:
+        await store.db.close()
+
+
+async def schema_version(settings: Settings) -> int:
+    """Open (and migrate) the database; its schema version."""
+    try:
+        store = await open_store(settings.db_path)
+    except StoreError as exc:
+        raise StoreFailed(exc) from exc
+    try:
+        return store.db.schema_version
+    finally:
+        await store.db.close()
+
+
+def kill_from_shell(settings: Settings, by: str, reason: str) -> ShellKill:
+    """The kill switch without the supervisor's help: the trigger file (a running supervisor
+    acts on it), the halt flag written straight into the database, a direct sweep by agent tag,
+    and an audit row. Each step is tried whatever happened to the one before."""
+    problems: list[str] = []
+    path = write_local_trigger(settings, by, reason)
+    if settings.db_path.exists():
+        try:
+            set_sync(settings.db_path, HALT_KEY,
+                     {"by": by, "via": "cli", "reason": reason, "at": time.time()})
+        except Exception as exc:  # noqa: BLE001 - report and go on killing
+            problems.append(f"could not write the halt flag into the database: {exc}")
+    killed = tuple(sweep(f"{settings.instance_id}/"))
+    summary = f"kill switch on: wrote {path}; SIGKILLed {len(killed)} agent process(es)."
+    if settings.db_path.exists():
+        try:
+            SECRETS.add(*settings.secret_values())
+            record_sync(settings.db_path, platform="cli", user_id=by, action="killswitch",
+                        args=f"on {reason}".strip(), ok=True, result=summary, redact=SECRETS)
+        except Exception as exc:  # noqa: BLE001 - report and go on
+            problems.append(f"could not write the audit row: {exc}")
+    return ShellKill(path, killed, summary, tuple(problems))
+
+
+def running_pid(settings: Settings) -> int | None:
+    """The pid of the supervisor holding this data directory's lock, if one is running."""
+    lock = Path(settings.run_dir) / "supervisor.lock"
+    if not lock.exists():
+        return None
+    with open(lock) as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = lock.read_text().strip()
+            return int(text) if text.isdigit() else -1
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return None

@@ -1,0 +1,633 @@
+"""One agent's OS processes: the claude CLI under our launcher, driven by ClaudeSDKClient.
+
+The only module (with the launcher) that sends signals. Sandboxed, an agent is its pid namespace:
+the launcher becomes bwrap, whose child is the namespace's init (our launcher again), and
+everything the agent starts lives under that init; killing the init ends the namespace at once,
+and pausing asks the init to stop every process in it with one kill(-1). Unsandboxed, every
+process either descends from the launcher (a child subreaper) or carries the agent tag in its
+environment, and `members()` is the union. The tag also lets a sweep find every agent of a data
+directory from outside, with no supervisor running (the kill switch, `switchboard kill`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import importlib.util
+import logging
+import os
+import shutil
+import signal
+import sys
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+from supervisor import launcher as launcher_module
+from supervisor.errors import ConfigError
+from supervisor.process import proctable
+from supervisor.process.proctable import ProcTable, Snapshot
+
+if TYPE_CHECKING:  # the SDK costs about a second to import: only agents need it, not the
+    # offline commands (status, kill from a shell, the container's health check)
+    from claude_agent_sdk import ClaudeAgentOptions
+    from claude_agent_sdk.types import Message
+
+    from supervisor.config import Settings
+
+logger = logging.getLogger(__name__)
+
+TAG_VAR = launcher_module.TAG_VAR
+STDERR_LINES = 40
+
+
+def bundled_cli() -> Path | None:
+    spec = importlib.util.find_spec("claude_agent_sdk")  # found, not imported
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / "_bundled" / "claude"
+    return path if path.exists() else None
+
+
+def resolve_cli(settings: Settings) -> Path:
+    """The claude CLI agents run: the configured one, else the SDK's bundled one, else PATH's."""
+    if settings.claude_cli:
+        path = settings.claude_cli
+        if not path.exists():
+            raise ConfigError(f"claude_cli is set to {path}, which does not exist")
+        return path
+    found = bundled_cli() or (Path(p) if (p := shutil.which("claude")) else None)
+    if found is None:
+        raise ConfigError(
+            "no claude CLI found: install claude-agent-sdk (it bundles one) or set "
+            "SWITCHBOARD_CLAUDE_CLI to its path"
+        )
+    return found
+
+
+# The executable the SDK starts (and bwrap starts again as the sandbox's init): it runs the
+# launcher compiled once, here, from the file beside it. A script is compiled at every start
+# (about 3.5 ms of CPU for the launcher), and every agent's start waits for two of them.
+LAUNCHER_STUB = """#!{python} -SE
+# Switchboard's agent launcher (supervisor/launcher.py), compiled into the file beside this one.
+import marshal
+with open(__file__ + ".code", "rb") as fh:
+    exec(marshal.loads(fh.read()))
+"""
+
+
+def launcher_files(launcher: Path) -> tuple[Path, Path]:
+    """The launcher's executable and its compiled code: what a sandbox needs to see of it."""
+    return launcher, launcher.with_name(launcher.name + ".code")
+
+
+def install_launcher(run_dir: Path) -> Path:
+    """Write the launcher for this interpreter (an executable stub and the launcher's code,
+    compiled, beside it); return the stub's path. Rewritten whenever either differs."""
+    import marshal
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    target, code_file = launcher_files(run_dir / "claude-launcher")
+    source = Path(launcher_module.__file__).read_text()
+    code = marshal.dumps(compile(source, launcher_module.__file__, "exec", dont_inherit=True))
+    # The code first: a stub is never there without the code it loads.
+    for path, data, mode in ((code_file, code, 0o644),
+                             (target, LAUNCHER_STUB.format(python=sys.executable).encode(), 0o755)):
+        if not path.exists() or path.read_bytes() != data:
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(data)
+            tmp.chmod(mode)
+            tmp.replace(path)
+    return target
+
+
+def _environ_has(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return False
+    return needle in data
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children of `pid` (every thread's), from /proc without a full scan."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                out.extend(int(x) for x in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def tree(pid: int) -> list[int]:
+    """`pid` and every live descendant (walks /proc/<pid>/task/*/children)."""
+    seen: list[int] = []
+    stack = [pid]
+    while stack:
+        p = stack.pop()
+        if p in seen or not _live(p):
+            continue
+        seen.append(p)
+        stack.extend(children_of(p))
+    return seen
+
+
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """/proc/<pid>/stat after the command name (state, ppid, ...), or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2:].split() or None
+
+
+def _state(pid: int) -> str | None:
+    fields = _stat_fields(pid)
+    return fields[0].decode() if fields else None
+
+
+def _live(pid: int) -> bool:
+    state = _state(pid)
+    return state is not None and state not in "ZX"
+
+
+def _stopped(pid: int) -> bool:
+    """Stopped, or no longer there to run."""
+    return _state(pid) in ("T", "t", "Z", None)
+
+
+def ns_pid(pid: int) -> int | None:
+    """The pid `pid` has inside its own (innermost) pid namespace."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _signal_all(pids: Iterable[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _needle(prefix: str) -> bytes:
+    return f"{TAG_VAR}={prefix}".encode()
+
+
+def _scan(needle: bytes) -> tuple[dict[int, list[int]], set[int]]:
+    """One pass over /proc: children of every live (non-zombie) process, and the pids whose
+    environment contains `needle`. One pass per round keeps a 100-agent sweep fast."""
+    children: dict[int, list[int]] = {}
+    tagged: set[int] = set()
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        fields = _stat_fields(entry)
+        if not fields or fields[0] == b"Z" or pid == me:
+            continue
+        children.setdefault(int(fields[1]), []).append(pid)
+        if _environ_has(pid, needle):
+            tagged.add(pid)
+    return children, tagged
+
+
+def _family(needle: bytes) -> set[int]:
+    """Tagged processes and everything under them (a subreaper's orphans included)."""
+    children, found = _scan(needle)
+    stack = list(found)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    found.discard(os.getpid())
+    return found
+
+
+def tagged_pids(prefix: str) -> list[int]:
+    """Live pids whose environment carries an agent tag starting with `prefix`."""
+    return sorted(_scan(_needle(prefix))[1])
+
+
+def kill_first(pids: Iterable[int]) -> None:
+    """SIGKILL pids known to be ours, at once (the kill switch's sandbox inits and bwraps)."""
+    _signal_all(pids, signal.SIGKILL)
+
+
+def sweep(prefix: str, *, rounds: int = 50) -> list[int]:
+    """SIGKILL every process tagged with `prefix` and everything under them, all at once: freeze
+    the lot, then kill the lot, until nothing is left. Used after crashes and by the kill switch.
+    Synchronous and thread-safe: it must work while the event loop is busy."""
+    needle = _needle(prefix)
+    killed: set[int] = set()
+    for _ in range(rounds):
+        pids = _family(needle)
+        if not pids:
+            break
+        # Only what has not had its SIGKILL yet: a process that has one is dying (nothing
+        # blocks it, and it forks no more); signalling it again each round only cost time,
+        # with the GIL held (os.kill keeps it), so the event loop waited on this thread.
+        fresh = pids - killed
+        _signal_all(fresh, signal.SIGSTOP)
+        fresh = (fresh | _family(needle)) - killed if fresh else fresh  # forked before the freeze
+        killed.update(fresh)
+        _signal_all(fresh, signal.SIGKILL)
+        time.sleep(0.005)
+    _wait_dead(killed, time.monotonic() + DYING_WAIT_S)
+    return sorted(killed)
+
+
+DYING_WAIT_S = 2.0  # bound on waiting for killed processes to finish exiting
+# How often a polite kill looks whether the CLI has gone (one stat per agent). Not shorter: with
+# 300 agents shutting down at once, 10 ms polls made the loop the bottleneck (shutdown 810-850 ms
+# against 690-760 ms at 50 ms: the shutdown of 300 idle fake agents, two runs each).
+POLITE_POLL_S = 0.05
+EXIT_POLL_S = 0.005  # how often `_exited` looks again (most pids are gone at the first look)
+
+
+def _wait_dead(pids: set[int], deadline: float) -> None:
+    """Until every pid in `pids` is gone or a zombie (bounded: a pid reused meanwhile must not
+    hold a kill up). A process in the middle of exiting has already dropped its memory, so its
+    environment (the tag) reads empty and a scan no longer finds it; but it is still there:
+    the init of a pid namespace, for one, stays until the kernel has reaped all of its
+    namespace. Kill returns when they are really gone."""
+    left = _exiting(pids)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.002)
+        left = _exiting(left)
+
+
+def _exiting(pids: Iterable[int]) -> set[int]:
+    """Those of `pids` still there and not yet zombies (or dead)."""
+    return {pid for pid in pids if _live(pid)}
+
+
+def _autogroup_nice(pid: int | str) -> int | None:
+    """The nice of `pid`'s autogroup; None without autogroups. A session that never called
+    setsid() since boot (a container's init and what it starts) is in the root group, for which
+    the kernel prints nothing: it weighs as nice 0 (the launcher reads it the same way)."""
+    try:
+        with open(f"/proc/{pid}/autogroup") as fh:
+            return int((fh.read().split() or ["0"])[-1])
+    except (OSError, ValueError):
+        return None
+
+
+def lower_autogroup(pid: int, step: str) -> None:
+    """Set the autogroup of `pid`'s session `step` nice levels below ours. The sandbox's init
+    does it too, but the kernel lets a process without CAP_SYS_ADMIN change one autogroup a
+    tenth of a second machine-wide; a supervisor that has the capability does it at once."""
+    mine = _autogroup_nice("self")
+    if mine is None or not step.isdigit() or int(step) <= 0:
+        return
+    with contextlib.suppress(OSError):  # no permission (not root), or the process is gone
+        with open(f"/proc/{pid}/autogroup", "w") as fh:
+            fh.write(str(min(19, mine + int(step))))
+
+
+@contextlib.contextmanager
+def no_cyclic_gc() -> Iterator[None]:
+    """No cyclic garbage collection while many agents are ended at once (a shutdown, the kill
+    switch's bookkeeping). Ending 300 agents makes enough short-lived objects to set off a full
+    collection of the whole heap (about 250,000 objects then): 190-230 ms of the event loop's
+    CPU in the middle of a 300-agent shutdown, a third of it (bench/killswitch_latency.py).
+    Reference counting still frees nearly everything; the collector is back on, as it was,
+    when the agents are gone."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+class AgentProcess:
+    """The CLI process tree of one agent and the SDK client that talks to it."""
+
+    def __init__(
+        self,
+        *,
+        tag: str,
+        options: ClaudeAgentOptions,
+        on_stderr: Callable[[str], None] | None = None,
+    ) -> None:
+        self.tag = tag
+        self.options = options
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
+        self._on_stderr = on_stderr
+        options.stderr = self._stderr
+        from claude_agent_sdk import ClaudeSDKClient
+
+        self.client = ClaudeSDKClient(options)
+        self.launcher_pid: int | None = None  # bwrap's outer process when sandboxed
+        self.init_pid: int | None = None  # the sandbox's pid 1, seen from here
+        self.cli_pid: int | None = None
+        self.sandboxed = bool(options.env.get(launcher_module.SANDBOX_VAR))
+        self.paused = False
+        self._closed = False
+        self._terminated_at: float | None = None  # when the polite SIGTERM went out
+
+    def _stderr(self, line: str) -> None:
+        self.stderr_tail.append(line)
+        if self._on_stderr:
+            self._on_stderr(line)
+
+    def stderr_text(self, lines: int = 10) -> str:
+        return "\n".join(list(self.stderr_tail)[-lines:])
+
+    async def start(self, timeout_s: float = 90.0) -> None:
+        async with asyncio.timeout(timeout_s):  # not wait_for: see close()
+            await self.client.connect()
+        info = await self.client.get_server_info() or {}
+        pid = info.get("pid")
+        if self.sandboxed:
+            self._find_sandbox(pid if isinstance(pid, int) else None)
+            return
+        if isinstance(pid, int):
+            self.cli_pid = pid
+            with contextlib.suppress(psutil.NoSuchProcess):
+                parent = psutil.Process(pid).ppid()
+                if _environ_has(parent, f"{TAG_VAR}={self.tag}\0".encode()):
+                    self.launcher_pid = parent
+        if self.launcher_pid is None:
+            # Fall back to the tag: the launcher is the tagged process whose parent is us.
+            for p in tagged_pids(self.tag + "\0"):
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    if psutil.Process(p).ppid() == os.getpid():
+                        self.launcher_pid = p
+
+    def _find_sandbox(self, inner_cli_pid: int | None) -> None:
+        """Host pids of bwrap (our child), the namespace's init and the CLI."""
+        # bwrap is our own child: look among our children, not through the whole of /proc.
+        needle = f"{TAG_VAR}={self.tag}\0".encode()
+        for p in children_of(os.getpid()):
+            if _environ_has(p, needle):
+                self.launcher_pid = p
+        if self.launcher_pid is None:
+            return
+        kids = children_of(self.launcher_pid)
+        self.init_pid = kids[0] if kids else None
+        if self.init_pid is not None:
+            lower_autogroup(self.init_pid, self.options.env.get(launcher_module.NICE_VAR, ""))
+        if self.init_pid is not None:
+            for child in children_of(self.init_pid):
+                if inner_cli_pid is None or ns_pid(child) == inner_cli_pid:
+                    self.cli_pid = child
+                    break
+
+    async def query(self, prompt: str, note: str | None = None) -> str:
+        """Send a turn; returns the uuid it was sent with, which the CLI names in the result
+        of the turn that took it in (a turn the CLI began on its own names none of ours).
+        `note` (from Switchboard, e.g. "you were restarted") goes first, as a text block of
+        its own: the prompt stays the message's last text block."""
+        sent = str(uuid.uuid4())
+        content: str | list[dict[str, str]] = prompt if note is None else [
+            {"type": "text", "text": note}, {"type": "text", "text": prompt}]
+
+        async def message() -> AsyncIterator[dict[str, Any]]:
+            yield {"type": "user", "parent_tool_use_id": None, "uuid": sent,
+                   "message": {"role": "user", "content": content}}
+
+        await self.client.query(message())
+        return sent
+
+    def responses(self) -> AsyncIterator[Message]:
+        """Everything the CLI says, turn after turn (the caller stops at its result)."""
+        return self.client.receive_messages()
+
+    async def interrupt(self) -> None:
+        await self.client.interrupt()
+
+    # -- membership and signals -------------------------------------------------------------
+
+    def members(self) -> list[int]:
+        """Every live process of this agent. Sandboxed: bwrap, the init and everything in the
+        namespace (orphans are reparented to the init, so the tree under it is complete).
+        Otherwise: tagged processes and everything under them."""
+        if self.sandboxed:
+            return sorted(tree(self.launcher_pid)) if self.launcher_pid else []
+        return sorted(_family(_needle(self.tag + "\0")))
+
+    def agent_pids(self) -> list[int]:
+        """The processes the agent runs: members less bwrap and the init (ours, not its)."""
+        ours = {self.launcher_pid, self.init_pid}
+        return [p for p in self.members() if p not in ours]
+
+    def alive(self) -> bool:
+        pid = self.launcher_pid or self.cli_pid
+        if pid is None:
+            return not self._closed
+        try:
+            return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+        except psutil.NoSuchProcess:
+            return False
+
+    def pause(self) -> list[int]:
+        """Freeze every process of the agent. Sandboxed: the init stops the whole namespace
+        in one kill(-1, SIGSTOP); we then check, and stop directly whatever is still running.
+        Otherwise SIGSTOP every member, repeated until no new member appears."""
+        if self.sandboxed and self.init_pid:
+            _signal_all([self.init_pid], launcher_module.PAUSE_SIGNAL)
+            deadline = time.monotonic() + 2.0
+            while True:
+                running = [p for p in self.agent_pids() if not _stopped(p)]
+                if not running or time.monotonic() > deadline:
+                    break
+                _signal_all(running, signal.SIGSTOP)
+                time.sleep(0.002)
+            # Then our own two, so that every process of the sandbox shows stopped; resume
+            # continues them first.
+            ours = [p for p in (self.init_pid, self.launcher_pid) if p]
+            _signal_all(ours, signal.SIGSTOP)
+            # A signal is delivered, not done: wait (bounded) until they show stopped, so that
+            # what pause reports is what the process table says.
+            deadline = time.monotonic() + 1.0
+            while not all(_stopped(p) for p in ours) and time.monotonic() < deadline:
+                time.sleep(0.002)
+            self.paused = True
+            return self.members()
+        stopped: set[int] = set()
+        for _ in range(20):
+            todo = [p for p in self.members() if p not in stopped]
+            if not todo:
+                break
+            _signal_all(todo, signal.SIGSTOP)
+            stopped.update(todo)
+        self.paused = True
+        return sorted(stopped)
+
+    def resume(self) -> list[int]:
+        if self.sandboxed and self.init_pid:
+            _signal_all([p for p in (self.launcher_pid, self.init_pid) if p], signal.SIGCONT)
+            _signal_all([self.init_pid], launcher_module.RESUME_SIGNAL)
+        pids = self.members()
+        _signal_all(pids, signal.SIGCONT)
+        self.paused = False
+        return pids
+
+    def members_in(self, snap: Snapshot) -> set[int]:
+        """`members()`, read from a shared snapshot instead of from /proc."""
+        if self.sandboxed:
+            return snap.tree(self.launcher_pid) if self.launcher_pid else set()
+        return snap.family(_needle(self.tag + "\0")[len(TAG_VAR) + 1:])
+
+    async def kill(self, grace_s: float, table: ProcTable | None = None) -> list[int]:
+        """SIGTERM, a bounded wait, SIGKILL of every member, then the tag sweep. Returns the
+        pids that had to be force-killed. Safe to call more than once and under cancellation.
+        Every /proc read is a snapshot shared with the other agents being killed at the same
+        time (`table`, the loop's by default), taken in a thread: killing N agents at once
+        costs a few scans, and none of them on the event loop."""
+        table = table or proctable.shared()
+        last: set[int] = set()
+        try:
+            sent = self.terminate() if grace_s > 0 else None
+            if sent is not None:
+                deadline = sent + grace_s
+                last = await self._still_there(table)
+                while last and time.monotonic() < deadline:
+                    await asyncio.sleep(POLITE_POLL_S)
+                    last = await self._still_there(table)
+            else:
+                if self.paused:
+                    self.resume()
+                last = self.members_in(await table.snapshot())
+        finally:
+            # Whatever ends the wait (its deadline, a cancel, an error), the SIGKILL happens at
+            # once, synchronously, so a cancelled kill still kills; the sweep that follows is
+            # the synchronous one if we are being cancelled.
+            forced = sorted(self._kill_known(last))
+            ours = {p for p in (self.init_pid, self.launcher_pid) if p}
+            # The SDK's disconnect (loop work: its tasks, pipes and the launcher's exit) runs
+            # beside the sweep (a /proc scan in a thread) instead of after it: with 300
+            # agents shutting down at once that was 200 ms of disconnects queued behind it.
+            closing = asyncio.ensure_future(self.close(kill=False))
+            try:
+                forced = sorted(set(forced) | await self._sweep_shared(table))
+                await self._exited({*forced, *ours})
+            except asyncio.CancelledError:
+                self.kill_now()
+                raise
+            finally:
+                await asyncio.shield(closing)
+        return forced
+
+    def terminate(self) -> float | None:
+        """The polite half of `kill`, synchronous: resume if paused, then SIGTERM the CLI
+        (sandboxed, through the init, which forwards it; bwrap would just die). Once only;
+        returns when it was sent, None if there is no process to wait for. A shutdown sends it
+        to every agent in one pass before any of them is waited for (`kill` then only waits)."""
+        polite = self.init_pid if self.sandboxed else self.launcher_pid
+        if self._terminated_at is None and polite:
+            if self.paused:
+                self.resume()
+            _signal_all([polite], signal.SIGTERM)
+            self._terminated_at = time.monotonic()
+        return self._terminated_at
+
+    @staticmethod
+    async def _exited(pids: set[int]) -> None:
+        """Until each killed pid has finished exiting (see `_wait_dead`), polled without
+        blocking the loop: most are gone already, so this is usually one pass of failed opens."""
+        deadline = time.monotonic() + DYING_WAIT_S
+        left = _exiting(pids)
+        while left and time.monotonic() < deadline:
+            await asyncio.sleep(EXIT_POLL_S)
+            left = _exiting(left)
+
+    async def _still_there(self, table: ProcTable) -> set[int]:
+        """What the polite wait waits for. Sandboxed: the CLI, one stat per poll and no scan
+        (the SIGTERM was for it, to end its session cleanly; once it is gone, the SIGKILL of
+        the init that follows ends the rest of the namespace at once, without waiting for the
+        init and then bwrap to notice and exit in turn, each a wake-up of a niced process).
+        Otherwise: every member, from the shared snapshot."""
+        if self.sandboxed:
+            pid = self.cli_pid or self.launcher_pid
+            return {pid} if pid and _live(pid) else set()
+        return self.members_in(await table.snapshot())
+
+    def _kill_known(self, pids: set[int]) -> set[int]:
+        """SIGKILL the init and bwrap (the kernel then ends the whole namespace) and `pids`."""
+        ours = [p for p in (self.init_pid, self.launcher_pid) if p] if self.sandboxed else []
+        _signal_all([*ours, *pids], signal.SIGKILL)
+        self.paused = False
+        return set(pids)
+
+    async def _sweep_shared(self, table: ProcTable, rounds: int = 50) -> set[int]:
+        """`sweep` of this agent's tag (and, sandboxed, its tree), from shared snapshots:
+        freeze what is left, then kill it, until a snapshot shows nothing."""
+        killed: set[int] = set()
+        needle = _needle(self.tag + "\0")[len(TAG_VAR) + 1:]
+        for _ in range(rounds):
+            snap = await table.snapshot()
+            pids = snap.family(needle) | self.members_in(snap)
+            if not pids:
+                break
+            fresh = pids - killed  # the rest has its SIGKILL and is dying: see `sweep`
+            _signal_all(fresh, signal.SIGSTOP)
+            _signal_all(fresh, signal.SIGKILL)
+            killed |= fresh
+        return killed
+
+    def kill_now(self) -> list[int]:
+        """Immediate SIGKILL of the whole tree and every tagged process (no await). Sandboxed,
+        the init goes first: the kernel then ends every process of the namespace at once."""
+        forced: list[int] = []
+        if self.sandboxed and self.launcher_pid:
+            forced = self.members()
+            _signal_all([p for p in (self.init_pid, self.launcher_pid) if p], signal.SIGKILL)
+        forced = sorted(set(forced) | set(sweep(self.tag + "\0")))
+        self.paused = False
+        return forced
+
+    async def close(self, *, kill: bool = True, timeout_s: float = 10.0) -> None:
+        """Disconnect the SDK client (it closes stdin, waits, then terminates), bounded."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.paused:
+            self.resume()
+        try:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for returns normally when a cancel
+            # lands just as the disconnect finishes, and the cancel is lost (the runner's loop
+            # then ran on through shutdown: "agent loop did not stop"). Shielded: a cancel
+            # leaves the disconnect running to its end; the SIGKILL below happens regardless.
+            with contextlib.suppress(Exception):  # the client may already be dead; never raise here
+                async with asyncio.timeout(timeout_s):
+                    await asyncio.shield(self.client.disconnect())
+        finally:
+            # The SDK closes the message stream's receive side only when disconnect() gets to
+            # its end; one that raised or ran out of time leaves it open (a ResourceWarning
+            # once collected). We are its only reader, and done with it.
+            query = getattr(self.client, "_query", None)
+            if query is not None:
+                with contextlib.suppress(Exception):
+                    query.close_receive_stream()
+            if kill:
+                self._kill_known(set())
+                table = proctable.shared()
+                try:
+                    await self._sweep_shared(table)
+                except asyncio.CancelledError:
+                    self.kill_now()
+                    raise
