@@ -219,8 +219,8 @@ class EventFeed(Protocol):
 
 
 class FleetPort(Protocol):
-    """The handful of fleet calls the kit makes; satisfied over today's pool and store by
-    bot/fleet.py, and over supervisor/api/__init__.py once it lands."""
+    """The handful of fleet calls the kit makes; satisfied over supervisor.api by bot/fleet.py
+    (ApiFleet)."""
 
     async def operator(self, platform: str, user_id: str, /) -> Operator | None: ...
 
