@@ -35,7 +35,7 @@ import psutil  # noqa: E402
 
 from bench._common import quiet_logging, result, scratch_dir, smoke, wait_until  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
-from supervisor.process.agent import tagged_pids  # noqa: E402
+from supervisor.process.tree import tagged_pids  # noqa: E402
 from tests.conftest import make_settings  # noqa: E402
 from tests.fakes.mock_anthropic import MockAnthropic  # noqa: E402
 

@@ -67,7 +67,7 @@ import supervisor.guard.killswitch as killswitch_module  # noqa: E402
 from bench._common import result, smoke  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
-from supervisor.process.agent import tagged_pids  # noqa: E402
+from supervisor.process.tree import tagged_pids  # noqa: E402
 from tests.conftest import make_settings, processes_with_tag  # noqa: E402
 
 SUITE = {"timeout_s": 600}  # four fleets of 300 agents to spawn on 2 cores
@@ -459,7 +459,7 @@ def print_table(by_n: dict[int, list[Row]]) -> None:
   groups       distinct process groups among them (the direct kill's os.killpg targets)
   kill switch  trigger() called -> the watcher sees none of those pids alive
   fire_now     the synchronous part (halt flag persisted + sweep), run in a worker thread
-  sweep        supervisor.process.agent.sweep alone: freeze + SIGKILL by tag and descendants
+  sweep        supervisor.process.tree.sweep alone: freeze + SIGKILL by tag and descendants
   trigger()    when trigger() returned: also agent states, revocation, audit and the notice
   direct       first os.killpg -> none alive; signals: time to send every killpg + kill
   ratio        kill switch / direct (median of the per-run ratios)""")

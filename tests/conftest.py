@@ -26,8 +26,8 @@ from supervisor.api import SupervisorAPI
 from supervisor.config import Settings
 from supervisor.core import Core
 from supervisor.events import EventHub
-from supervisor.process.agent import ns_pid
 from supervisor.process.sandbox import agent_ids
+from supervisor.process.tree import ns_pid
 from tests.fakes.gcs import Emulator
 from tests.fakes.mock_anthropic import MockAnthropic
 

@@ -32,8 +32,9 @@ from supervisor.guard.policy import Policy
 from supervisor.guard.storage import StorageGuard
 from supervisor.guard.watchdog import Watchdog
 from supervisor.names import check_names, new_agent_id
-from supervisor.process.agent import install_launcher, no_cyclic_gc, resolve_cli, sweep
+from supervisor.process.agent import install_launcher, resolve_cli
 from supervisor.process.sandbox import Isolation, describe, hide_in, probe, unwritable_reason
+from supervisor.process.tree import no_cyclic_gc, sweep
 from supervisor.repos import Repos
 from supervisor.repos.tools import repo_tools
 

@@ -40,8 +40,9 @@ from supervisor.guard.escalations import Escalations
 from supervisor.guard.gate import GateDeps, ToolGate
 from supervisor.guard.guardrails import CrashTracker, LimitExceeded, day_start
 from supervisor.guard.policy import Policy
-from supervisor.process.agent import AgentProcess, sweep
+from supervisor.process.agent import AgentProcess
 from supervisor.process.sandbox import Isolation
+from supervisor.process.tree import sweep
 
 logger = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from store.kv import get_sync, set_sync
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import Halted
-from supervisor.process.agent import kill_first, no_cyclic_gc, sweep
+from supervisor.process.tree import kill_first, no_cyclic_gc, sweep
 
 if TYPE_CHECKING:
     from supervisor.agents.fleet import FleetReader

@@ -16,7 +16,8 @@ from store.kv import set_sync
 from supervisor.config import Settings
 from supervisor.errors import StoreFailed
 from supervisor.guard.killswitch import HALT_KEY, write_local_trigger
-from supervisor.process.agent import resolve_cli, sweep
+from supervisor.process.agent import resolve_cli
+from supervisor.process.tree import sweep
 from supervisor.redact import SECRETS
 
 

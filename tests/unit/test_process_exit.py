@@ -1,6 +1,6 @@
 """A kill returns once its processes have really exited: a process in the middle of exiting
 has dropped its memory (its tag reads empty, a scan no longer finds it) but is still there;
-supervisor/process/agent.py waits for such pids, bounded, until they are gone or zombies."""
+supervisor/process/tree.py waits for such pids, bounded, until they are gone or zombies."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import signal
 import subprocess
 import time
 
-from supervisor.process import agent as process
+from supervisor.process import tree as process
 
 
 def test_a_live_process_is_exiting_until_it_is_a_zombie_or_gone() -> None:

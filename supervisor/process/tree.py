@@ -1,0 +1,239 @@
+"""Processes as /proc shows them: an agent's tree, its members by their tag, pids inside a
+namespace, and the sweep that ends whatever carries a tag (what a previous supervisor left, what
+the kill switch misses). Signals are sent only here and in supervisor/process/agent.py."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import os
+import signal
+import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from supervisor import launcher as launcher_module
+
+if TYPE_CHECKING:  # the SDK costs about a second to import: only agents need it, not the
+    # offline commands (status, kill from a shell, the container's health check)
+
+    pass
+
+logger = logging.getLogger(__name__)
+TAG_VAR = launcher_module.TAG_VAR
+
+
+def _environ_has(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return False
+    return needle in data
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children of `pid` (every thread's), from /proc without a full scan."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                out.extend(int(x) for x in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def tree(pid: int) -> list[int]:
+    """`pid` and every live descendant (walks /proc/<pid>/task/*/children)."""
+    seen: list[int] = []
+    stack = [pid]
+    while stack:
+        p = stack.pop()
+        if p in seen or not _live(p):
+            continue
+        seen.append(p)
+        stack.extend(children_of(p))
+    return seen
+
+
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """/proc/<pid>/stat after the command name (state, ppid, ...), or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2:].split() or None
+
+
+def _state(pid: int) -> str | None:
+    fields = _stat_fields(pid)
+    return fields[0].decode() if fields else None
+
+
+def _live(pid: int) -> bool:
+    state = _state(pid)
+    return state is not None and state not in "ZX"
+
+
+def _stopped(pid: int) -> bool:
+    """Stopped, or no longer there to run."""
+    return _state(pid) in ("T", "t", "Z", None)
+
+
+def ns_pid(pid: int) -> int | None:
+    """The pid `pid` has inside its own (innermost) pid namespace."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _signal_all(pids: Iterable[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _needle(prefix: str) -> bytes:
+    return f"{TAG_VAR}={prefix}".encode()
+
+
+def _scan(needle: bytes) -> tuple[dict[int, list[int]], set[int]]:
+    """One pass over /proc: children of every live (non-zombie) process, and the pids whose
+    environment contains `needle`. One pass per round keeps a 100-agent sweep fast."""
+    children: dict[int, list[int]] = {}
+    tagged: set[int] = set()
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        fields = _stat_fields(entry)
+        if not fields or fields[0] == b"Z" or pid == me:
+            continue
+        children.setdefault(int(fields[1]), []).append(pid)
+        if _environ_has(pid, needle):
+            tagged.add(pid)
+    return children, tagged
+
+
+def _family(needle: bytes) -> set[int]:
+    """Tagged processes and everything under them (a subreaper's orphans included)."""
+    children, found = _scan(needle)
+    stack = list(found)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    found.discard(os.getpid())
+    return found
+
+
+def tagged_pids(prefix: str) -> list[int]:
+    """Live pids whose environment carries an agent tag starting with `prefix`."""
+    return sorted(_scan(_needle(prefix))[1])
+
+
+def kill_first(pids: Iterable[int]) -> None:
+    """SIGKILL pids known to be ours, at once (the kill switch's sandbox inits and bwraps)."""
+    _signal_all(pids, signal.SIGKILL)
+
+
+def sweep(prefix: str, *, rounds: int = 50) -> list[int]:
+    """SIGKILL every process tagged with `prefix` and everything under them, all at once: freeze
+    the lot, then kill the lot, until nothing is left. Used after crashes and by the kill switch.
+    Synchronous and thread-safe: it must work while the event loop is busy."""
+    needle = _needle(prefix)
+    killed: set[int] = set()
+    for _ in range(rounds):
+        pids = _family(needle)
+        if not pids:
+            break
+        # Only what has not had its SIGKILL yet: a process that has one is dying (nothing
+        # blocks it, and it forks no more); signalling it again each round only cost time,
+        # with the GIL held (os.kill keeps it), so the event loop waited on this thread.
+        fresh = pids - killed
+        _signal_all(fresh, signal.SIGSTOP)
+        fresh = (fresh | _family(needle)) - killed if fresh else fresh  # forked before the freeze
+        killed.update(fresh)
+        _signal_all(fresh, signal.SIGKILL)
+        time.sleep(0.005)
+    _wait_dead(killed, time.monotonic() + DYING_WAIT_S)
+    return sorted(killed)
+
+
+DYING_WAIT_S = 2.0  # bound on waiting for killed processes to finish exiting
+# How often a polite kill looks whether the CLI has gone (one stat per agent). Not shorter: with
+# 300 agents shutting down at once, 10 ms polls made the loop the bottleneck (shutdown 810-850 ms
+# against 690-760 ms at 50 ms: the shutdown of 300 idle fake agents, two runs each).
+POLITE_POLL_S = 0.05
+EXIT_POLL_S = 0.005  # how often `_exited` looks again (most pids are gone at the first look)
+
+
+def _wait_dead(pids: set[int], deadline: float) -> None:
+    """Until every pid in `pids` is gone or a zombie (bounded: a pid reused meanwhile must not
+    hold a kill up). A process in the middle of exiting has already dropped its memory, so its
+    environment (the tag) reads empty and a scan no longer finds it; but it is still there:
+    the init of a pid namespace, for one, stays until the kernel has reaped all of its
+    namespace. Kill returns when they are really gone."""
+    left = _exiting(pids)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.002)
+        left = _exiting(left)
+
+
+def _exiting(pids: Iterable[int]) -> set[int]:
+    """Those of `pids` still there and not yet zombies (or dead)."""
+    return {pid for pid in pids if _live(pid)}
+
+
+def _autogroup_nice(pid: int | str) -> int | None:
+    """The nice of `pid`'s autogroup; None without autogroups. A session that never called
+    setsid() since boot (a container's init and what it starts) is in the root group, for which
+    the kernel prints nothing: it weighs as nice 0 (the launcher reads it the same way)."""
+    try:
+        with open(f"/proc/{pid}/autogroup") as fh:
+            return int((fh.read().split() or ["0"])[-1])
+    except (OSError, ValueError):
+        return None
+
+
+def lower_autogroup(pid: int, step: str) -> None:
+    """Set the autogroup of `pid`'s session `step` nice levels below ours. The sandbox's init
+    does it too, but the kernel lets a process without CAP_SYS_ADMIN change one autogroup a
+    tenth of a second machine-wide; a supervisor that has the capability does it at once."""
+    mine = _autogroup_nice("self")
+    if mine is None or not step.isdigit() or int(step) <= 0:
+        return
+    with contextlib.suppress(OSError):  # no permission (not root), or the process is gone
+        with open(f"/proc/{pid}/autogroup", "w") as fh:
+            fh.write(str(min(19, mine + int(step))))
+
+
+@contextlib.contextmanager
+def no_cyclic_gc() -> Iterator[None]:
+    """No cyclic garbage collection while many agents are ended at once (a shutdown, the kill
+    switch's bookkeeping). Ending 300 agents makes enough short-lived objects to set off a full
+    collection of the whole heap (about 250,000 objects then): 190-230 ms of the event loop's
+    CPU in the middle of a 300-agent shutdown, a third of it (bench/killswitch_latency.py).
+    Reference counting still frees nearly everything; the collector is back on, as it was,
+    when the agents are gone."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
