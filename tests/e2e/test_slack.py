@@ -15,7 +15,7 @@ import pytest
 from bot.app import Switchboard
 from bot.kit import Pace
 from bot.slack import SlackFrontend
-from supervisor.config import Secret
+from supervisor.config_types import Secret
 from tests.conftest import free_port, make_settings, processes_with_tag, wait_for
 from tests.fakes.fake_slack import (
     APP_TOKEN,

@@ -12,7 +12,7 @@ import pytest
 
 from bot.app import Switchboard
 from bot.telegram import KILL_TEXT, TelegramFrontend
-from supervisor.config import Secret
+from supervisor.config_types import Secret
 from supervisor.guard.describe import describe
 from supervisor.guard.escalations import Kind
 from supervisor.guard.gate import PERMISSION_OPTIONS

@@ -16,7 +16,7 @@ from bot.cli import _check_telegram, _Doctor
 from bot.kit import ChatId
 from bot.telegram import TelegramFrontend, run_telegram
 from commands.base import Reply
-from supervisor.config import Secret
+from supervisor.config_types import Secret
 from tests.conftest import wait_for
 from tests.e2e.test_telegram import ADMIN, ask, fake_tg, said, tg_settings  # noqa: F401
 from tests.fakes.fake_telegram.text import utf16_len

@@ -88,6 +88,6 @@ def test_the_front_ends_whitelist_names_every_other_part():
         "Commands and front ends reach the supervisor only through")]
     forbidden = {str(m).removeprefix("supervisor.") for m in whitelist["forbidden_modules"]
                  if str(m).startswith("supervisor.")}  # type: ignore[union-attr]
-    vocabulary = {"api", "config", "config_sources", "clock", "errors", "events", "service",
-                  "names", "redact", "sanitize", "heap"}
+    vocabulary = {"api", "config", "config_sources", "config_types", "clock", "errors", "events",
+                  "service", "names", "redact", "sanitize", "heap"}
     assert _parts() - vocabulary == forbidden

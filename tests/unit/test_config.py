@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.config import AGENT_ENV_DEFAULTS, PERMISSION_MODES, Secret, Settings
+from supervisor.config import AGENT_ENV_DEFAULTS, PERMISSION_MODES, Settings
+from supervisor.config_types import Secret
 from supervisor.errors import ConfigError, SupervisorError
 
 CHAT_AND_CLOUD_SECRETS = {

@@ -9,8 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from supervisor import launcher
-from supervisor.config import FALSE_WORDS, TRUE_WORDS, Secret, Settings
+from supervisor.config import Settings
 from supervisor.config_sources import key_of, kind_of
+from supervisor.config_types import FALSE_WORDS, TRUE_WORDS, Secret
 from supervisor.errors import ConfigError
 
 

@@ -13,7 +13,7 @@ from commands.operators import redact_codes
 from store import open_store
 from store.migrations import MIGRATIONS
 from store.operators import hash_code
-from supervisor.config import Secret
+from supervisor.config_types import Secret
 from supervisor.redact import Redactor
 from tests.conftest import make_settings, run
 

@@ -23,7 +23,8 @@ from bot.logs import STABLE, JsonFormatter
 from bot.metrics import Metrics, Sample
 from bot.web import LoopLag, readiness
 from store import open_store
-from supervisor.config import Secret, Settings
+from supervisor.config import Settings
+from supervisor.config_types import Secret
 from supervisor.errors import ConfigError
 from supervisor.redact import SECRETS
 from tests.conftest import free_port

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.config import Secret, Settings, looks_secret
+from supervisor.config import Settings
+from supervisor.config_types import Secret, looks_secret
 from supervisor.redact import MASK, RedactingFormatter, Redactor, install
 
 TOKEN = "7391048265:AAH9kq-Zt0kenSecretPart_ForTestsOnly42"
