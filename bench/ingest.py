@@ -55,7 +55,7 @@ from bench._common import quiet_logging, scratch_dir, smoke  # noqa: E402
 from bench._figures import Figure, table  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
 from store import Store, open_store  # noqa: E402
-from supervisor import records  # noqa: E402
+from supervisor.agents import records  # noqa: E402
 from supervisor.agents.runner import AgentRunner, RunnerDeps  # noqa: E402
 from supervisor.events import AgentState, EventHub  # noqa: E402
 from tests.conftest import make_settings  # noqa: E402

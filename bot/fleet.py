@@ -112,21 +112,21 @@ class ApiFleet:
         return await self.api.escalation(escalation_id)
 
     async def record_copy(self, copy: ChatCopy, /) -> None:
-        await self.api.record_copy(copy.escalation_id, copy.platform, copy.chat, copy.message)
+        await self.api.chats.record_copy(copy.escalation_id, copy.platform, copy.chat, copy.message)
 
     async def copies(self, escalation_id: str, platform: str, /) -> Sequence[ChatCopy]:
         return [ChatCopy(escalation_id, platform, ChatId(chat), MessageId(message))
-                for chat, message in await self.api.copies(escalation_id, platform)]
+                for chat, message in await self.api.chats.copies(escalation_id, platform)]
 
     async def escalation_for_message(self, platform: str, chat: ChatId, message: MessageId,
                                      /) -> str | None:
-        return await self.api.escalation_for_message(platform, chat, message)
+        return await self.api.chats.escalation_for_message(platform, chat, message)
 
     async def unsettled(self, platform: str, /) -> Sequence[Escalation]:
-        return list(await self.api.unsettled_copies(platform))
+        return list(await self.api.chats.unsettled_copies(platform))
 
     async def settle(self, escalation_id: str, platform: str, /) -> None:
-        await self.api.settle_copies(escalation_id, platform)
+        await self.api.chats.settle_copies(escalation_id, platform)
 
     @contextlib.contextmanager
     def subscribe(self) -> Iterator[_Feed]:
@@ -142,9 +142,9 @@ class ApiFleet:
                          a.turns, a.cost_usd, agent_buttons(a) if a.live else ())
 
     async def card(self, platform: str, agent_id: str, chat: ChatId, /) -> MessageId | None:
-        found = await self.api.card(platform, agent_id, chat)
+        found = await self.api.chats.card(platform, agent_id, chat)
         return MessageId(found) if found is not None else None
 
     async def record_card(self, platform: str, agent_id: str, chat: ChatId,
                           message: MessageId, /) -> None:
-        await self.api.record_card(platform, agent_id, chat, message)
+        await self.api.chats.record_card(platform, agent_id, chat, message)

@@ -117,7 +117,7 @@ class Listeners:
         chat = ephemeral(channel, user, thread if is_ts(thread) else None)
         if thread and not dm_chat:
             assert self.front.app.api is not None
-            agent = await self.front.app.api.agent_for_card("slack", channel, str(thread))
+            agent = await self.front.app.api.chats.agent_for_card("slack", channel, str(thread))
             if agent is not None and not text.startswith("!"):
                 text = await self._to_agent(agent, text)
             else:
@@ -226,7 +226,7 @@ class Listeners:
         thread = str(event.get("thread_ts") or "")
         user = str(event.get("user") or event.get("user_id") or "")
         assert self.front.app.api is not None
-        agent = await self.front.app.api.agent_for_card("slack", channel, thread)
+        agent = await self.front.app.api.chats.agent_for_card("slack", channel, thread)
         if agent is None or not user:
             return
         sender = await self.sender(user, client)

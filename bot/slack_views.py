@@ -203,7 +203,7 @@ class Sessions:
         if status is None or api is None or client is None or self.shown.get(agent_id) == status:
             return
         channel = self.front.settings.slack_channel or ""
-        thread = await api.card("slack", agent_id, channel)
+        thread = await api.chats.card("slack", agent_id, channel)
         if thread is None:
             return
         self.shown[agent_id] = status

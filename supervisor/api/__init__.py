@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
-import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING
 
 from store import Store
 from store.errors import StoreError
 from supervisor.agents.retention import database_bytes, retention_words
+from supervisor.api.chats import ChatCopiesAPI
+from supervisor.api.errors import store_errors
+from supervisor.api.operators import INVITE_ALPHABET, INVITE_LENGTH, ROLES, OperatorAdmin
 from supervisor.api.persistence import PersistenceAPI
 from supervisor.api.repos import RepoAPI
 from supervisor.api.schedules import Draft, RunView, ScheduleAPI, ScheduleView
@@ -90,35 +91,15 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-ROLES = ("viewer", "operator", "admin")
-INVITE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
-INVITE_LENGTH = 10
 # Outcomes reported even before one happens, so a dashboard sees 0 rather than no series.
 TURN_OUTCOMES = ("ok", "error", "interrupted", "failed")
 SCHEDULE_OUTCOMES = ("ok", "failed", "skipped")
 WRITE_PROBE_KEY = "health.write_probe"
 
 
-P = ParamSpec("P")
-R = TypeVar("R")
+class SupervisorAPI(OperatorAdmin):
+    """The facade; operators and invites are OperatorAdmin's (supervisor/api/operators.py)."""
 
-
-def _store_errors(
-    fn: Callable[Concatenate[SupervisorAPI, P], Awaitable[R]],
-) -> Callable[Concatenate[SupervisorAPI, P], Awaitable[R]]:
-    """A store failure underneath becomes StoreFailed: callers see one error tree."""
-
-    async def wrapper(api: SupervisorAPI, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return await fn(api, *args, **kwargs)
-        except StoreError as exc:
-            raise StoreFailed(exc) from exc
-
-    functools.update_wrapper(wrapper, fn)  # in place: `wrapper` keeps its own type
-    return wrapper
-
-
-class SupervisorAPI:
     def __init__(self, *, settings: Settings, store: Store, hub: EventHub, pool: AgentPool,
                  escalations: Escalations, killswitch: KillSwitch,
                  standing: StandingAgents) -> None:
@@ -140,6 +121,8 @@ class SupervisorAPI:
         self.report_schedule_runs(self.schedules.scheduler.runs_by_outcome)
         pool.tool_makers["schedules"] = lambda runner: schedule_tools(self.schedules, runner)
         self.persistence = PersistenceAPI(pool)  # snapshots to the bucket
+        # Where each escalation's and agent's chat messages are (supervisor/api/chats.py).
+        self.chats = ChatCopiesAPI(store, escalations)
 
     @classmethod
     def over(cls, core: Core) -> SupervisorAPI:
@@ -167,7 +150,7 @@ class SupervisorAPI:
                          key=lambda r: r.created_at)
         return tuple(agent_view(r) for r in runners)
 
-    @_store_errors
+    @store_errors
     async def agent(self, ref: str) -> AgentDetail:
         """One agent by name or id (a live agent wins its name), with spend and process."""
         r = await self._pool.fleet.get(ref)
@@ -188,7 +171,7 @@ class SupervisorAPI:
             charter=r.charter,
         )
 
-    @_store_errors
+    @store_errors
     async def fleet(self) -> FleetView:
         counts: dict[str, int] = {}
         for r in self._pool.fleet.live():
@@ -198,7 +181,7 @@ class SupervisorAPI:
                          db_bytes=database_bytes(self._store.db.path),
                          retention=retention_words(self.settings))
 
-    @_store_errors
+    @store_errors
     async def logs(self, ref: str, n: int = 20) -> AgentLog:
         """The agent's last `n` events, oldest first."""
         r = await self._pool.fleet.get(ref)
@@ -207,7 +190,7 @@ class SupervisorAPI:
         return AgentLog(agent_view(r), tuple(LogEntry(e.kind, e.summary, e.at, e.turn_id)
                                         for e in events))
 
-    @_store_errors
+    @store_errors
     async def spend(self, ref: str | None = None) -> SpendReport:
         """Spend and tokens per agent and per model, of one agent or of all."""
         agent = agent_view(await self._pool.fleet.get(ref)) if ref else None
@@ -225,7 +208,7 @@ class SupervisorAPI:
 
     # -- agents: acting -----------------------------------------------------------------------
 
-    @_store_errors
+    @store_errors
     async def spawn(self, name: str, prompt: str, *, by: Actor, model: str | None = None,
                     cwd: str | None = None, parent: str | None = None,
                     permission_mode: str | None = None,
@@ -249,7 +232,7 @@ class SupervisorAPI:
         d = self._pool.policy.decide("", "Read", {"file_path": str(path)}, str(path.parent))
         return f"{path}: {d.reason}" if d.action == PolicyAction.DENY else None
 
-    @_store_errors
+    @store_errors
     async def ask(self, ref: str, text: str) -> Sent:
         """Queue a message for an agent; it becomes the agent's next turn (a stopped or
         failed agent restarts on its session; a paused one runs it once resumed)."""
@@ -257,21 +240,21 @@ class SupervisorAPI:
         r, ahead = await self._pool.ask(clean(ref), clean(text))
         return Sent(agent_view(r), ahead)
 
-    @_store_errors
+    @store_errors
     async def pause(self, ref: str) -> Paused:
         self._not_halted()
         r = await self._pool.fleet.get(ref)
         stopped = await r.pause()
         return Paused(agent_view(r), len(stopped))
 
-    @_store_errors
+    @store_errors
     async def resume(self, ref: str) -> AgentView:
         self._not_halted()
         r = await self._pool.fleet.get(ref)
         await r.resume()
         return agent_view(r)
 
-    @_store_errors
+    @store_errors
     async def stop(self, ref: str) -> AgentView:
         """Interrupt the running turn and close the agent; its session is kept."""
         self._not_halted()
@@ -279,7 +262,7 @@ class SupervisorAPI:
         await r.stop()
         return agent_view(r)
 
-    @_store_errors
+    @store_errors
     async def kill(self, ref: str) -> Killed:
         """Kill the agent and every descendant: every process, no session restart."""
         self._not_halted()
@@ -298,7 +281,7 @@ class SupervisorAPI:
                               tuple((m.name, m.role) for m in t.members))
                      for t in teams_module.load(self.settings.team_file).values())
 
-    @_store_errors
+    @store_errors
     async def team(self, template: str, prompt: str | None, *, by: Actor,
                    prefix: str | None = None, cwd: str | None = None) -> TeamStarted:
         """Spawn every member of a team template at once, under the guardrails."""
@@ -315,7 +298,7 @@ class SupervisorAPI:
 
     # -- the bus --------------------------------------------------------------------------------
 
-    @_store_errors
+    @store_errors
     async def send(self, to: str, text: str, *, by: Actor, kind: str = "task") -> BusSent:
         """A message from the operator to an agent, a role (role:x), a topic (topic:x) or
         everyone (*), stored before this returns."""
@@ -333,19 +316,19 @@ class SupervisorAPI:
                            tuple(DeliveryView(r.recipient, r.state, r.attempts, r.reason)
                                  for r in rows))
 
-    @_store_errors
+    @store_errors
     async def message(self, message_id: int) -> MessageView:
         """One message, with whether it was delivered and consumed, per recipient."""
         return await self._message_view(message_id)
 
-    @_store_errors
+    @store_errors
     async def messages(self, ref: str | None = None, n: int = 20) -> tuple[MessageView, ...]:
         """The last `n` messages (sent or received by one agent, or all), oldest first."""
         agent_id = (await self._pool.fleet.get(ref)).id if ref else None
         rows = await self._store.bus.recent(agent_id, max(1, min(n, 200)))
         return tuple([await self._message_view(m.id) for m in rows])
 
-    @_store_errors
+    @store_errors
     async def inbox(self, ref: str) -> tuple[MessageView, ...]:
         """What is waiting for an agent (queued, or leased to its running turn), in the order
         it will get it."""
@@ -353,7 +336,7 @@ class SupervisorAPI:
         rows = await self._store.bus.of_recipient(r.id)
         return tuple([await self._message_view(x.message.id) for x in rows])
 
-    @_store_errors
+    @store_errors
     async def bus_state(self) -> BusView:
         """Queue depth per agent and deliveries by state."""
         names = {r.id: r.name for r in self._pool.fleet.everyone()}
@@ -364,17 +347,17 @@ class SupervisorAPI:
 
     # -- escalations ----------------------------------------------------------------------------
 
-    @_store_errors
+    @store_errors
     async def pending(self, agent: str | None = None) -> tuple[EscalationView, ...]:
         """Open questions and permission requests, oldest first (of one agent, or all)."""
         agent_id = (await self._pool.fleet.get(agent)).id if agent else None
         return tuple(await self._escalations.pending(agent_id))
 
-    @_store_errors
+    @store_errors
     async def escalation(self, esc_id: str) -> EscalationView | None:
         return await self._escalations.get(esc_id)
 
-    @_store_errors
+    @store_errors
     async def approve(self, esc_id: str, *, by: Actor, session: bool = False) -> EscalationView:
         """Allow a permission request once, or for the rest of the agent's session."""
         self._not_halted()
@@ -385,7 +368,7 @@ class SupervisorAPI:
         decision = Decision.ALLOW_SESSION if session else Decision.ALLOW
         return await self._escalations.answer(esc_id, Answer(decision, "", by.name, by.platform))
 
-    @_store_errors
+    @store_errors
     async def approve_all(self, agent: str, *, by: Actor, session: bool = False) -> Approved:
         """Allow every open permission request of one agent."""
         self._not_halted()
@@ -397,13 +380,13 @@ class SupervisorAPI:
                                                                 by.platform)) for row in rows]
         return Approved(agent_view(r), tuple(closed))
 
-    @_store_errors
+    @store_errors
     async def deny(self, esc_id: str, *, by: Actor, reason: str = "") -> EscalationView:
         """Deny a request; the reason goes back to the model. Works while halted."""
         return await self._escalations.answer(
             esc_id, Answer(Decision.DENY, clean(reason), by.name, by.platform))
 
-    @_store_errors
+    @store_errors
     async def answer(self, esc_id: str, text: str, *, by: Actor) -> EscalationView:
         """Answer a question with an option number or text. The closed row's
         answer["text"] is what the agent got (an option number becomes the option)."""
@@ -425,7 +408,7 @@ class SupervisorAPI:
         return await self._escalations.answer(
             esc_id, Answer(Decision.ANSWER, text, by.name, by.platform))
 
-    @_store_errors
+    @store_errors
     async def notify(self, title: str, body: str = "", *,
                      agent_id: str | None = None) -> EscalationView:
         """A notice to every front end; it needs no answer."""
@@ -436,7 +419,7 @@ class SupervisorAPI:
         async for row in self._escalations.follow(frontend):
             yield row
 
-    @_store_errors
+    @store_errors
     async def ack_escalation(self, esc_id: str, frontend: str) -> None:
         await self._escalations.ack(esc_id, frontend)
 
@@ -455,7 +438,7 @@ class SupervisorAPI:
         scrape)."""
         self._schedule_runs = runs
 
-    @_store_errors
+    @store_errors
     async def stats(self) -> StatsView:
         """Counts from memory (agents, the turn tally) and one indexed count of open
         escalations: cheap enough for every scrape, whatever the size of the tables."""
@@ -504,147 +487,16 @@ class SupervisorAPI:
         return HaltView(str(h.get("by")), str(h.get("via")), str(h.get("reason") or ""),
                         float(h.get("at", time.time())), tuple(h.get("agents", ())))
 
-    @_store_errors
+    @store_errors
     async def halt(self, *, by: Actor, reason: str = "") -> KillReport:
         """Trigger the kill switch: every agent SIGKILLed, open requests denied, invites
         revoked, new work refused until release. Again while on: sweeps once more."""
         return await self._killswitch.trigger(by.name, by.platform, clean(reason))
 
-    @_store_errors
+    @store_errors
     async def release(self, *, by: Actor) -> str:
         """Turn the kill switch off; returns the report of what it had stopped."""
         return await self._killswitch.deactivate(by.name, by.platform)
-
-    # -- operators and invites ------------------------------------------------------------------
-
-    @staticmethod
-    def _role(word: str) -> str:
-        role = word.lower()
-        if role not in ROLES:
-            raise InvalidRequest(f"unknown role {word!r}; roles are {', '.join(ROLES)}")
-        return role
-
-    @staticmethod
-    def _who(who: str) -> tuple[str, str]:
-        platform, _, user_id = who.partition(":")
-        if not platform or not user_id:
-            raise InvalidRequest(f"name the operator as platform:user_id, got {who!r}")
-        return platform, user_id
-
-    @_store_errors
-    async def operators(self, platform: str | None = None) -> tuple[OperatorView, ...]:
-        return tuple(await self._store.operators.list(platform))
-
-    @_store_errors
-    async def operator(self, platform: str, user_id: str) -> OperatorView | None:
-        return await self._store.operators.get(platform, user_id)
-
-    @_store_errors
-    async def add_operator(self, platform: str, user_id: str, name: str, role: str, *,
-                           added_by: str) -> OperatorView:
-        """Add an operator, or update the name and role of one (a front end learning a
-        user's name, admins seeded from the configuration)."""
-        role = self._role(role)
-        await self._store.operators.upsert(platform, user_id, name, role, added_by)
-        row = await self._store.operators.get(platform, user_id)
-        assert row is not None
-        return row
-
-    async def _target(self, who: str, by: Actor) -> OperatorView:
-        platform, user_id = self._who(who)
-        if f"{platform}:{user_id}" == by.id:
-            raise InvalidRequest("you cannot change or remove yourself")
-        current = await self._store.operators.get(platform, user_id)
-        if current is None:
-            raise UnknownOperator(who)
-        return current
-
-    @_store_errors
-    async def set_role(self, who: str, role: str, *, by: Actor) -> OperatorView:
-        """Change the role of operator `who` ("platform:user_id")."""
-        self._not_halted()
-        current = await self._target(who, by)
-        role = self._role(role)
-        await self._store.operators.upsert(current.platform, current.user_id, current.name,
-                                           role, by.id)
-        changed = await self._store.operators.get(current.platform, current.user_id)
-        assert changed is not None
-        return changed
-
-    @_store_errors
-    async def remove_operator(self, who: str, *, by: Actor) -> OperatorView:
-        """Remove operator `who`; returns who it was. Works while halted: it takes access
-        away, like the kill switch's own revocations."""
-        current = await self._target(who, by)
-        await self._store.operators.remove(current.platform, current.user_id)
-        return current
-
-    @_store_errors
-    async def create_invite(self, role: str, *, by: Actor) -> InviteView:
-        """A one-time code that makes whoever redeems it an operator with `role`."""
-        self._not_halted()
-        role = self._role(role)
-        code = "".join(secrets.choice(INVITE_ALPHABET) for _ in range(INVITE_LENGTH))
-        SECRETS.add(code)  # shown once, to the admin; never in a log line (PTB logs at DEBUG)
-        ttl_s = self.settings.invite_ttl_s
-        expires_at = await self._store.operators.create_invite(code, role, by.id, ttl_s)
-        return InviteView(code, role, expires_at, ttl_s)
-
-    @_store_errors
-    async def redeem_invite(self, code: str, platform: str, user_id: str,
-                            name: str) -> OperatorView | None:
-        """Use a valid code once and add its redeemer; None if it is unknown, used, expired
-        or revoked."""
-        role = await self._store.operators.redeem_invite(code, f"{platform}:{user_id}")
-        if role is None:
-            return None
-        await self._store.operators.upsert(platform, user_id, name, role, "invite")
-        return await self._store.operators.get(platform, user_id)
-
-    # -- chat copies of escalations (so an answer edits every copy) -----------------------------
-
-    @_store_errors
-    async def record_copy(self, esc_id: str, platform: str, chat_id: str,
-                          message_id: str) -> None:
-        await self._store.operators.add_copy(esc_id, platform, chat_id, message_id)
-
-    @_store_errors
-    async def copies(self, esc_id: str, platform: str) -> tuple[tuple[str, str], ...]:
-        """(chat_id, message_id) of every copy of an escalation on `platform`."""
-        return tuple(await self._store.operators.copies(esc_id, platform))
-
-    @_store_errors
-    async def escalation_for_message(self, platform: str, chat_id: str,
-                                     message_id: str) -> str | None:
-        return await self._store.operators.escalation_for_message(platform, chat_id, message_id)
-
-    @_store_errors
-    async def unsettled_copies(self, platform: str) -> tuple[EscalationView, ...]:
-        """Closed escalations whose copies on `platform` still show the question (and its
-        buttons): a restart, or a front end that was down when they were answered."""
-        rows = [await self._escalations.get(i)
-                for i in await self._store.operators.unsettled(platform)]
-        return tuple(r for r in rows if r is not None)
-
-    @_store_errors
-    async def settle_copies(self, esc_id: str, platform: str) -> None:
-        """Every copy of `esc_id` on `platform` now shows its outcome."""
-        await self._store.operators.settle(esc_id, platform)
-
-    @_store_errors
-    async def record_card(self, platform: str, agent_id: str, chat_id: str,
-                          message_id: str) -> None:
-        """Where an agent's status card is in a chat, for the agent's whole life."""
-        await self._store.operators.set_card(platform, agent_id, chat_id, message_id)
-
-    @_store_errors
-    async def card(self, platform: str, agent_id: str, chat_id: str) -> str | None:
-        return await self._store.operators.card(platform, agent_id, chat_id)
-
-    @_store_errors
-    async def agent_for_card(self, platform: str, chat_id: str, message_id: str) -> str | None:
-        """The agent whose status card (on Slack: whose thread) `message_id` is."""
-        return await self._store.operators.agent_for_card(platform, chat_id, message_id)
 
     @contextlib.contextmanager
     def subscription(self) -> Iterator[asyncio.Queue[Event]]:
@@ -670,7 +522,7 @@ class SupervisorAPI:
                          result: str) -> bool:
         return await self.audit(by, action, args, ok=ok, result=result)
 
-    @_store_errors
+    @store_errors
     async def recent_actions(self, n: int = 10) -> tuple[AuditView, ...]:
         """The newest audit rows, newest first (what a front end's home screen lists)."""
         return tuple(await self._store.audit.recent(n))

@@ -91,3 +91,11 @@ def test_the_front_ends_whitelist_names_every_other_part():
     vocabulary = {"api", "config", "config_sources", "config_types", "clock", "errors", "events",
                   "service", "names", "redact", "sanitize", "heap"}
     assert _parts() - vocabulary == forbidden
+
+
+def test_no_module_outside_the_tests_is_over_600_lines():
+    long = [f"{path.relative_to(ROOT)}: {n}"
+            for package in ("bot", "commands", "supervisor", "store")
+            for path in sorted((ROOT / package).rglob("*.py"))
+            if (n := len(path.read_text().splitlines())) > 600]
+    assert long == [], "split these (docs/architecture.md says where each part belongs)"
