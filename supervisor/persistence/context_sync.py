@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from supervisor.persistence.remote import Remote
+from supervisor.persistence.remote import read_manifest as remote_manifest
 
 logger = logging.getLogger(__name__)
 
@@ -83,16 +84,8 @@ def digest_of(files: dict[str, bytes]) -> dict[str, str]:
 
 
 def read_manifest(remote: Remote) -> dict[str, Any] | None:
-    data = remote.get_bytes(MANIFEST)
-    if data is None:
-        return None
-    try:
-        manifest = json.loads(data)
-    except ValueError:
-        logger.error("context manifest unreadable where=%s: ignored", remote.where)
-        return None
-    return manifest if isinstance(manifest, dict) and isinstance(manifest.get("files"),
-                                                                 dict) else None
+    return remote_manifest(remote, MANIFEST, lambda m: isinstance(m.get("files"), dict),
+                           "context manifest")
 
 
 def upload(remote: Remote, root: Path, generation: int,

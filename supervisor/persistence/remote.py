@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -243,6 +245,23 @@ class DirRemote:
     def delete(self, name: str) -> None:
         for p in (self._path(name), self._meta_path(name)):
             p.unlink(missing_ok=True)
+
+
+def read_manifest(remote: Remote, name: str, valid: Callable[[dict[str, Any]], bool],
+                  what: str) -> dict[str, Any] | None:
+    """A JSON manifest in the remote: None when it is missing, or unreadable or not `valid`
+    (logged: a broken manifest is ignored, as if there were none)."""
+    data = remote.get_bytes(name)
+    if data is None:
+        return None
+    try:
+        manifest = json.loads(data)
+        if isinstance(manifest, dict) and valid(manifest):
+            return manifest
+    except (ValueError, KeyError, TypeError):
+        pass
+    logging.getLogger(__name__).error("%s unreadable where=%s: ignored", what, remote.where)
+    return None
 
 
 def open_remote(settings: Settings, where: str | None = None) -> Remote | None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from supervisor.persistence.remote import Remote, RemoteError
+from supervisor.persistence.remote import read_manifest as remote_manifest
 
 logger = logging.getLogger(__name__)
 
@@ -150,17 +151,13 @@ class _Hashing:
         self._fh.flush()  # type: ignore[attr-defined]
 
 
+def _names_a_generation(manifest: dict[str, Any]) -> bool:
+    int(manifest["generation"])  # raises on a missing or non-numeric one: unreadable
+    return True
+
+
 def read_manifest(remote: Remote) -> dict[str, Any] | None:
-    data = remote.get_bytes(MANIFEST)
-    if data is None:
-        return None
-    try:
-        manifest = json.loads(data)
-        int(manifest["generation"])
-        return manifest if isinstance(manifest, dict) else None
-    except (ValueError, KeyError, TypeError):
-        logger.error("snapshot manifest unreadable where=%s: ignored", remote.where)
-        return None
+    return remote_manifest(remote, MANIFEST, _names_a_generation, "snapshot manifest")
 
 
 def publish(remote: Remote, taken: Taken, *, by: str = "") -> Published:
