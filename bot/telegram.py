@@ -12,6 +12,7 @@ import hmac
 import logging
 import os
 import secrets
+from collections import OrderedDict
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 from urllib.parse import urlparse
@@ -75,6 +76,8 @@ PLATFORM = "telegram"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 KILL_TEXT = "🛑 KILL ALL"
 CALLBACK_MAX = 64
+# Long buttons remembered at once (each a few hundred bytes): far more than a phone shows.
+CALLBACK_TABLE_MAX = 4096
 CAPTION_MAX = 1000  # Telegram's is 1,024 UTF-16 units
 BUTTON_LABEL_MAX = 60
 T = TypeVar("T")
@@ -82,22 +85,40 @@ T = TypeVar("T")
 
 class CallbackCodec:
     """Callback data must be 1–64 bytes: short actions travel as they are, longer ones as a
-    token into this table."""
+    token into this table. The table is bounded: the same action keeps its token, and past
+    `limit` the longest unused one is forgotten (its button then answers "That button has
+    expired; send the command instead")."""
 
-    def __init__(self) -> None:
-        self._tokens: dict[str, str] = {}
+    def __init__(self, limit: int = CALLBACK_TABLE_MAX) -> None:
+        self.limit = limit
+        self._tokens: OrderedDict[str, str] = OrderedDict()  # token -> action, oldest first
+        self._by_action: dict[str, str] = {}
 
     def encode(self, action: str) -> str:
         if len(action.encode()) <= CALLBACK_MAX:
             return action
-        token = secrets.token_urlsafe(8)
-        self._tokens[token] = action
+        token = self._by_action.get(action)
+        if token is None:
+            token = secrets.token_urlsafe(8)
+            self._tokens[token] = action
+            self._by_action[action] = token
+            while len(self._tokens) > self.limit:
+                _, forgotten = self._tokens.popitem(last=False)
+                del self._by_action[forgotten]
+        else:
+            self._tokens.move_to_end(token)
         return f"t:{token}"
 
     def decode(self, data: str) -> str | None:
         if data.startswith("t:"):
-            return self._tokens.get(data[2:])
+            action = self._tokens.get(data[2:])
+            if action is not None:
+                self._tokens.move_to_end(data[2:])
+            return action
         return data
+
+    def __len__(self) -> int:
+        return len(self._tokens)
 
 
 class BadBaseUrl(Exception):
