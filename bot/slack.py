@@ -36,6 +36,7 @@ from bot.kit import (
     TapId,
 )
 from commands.base import Attachment, Reply
+from supervisor.clock import backoff_s
 from supervisor.service import Lifecycle
 
 logger = logging.getLogger(__name__)
@@ -50,10 +51,10 @@ CHANNEL_PACE = Pace(per_s=1.0, burst=4)
 SEEN_MAX = 10_000
 
 
-def backoff_s(attempt: int) -> float:
+def reconnect_s(attempt: int) -> float:
     """How long to wait before reconnecting after `attempt` failures in a row: 2 s, 4 s, 8 s...
     up to 30 s."""
-    return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** max(0, attempt))
+    return backoff_s(attempt, BACKOFF_FIRST_S, BACKOFF_MAX_S)
 
 
 # -- where a message goes: the kit's ChatId, parsed here only -----------------------------------
@@ -376,7 +377,7 @@ async def run_slack(app: Switchboard, *, check_s: float = 1.0) -> None:
                 if front.desk is not None and front.socket is None:
                     await front.stop()  # a start cut short: begin again from nothing
                     front = SlackFrontend(app)
-                delay = backoff_s(attempt)
+                delay = reconnect_s(attempt)
                 attempt += 1
                 logger.warning("slack: cannot reach Slack (%s); retrying in %.0fs", exc, delay)
                 await asyncio.sleep(delay)
@@ -393,5 +394,5 @@ async def run_slack(app: Switchboard, *, check_s: float = 1.0) -> None:
         await front.stop()
 
 
-__all__ = ["PLATFORM", "Route", "Seen", "SlackAdapter", "SlackFrontend", "backoff_s",
+__all__ = ["PLATFORM", "Route", "Seen", "SlackAdapter", "SlackFrontend", "reconnect_s",
            "dm", "ephemeral", "run_slack"]

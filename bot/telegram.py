@@ -67,6 +67,7 @@ from bot.kit import (  # noqa: E402
 from bot.render import TELEGRAM_LIMIT, fit, plan_blocks, render_chunks  # noqa: E402
 from commands.base import Attachment, Button, Reply  # noqa: E402
 from commands.dispatcher import REGISTRY  # noqa: E402
+from supervisor.clock import backoff_s  # noqa: E402
 from supervisor.redact import SECRETS  # noqa: E402
 from supervisor.service import Lifecycle  # noqa: E402
 
@@ -385,7 +386,8 @@ async def run_telegram(app: Switchboard, *, retry_max_s: float = 300.0) -> None:
     """Keep the Telegram front end up for as long as this task runs. Telegram being down at
     start is retried with backoff (the console and the supervisor run meanwhile); a token
     Telegram refuses is reported once, and Switchboard goes on without Telegram."""
-    delay = min(5.0, retry_max_s)
+    first = delay = min(5.0, retry_max_s)
+    failures = 0
     link = app.links.link(PLATFORM)
     while True:
         front = TelegramFrontend(app)
@@ -411,7 +413,8 @@ async def run_telegram(app: Switchboard, *, retry_max_s: float = 300.0) -> None:
             logger.warning("telegram: cannot reach the Bot API (%s); retrying in %.0fs", exc,
                            delay)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, retry_max_s)
+            failures += 1
+            delay = backoff_s(failures, first, retry_max_s)
             continue
         link.set(LinkState.CONNECTED, outbox=front.desk.outbox if front.desk else None)
         try:

@@ -119,3 +119,11 @@ class FakeClock:
 
     def __repr__(self) -> str:
         return f"FakeClock(now={self._now}, sleepers={self.sleepers})"
+
+
+def backoff_s(failures: int, first_s: float, max_s: float) -> float:
+    """The one backoff: the wait after `failures` failures in a row (0 for the first wait),
+    `first_s` doubling each time, never more than `max_s`."""
+    # The exponent is capped: 2.0 ** 1024 overflows a float (a part failing for hours, as a
+    # bucket can, once reached that count).
+    return min(max_s, first_s * 2.0 ** min(max(0, failures), 64))

@@ -25,6 +25,7 @@ from bot.kit.ports import (
     RateLimited,
 )
 from commands.base import Attachment, Reply, Text
+from supervisor.clock import backoff_s
 
 logger = logging.getLogger(__name__)
 
@@ -267,7 +268,7 @@ class Outbox:
                     self._idle.set()
 
     async def _deliver(self, chat: ChatId, op: _Op) -> None:
-        backoff = self.backoff_s
+        failures = 0
         while True:
             started = self.clock.monotonic()
             try:
@@ -282,9 +283,9 @@ class Outbox:
                 self.stats.unavailable += 1
                 logger.warning("chat unavailable platform=%s chat=%s what=%s error=%s "
                                "retry_in=%.1fs", self.adapter.platform, chat, op.what, exc,
-                               backoff)
-                await self.clock.sleep(backoff)
-                backoff = min(backoff * 2, self.max_backoff_s)
+                               wait := backoff_s(failures, self.backoff_s, self.max_backoff_s))
+                await self.clock.sleep(wait)
+                failures += 1
                 continue
             except ChatError as exc:
                 if op.fallbacks:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from supervisor.clock import backoff_s
 from supervisor.config import Settings
 from supervisor.persistence import context_sync, snapshot
 from supervisor.persistence.leases import Leases
@@ -109,7 +110,7 @@ def recreate_workspaces(settings: Settings) -> None:
 
 
 def _backoff_s(failures: int, interval_s: float) -> float:
-    return min(2.0 ** failures, max(interval_s, 2.0), MAX_BACKOFF_S)
+    return backoff_s(failures, 1.0, min(max(interval_s, 2.0), MAX_BACKOFF_S))
 
 
 class Snapshotter:

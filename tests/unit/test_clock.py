@@ -95,3 +95,11 @@ def test_crash_window_and_budget_day_follow_the_clock():
     assert day_start(clock=clock) == 86400.0 * 20_000
     clock.advance(86400)
     assert day_start(clock=clock) == 86400.0 * 20_001
+
+
+def test_the_one_backoff_doubles_from_its_first_wait_up_to_its_bound():
+    from supervisor.clock import backoff_s
+
+    assert [backoff_s(n, 2.0, 30.0) for n in range(7)] == [2, 4, 8, 16, 30, 30, 30]
+    assert backoff_s(-3, 0.5, 10.0) == 0.5  # no failure yet: the first wait
+    assert backoff_s(10_000, 1.0, 60.0) == 60.0  # no overflow past the bound

@@ -10,7 +10,7 @@ import time
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
-from bot.slack import Route, Seen, backoff_s, dm, ephemeral, is_ts
+from bot.slack import Route, Seen, dm, ephemeral, is_ts, reconnect_s
 from bot.slack_events import as_command, clean
 from bot.slack_render import MESSAGE_CHARS, blocks_of, escape, fallback, layout, message
 from bot.slack_views import command_of, home_view
@@ -99,7 +99,7 @@ def test_a_delivery_is_seen_once_by_any_of_its_keys_and_memory_is_bounded():
 
 
 def test_reconnects_back_off_from_2_s_to_30_s():
-    assert [backoff_s(n) for n in range(7)] == [2, 4, 8, 16, 30, 30, 30]
+    assert [reconnect_s(n) for n in range(7)] == [2, 4, 8, 16, 30, 30, 30]
 
 
 def test_text_typed_in_slack():
