@@ -28,7 +28,7 @@ from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import ConfigError
 from supervisor.events import EventHub
-from supervisor.guard.escalations import Decision, Escalations, Kind, Timeouts
+from supervisor.guard.escalations import Escalations, Kind, Timeouts
 from supervisor.guard.guardrails import CrashTracker, MemoryProbe, RateLimiter
 from supervisor.guard.killswitch import KillSwitch
 from supervisor.guard.policy import Policy, PolicyError
@@ -174,10 +174,7 @@ class Core:
             return back, True
         row = await self.escalations.open(agent_id=agent_id, kind=Kind.QUESTION, title=title,
                                           body=question, free_text=True)
-        answer = await self.escalations.wait(row)
-        if answer.decision == Decision.DENY:
-            return f"The operator did not answer: {answer.text or 'no reason given'}", False
-        return f"The operator answered: {answer.text}", False
+        return (await self.escalations.wait(row)).to_agent(), False
 
 
 def loop_service(name: str, run: Callable[[], Coroutine[Any, Any, object]], *,

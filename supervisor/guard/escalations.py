@@ -82,6 +82,13 @@ class Answer:
     def as_json(self) -> dict[str, Any]:
         return {"decision": str(self.decision), "text": self.text}
 
+    def to_agent(self) -> str:
+        """A question's answer as the asking agent reads it (the ask_operator tool's result,
+        or the `result` message a bus question gets back)."""
+        if self.decision == Decision.DENY:
+            return f"The operator did not answer: {self.text or 'no reason given'}"
+        return f"The operator answered: {self.text}"
+
 
 @dataclass(frozen=True, slots=True)
 class EscalationEvent:

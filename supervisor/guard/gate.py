@@ -127,11 +127,7 @@ class ToolGate:
             answer = await self._escalate(
                 Kind.QUESTION, f"{self.agent.name} asks", question, None, None, options, True
             )
-            if answer.decision == Decision.DENY:
-                text = f"The operator did not answer: {answer.text or 'no reason given'}"
-            else:
-                text = f"The operator answered: {answer.text}"
-            return {"content": [{"type": "text", "text": text}]}
+            return {"content": [{"type": "text", "text": answer.to_agent()}]}
 
         # Not the SDK's create_sdk_mcp_server: it checks the schema itself at every call
         # (supervisor/guard/mcp_server.py).
