@@ -394,9 +394,12 @@ class FakeSlack:
 
     async def _socket(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(autoping=True)
-        await ws.prepare(request)
+        # Counted before the handshake's answer goes out: the client's connect returns as soon
+        # as it has that answer, and a count made after it raced the client (a test that
+        # looked at once saw 0 connections, in a fresh-clone run of 284b779's suite).
         with self.lock:
             self.connections += 1
+        await ws.prepare(request)
         self._sockets.append(ws)
         await ws.send_json({"type": "hello", "num_connections": len(self._sockets),
                             "connection_info": {"app_id": APP_ID},
