@@ -134,7 +134,7 @@ class AgentRunner(TurnExecution):
         # policy says what reaches the operator); a failed one still is.
         self.quiet_turns = False
         self._quiet_turn = False  # this turn: quiet_turns, or only such scheduled messages
-        self._unsolicited_told = False  # a refused turn's result is yet to be read
+        self._unsolicited_told = False  # a turn of the CLI's own was refused, its result unread
         self.gate = ToolGate(self, GateDeps(deps.store, deps.policy, deps.escalations,
                                             lambda: deps.killswitch.halted,
                                             lambda: deps.agent_tools(self)))

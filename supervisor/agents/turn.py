@@ -83,30 +83,43 @@ class TurnExecution:
 
     async def refuse_unsolicited(self, kind: str | None, what: str,
                                  detail: dict[str, Any]) -> None:
-        """The CLI began a turn nobody asked for: interrupted (a no-op once it has ended),
-        recorded, audited, and the operator told, once: its result, read when the next turn
-        begins, is only recorded when its tool calls were refused already."""
-        told, self._unsolicited_told = self._unsolicited_told, what != "its result"
+        """A tool call while no asked-for turn runs: the CLI began a turn on its own. The call
+        is refused (by the gate) and the CLI interrupted; the turn's first refusal is audited
+        and told, any later one of the same turn recorded."""
         proc = self._proc
         if proc is not None and proc.alive():
             with contextlib.suppress(ClaudeSDKError, OSError):
                 await self._interrupt(proc)
+        first, self._unsolicited_told = not self._unsolicited_told, True
+        await self._record_unsolicited(kind, what, detail, tell=first, outcome=(
+            "its tool calls were denied and it was interrupted. Nothing it asked to run ran."))
+
+    async def _unsolicited_result(self, msg: ResultMessage) -> None:
+        """The result of a turn the CLI began on its own, read as an asked-for turn begins. It
+        is not interrupted (it has ended, and an interrupt now would cut the asked-for turn);
+        it is told unless its tool calls were (one with none asked to run nothing)."""
+        told, self._unsolicited_told = self._unsolicited_told, False
+        await self._record_unsolicited(
+            origin_kind(msg.origin), "its result",
+            {"result": (msg.result or "")[:500], "cost_usd": msg.total_cost_usd}, tell=not told,
+            outcome="it asked to run nothing, and its answer was not taken for any turn's.")
+
+    async def _record_unsolicited(self, kind: str | None, what: str, detail: dict[str, Any], *,
+                                  tell: bool, outcome: str) -> None:
         line = describe_unsolicited(kind, what, detail)
         logger.warning("unsolicited turn refused agent=%s %s", self.id, line[:300])
         with contextlib.suppress(StoreError):
             await self._deps.store.events.append(self.id, None, "unsolicited_turn",
                                                  f"refused a turn nobody asked for ({kind})",
                                                  {"kind": kind, "what": what, **detail})
-            if told and what == "its result":
+            if not tell:
                 return
             await self._deps.store.audit.record(
                 platform="agent", user_id=self.id, user_name=self.name,
-                action="unsolicited_turn", args=line, ok=False,
-                result="refused: its tool calls denied and the CLI interrupted")
+                action="unsolicited_turn", args=line, ok=False, result=f"refused: {outcome}")
             await self._deps.escalations.notify(
                 self.id, f"{self.name}: a turn nobody asked for was refused",
-                f"The CLI began a turn on its own ({kind or 'unknown origin'}); its tool calls "
-                "were denied and it was interrupted. Nothing it asked to run ran.")
+                f"The CLI began a turn on its own ({kind or 'unknown origin'}); {outcome}")
 
     async def _turn(self, item: Taken) -> bool:
         """One turn; whether its input was consumed (False: the CLI failed, deliver again)."""
@@ -186,8 +199,7 @@ class TurnExecution:
                     self._interrupt_pending = False
                     await self._interrupt(proc)
             if isinstance(msg, ResultMessage) and not result_is_ours(msg, sent):
-                await self.refuse_unsolicited(origin_kind(msg.origin), "its result", {
-                    "result": (msg.result or "")[:500], "cost_usd": msg.total_cost_usd})
+                await self._unsolicited_result(msg)
                 continue
             await self._record(msg, turn_id)
             if isinstance(msg, ResultMessage):
