@@ -6,7 +6,6 @@ kill switch, the scheduler's targets, the repositories and the API facets."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 
 from supervisor.errors import UnknownAgent
@@ -68,9 +67,6 @@ class Fleet:
 
     def everyone(self) -> list[AgentRunner]:
         return list(self._runners.values())
-
-    def __iter__(self) -> Iterator[AgentRunner]:
-        return iter(list(self._runners.values()))
 
     def __len__(self) -> int:
         return len(self._runners)

@@ -420,7 +420,6 @@ class Bus:
         self._active[token] = Lease(token, box.agent_id, tuple([i.seq for i in items]))
         return Taken(render(items, box.queued), token, len(items),
                      tuple([origin_of(i.message) for i in items]),
-                     tuple([i.message.sender_name for i in items]),
                      tuple([i.message.id for i in items]))
 
     async def _keep_leases(self) -> None:

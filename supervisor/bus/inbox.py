@@ -29,13 +29,12 @@ class Origin(StrEnum):
 @dataclass(frozen=True, slots=True)
 class Taken:
     """One turn's input: its text, the lease token that acknowledges it (None in memory), and
-    as data who it came from: each message's origin and sender name, and the bus ids."""
+    as data who it came from: each message's origin, and the bus ids."""
 
     text: str
     token: str | None = None
     count: int = 1
     origins: tuple[Origin, ...] = (Origin.OPERATOR,)
-    senders: tuple[str, ...] = ()
     message_ids: tuple[int, ...] = ()
 
     @property
