@@ -26,7 +26,7 @@ from supervisor.errors import ConfigError
 from supervisor.events import EventHub
 from supervisor.persistence.bucket import Persistence
 from supervisor.redact import SECRETS
-from supervisor.service import FnService, Service, Services, TaskGroup
+from supervisor.service import FnService, Service, Services, TaskGroup, loop_service
 
 if TYPE_CHECKING:
     from bot.web import Listener
@@ -159,17 +159,7 @@ class Switchboard:
                                run: Callable[[], Coroutine[Any, Any, object]]) -> None:
         """A front end (or any part that is one long-running coroutine) as a service: started
         now, in the services' task group, and stopped (cancelled) before the core parts."""
-        task: list[asyncio.Task[object]] = []
-
-        async def start(group: TaskGroup) -> None:
-            task.append(group.spawn(name, run()))
-
-        async def stop() -> None:
-            for t in task:
-                t.cancel()
-            await asyncio.gather(*task, return_exceptions=True)
-
-        await self.services.add(FnService(name, start, stop))
+        await self.services.add(loop_service(name, run))
 
     async def __aenter__(self) -> Switchboard:
         await self.services.start()  # a start that fails stops what had started

@@ -9,11 +9,8 @@ The front ends' root (bot/app.py) opens the store, builds a `Core` over it and r
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
 
 from store import Store
 from supervisor.agents.fleet import BusMembers, Fleet
@@ -39,7 +36,7 @@ from supervisor.guard.watchdog import Watchdog
 from supervisor.persistence.bucket import Persistence
 from supervisor.repos import Repos
 from supervisor.schedule.standing import StandingAgents
-from supervisor.service import FnService, Service, Services, TaskGroup
+from supervisor.service import FnService, Service, Services, TaskGroup, loop_service
 
 logger = logging.getLogger(__name__)
 
@@ -177,23 +174,4 @@ class Core:
         return (await self.escalations.wait(row)).to_agent(), False
 
 
-def loop_service(name: str, run: Callable[[], Coroutine[Any, Any, object]], *,
-                 after: Callable[[], Awaitable[None]] | None = None) -> Service:
-    """A part that is one long-running loop: its task is the group's; stopped, the loop is
-    cancelled, then `after` ends what the loop had started."""
-    task: list[asyncio.Task[Any]] = []
-
-    async def start(group: TaskGroup) -> None:
-        task.append(group.spawn(name, run()))
-
-    async def stop() -> None:
-        for t in task:
-            t.cancel()
-        await asyncio.gather(*task, return_exceptions=True)
-        if after is not None:
-            await after()
-
-    return FnService(name, start, stop)
-
-
-__all__ = ["SERVICE_ORDER", "Core", "load_policy", "loop_service"]
+__all__ = ["SERVICE_ORDER", "Core", "load_policy"]

@@ -161,3 +161,22 @@ class Services:
         if stuck:
             logger.error("tasks still running after stop tasks=%s", ",".join(stuck))
         self.state = GroupState.STOPPED
+
+
+def loop_service(name: str, run: Callable[[], Coroutine[Any, Any, object]], *,
+                 after: Callable[[], Awaitable[None]] | None = None) -> Service:
+    """A part that is one long-running loop: its task is the group's; stopped, the loop is
+    cancelled, then `after` ends what the loop had started."""
+    task: list[asyncio.Task[Any]] = []
+
+    async def start(group: TaskGroup) -> None:
+        task.append(group.spawn(name, run()))
+
+    async def stop() -> None:
+        for t in task:
+            t.cancel()
+        await asyncio.gather(*task, return_exceptions=True)
+        if after is not None:
+            await after()
+
+    return FnService(name, start, stop)
