@@ -25,6 +25,8 @@ CHUNK_BYTES = 8 * 1024 * 1024  # resumable uploads above this size, in chunks of
 RETRY_S = 30.0  # the client's own retries of one call, at most
 CALL_TIMEOUT_S = 60.0  # one request
 
+logger = logging.getLogger(__name__)
+
 
 class RemoteError(Exception):
     """A remote operation failed (network, permissions, a bucket that is not there)."""
@@ -260,7 +262,7 @@ def read_manifest(remote: Remote, name: str, valid: Callable[[dict[str, Any]], b
             return manifest
     except (ValueError, KeyError, TypeError):
         pass
-    logging.getLogger(__name__).error("%s unreadable where=%s: ignored", what, remote.where)
+    logger.error("%s unreadable where=%s: ignored", what, remote.where)
     return None
 
 

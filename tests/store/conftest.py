@@ -83,11 +83,9 @@ async def open_at(backend: str, tmp_path: Path) -> AsyncIterator[OpenAt]:
 Tx = Callable[[Callable[[Any], Any]], Awaitable[Any]]
 
 
-@pytest.fixture
-async def bus_tx(store: Store, backend: str) -> AsyncIterator[Tx]:
-    """One write of the bus, in its own transaction on the bus's writer: `await bus_tx(lambda
-    conn: store.bus.insert(conn, msg))` returns what the write returned."""
-    writer = store.bus.writer()
+async def _one_write_each(writer: Any) -> AsyncIterator[Tx]:
+    """`writer` open for as long as the fixture lives; each call is one write in a transaction
+    of its own, returning what the write returned."""
     await writer.open()
 
     async def run(write: Callable[[Any], Any]) -> Any:
@@ -98,23 +96,22 @@ async def bus_tx(store: Store, backend: str) -> AsyncIterator[Tx]:
         yield run
     finally:
         await writer.close()
+
+
+@pytest.fixture
+async def bus_tx(store: Store, backend: str) -> AsyncIterator[Tx]:
+    """One write of the bus, in its own transaction on the bus's writer: `await bus_tx(lambda
+    conn: store.bus.insert(conn, msg))` returns what the write returned."""
+    async for run in _one_write_each(store.bus.writer()):
+        yield run
 
 
 @pytest.fixture
 async def events_tx(store: Store, backend: str) -> AsyncIterator[Tx]:
     """One write of the event ingest or retention (EventRepo's static steps), in its own
     transaction on a writer of its own, as supervisor/agents/ingest.py and retention.py run them."""
-    writer = ThreadWriter(store.db.path, name="events writer")
-    await writer.open()
-
-    async def run(write: Callable[[Any], Any]) -> Any:
-        [value] = await writer.transaction([write])
-        return value
-
-    try:
+    async for run in _one_write_each(ThreadWriter(store.db.path, name="events writer")):
         yield run
-    finally:
-        await writer.close()
 
 
 MakeAgent = Callable[..., Awaitable[AgentRow]]
