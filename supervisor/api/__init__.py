@@ -1,8 +1,9 @@
 """The one surface over the supervisor: what commands, front ends, agents' tools and the
 scheduler call. It returns frozen read models, never a runner or a store row it does not own,
 and applies the supervisor's guards once: the kill switch and the command rate limit here,
-fleet admission (limits, spawn rates, memory, isolation) in the pool, which alone sees the fleet.
-Text is cleaned where it comes in (supervisor/sanitize.py); `clean_text` here passes a `CleanText`
+fleet admission (limits, spawn rates, memory, isolation) in the pool, which alone sees the fleet
+(a message's admission too, kill switch first: `AgentPool.ask`, which a rerun also takes). Text
+is cleaned where it comes in (supervisor/sanitize.py); `clean_text` here passes a `CleanText`
 through untouched and cleans only what a caller did not.
 """
 
@@ -237,8 +238,8 @@ class SupervisorAPI(OperatorAdmin):
     @store_errors
     async def ask(self, ref: str, text: str) -> Sent:
         """Queue a message for an agent; it becomes the agent's next turn (a stopped or
-        failed agent restarts on its session; a paused one runs it once resumed)."""
-        self._not_halted()
+        failed agent restarts on its session; a paused one runs it once resumed). Refused
+        while halted by the pool's admission, the one check on this path."""
         r, ahead = await self._pool.ask(clean_text(ref), clean_text(text))
         return Sent(agent_view(r), ahead)
 
