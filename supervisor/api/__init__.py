@@ -78,7 +78,6 @@ from supervisor.errors import (
 )
 from supervisor.events import AgentOutput, AgentState, Event, EventHub, StateChanged, TurnFinished
 from supervisor.guard.escalations import Answer, Decision, EscalationEvent, Escalations, Kind
-from supervisor.guard.guardrails import RateLimiter
 from supervisor.guard.killswitch import KillReport, KillSwitch
 from supervisor.guard.policy import Action as PolicyAction
 from supervisor.redact import SECRETS
@@ -112,7 +111,8 @@ class SupervisorAPI(OperatorAdmin):
         self._pool = pool
         self._escalations = escalations
         self._killswitch = killswitch
-        self._rates = RateLimiter()
+        self._rates = pool.rates  # one limiter, on the supervisor's clock: commands here,
+        # messages and spawns in the pool
         self._bus_depth: Callable[[], int] = lambda: 0
         self._schedule_runs: Callable[[], Mapping[str, int]] = dict
         # Repositories and worktrees (supervisor/api/repos.py).
