@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from slack_bolt.app.async_app import AsyncApp
 
-from bot.kit import ChatId, Incoming, MessageId, Sender, Tap, sanitize
+from bot.kit import ChatId, Incoming, MessageId, Sender, Tap
 from bot.slack import dm, ephemeral, is_ts
 from bot.slack_render import DENY_REASON
 from commands.base import Reply
+from supervisor import sanitize
 
 if TYPE_CHECKING:
     from bot.slack import SlackFrontend

@@ -9,6 +9,7 @@ from enum import IntEnum
 from typing import Any, ClassVar, Protocol
 
 from supervisor.api import InvalidRequest, SupervisorAPI
+from supervisor.sanitize import CleanText, piece
 
 
 class Role(IntEnum):
@@ -164,6 +165,8 @@ def parse_args(params: Sequence[Param], text: str) -> dict[str, Any]:
     for param in positionals:
         if param.required and not values.get(param.name):
             raise UsageError(f"missing <{param.name}> ({param.help})")
+    if isinstance(text, CleanText):  # so the API gets its words as clean as the line
+        values = {k: piece(text, v) if isinstance(v, str) else v for k, v in values.items()}
     return values
 
 

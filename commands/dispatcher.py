@@ -26,10 +26,11 @@ from commands.repos import DiffCmd, MergeCmd, RepoCmd
 from commands.schedules import CronCmd, RemindCmd
 from supervisor.api import SupervisorError
 from supervisor.redact import MASK
+from supervisor.sanitize import MAX_INPUT_CHARS, TOO_LONG_FIX, clean, piece, too_long
 
 logger = logging.getLogger(__name__)
 
-MAX_COMMAND_CHARS = 200_000
+MAX_COMMAND_CHARS = MAX_INPUT_CHARS  # the sanitiser's bound (supervisor/sanitize.py)
 TEXT_ACTION = "text"  # the audit action of a message that is not a command
 AUDIT_TEXT_CHARS = 500
 # Not commands here, but typed as ones: what follows /start is an invite code, never audited.
@@ -104,14 +105,15 @@ class Dispatcher:
     def __init__(self, registry: tuple[Command, ...] = REGISTRY) -> None:
         self.commands = {c.name: c for c in registry}
 
-    async def dispatch(self, ctx: Context, text: str) -> Reply:
-        if len(text) > MAX_COMMAND_CHARS:
-            reply = Reply.error(
-                f"That message is {len(text):,} characters; the limit is {MAX_COMMAND_CHARS:,}.",
-                "Put long material in a file in the agent's directory and refer to it.",
-            )
-            await self._audit(ctx, TEXT_ACTION, f"{len(text):,} characters", reply)
+    async def dispatch(self, ctx: Context, line: str) -> Reply:
+        """`line` as a front end cleaned it (a `CleanText`, passed through), or as a caller
+        that cleaned nothing sent it (cleaned here, the same one way)."""
+        cleaned = clean(line)
+        if cleaned.problem:
+            reply = Reply.error(too_long(len(line), MAX_COMMAND_CHARS), TOO_LONG_FIX)
+            await self._audit(ctx, TEXT_ACTION, f"{len(line):,} characters", reply)
             return reply
+        text = cleaned.text
         if not text.strip().startswith("/"):
             reply = Reply.error("Commands start with '/'.",
                                 "For example /agents, or /help for the list.")
@@ -134,7 +136,7 @@ class Dispatcher:
         try:
             if name != "killall":  # the kill switch is never rate limited
                 ctx.api.admit_command(ctx.caller)
-            args = parse_args(cmd.params, rest)
+            args = parse_args(cmd.params, piece(text, rest))
             reply = await cmd.execute(ctx, args)
         except Exception as exc:  # noqa: BLE001 - every error becomes a reply, in one place
             reply = _error_reply(exc, cmd)

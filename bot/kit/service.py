@@ -14,7 +14,7 @@ from enum import StrEnum
 
 from bot.kit import escalation as render
 from bot.kit.access import BAD_INVITE, NOT_AN_OPERATOR, Access
-from bot.kit.actions import CANCEL, parse_action
+from bot.kit.actions import CANCEL, clean_action, parse_action
 from bot.kit.cards import StatusCards
 from bot.kit.copies import Copies
 from bot.kit.outbox import ChatStats, Outbox, Pace, Priority
@@ -34,17 +34,17 @@ from bot.kit.ports import (
     Tap,
     TapId,
 )
-from bot.kit.sanitize import clean, clean_action
 from bot.render import fit
 from commands.base import Button, Caller, Reply, Role, Text
 from commands.dispatcher import split_command
 from commands.operators import redact_codes
 from supervisor.api import Kind
+from supervisor.sanitize import CleanText, clean, piece
 from supervisor.service import Lifecycle
 
 logger = logging.getLogger(__name__)
 
-CommandRunner = Callable[[Caller, str], Awaitable[Reply]]
+CommandRunner = Callable[[Caller, CleanText], Awaitable[Reply]]
 TOAST_CHARS = 190  # a tap's answer is at most 200 characters on Telegram
 AUDIT_CHARS = 200  # of what the operator sent, in an audit row about it
 
@@ -141,7 +141,7 @@ class FrontDesk(Lifecycle):
             await self._failed(msg.chat, msg.sender, "message", msg.text, exc)
 
     async def _on_message(self, msg: Incoming) -> None:
-        cleaned = clean(msg.text)
+        cleaned = clean(msg.text)  # the one cleaning and size bound of what was typed
         caller = await self.access.caller(msg.sender)
         text = cleaned.text.strip()
         if caller is None:
@@ -171,7 +171,8 @@ class FrontDesk(Lifecycle):
             reply = dataclasses.replace(reply, blocks=(*reply.blocks, Text(cleaned.note)))
         self._reply_to_command(msg.chat, reply)
 
-    async def _answer_line(self, chat: ChatId, message: MessageId, text: str) -> str | None:
+    async def _answer_line(self, chat: ChatId, message: MessageId,
+                           text: CleanText) -> CleanText | None:
         """A reply to one of our questions as the command it stands for: a question is
         answered with the text, a permission request denied with it as the reason."""
         esc_id = await self.fleet.escalation_for_message(self.platform, chat, message)
@@ -179,7 +180,7 @@ class FrontDesk(Lifecycle):
             return None
         row = await self.fleet.escalation(esc_id)
         verb = "deny" if row is not None and row.kind == Kind.PERMISSION else "answer"
-        return f"/{verb} {esc_id} {text}"
+        return piece(text, f"/{verb} {esc_id} {text}")
 
     def _reply_to_command(self, chat: ChatId, reply: Reply) -> None:
         """A command's reply, unless every front end is told the same as a notice."""
@@ -270,7 +271,7 @@ class FrontDesk(Lifecycle):
                                        buttons=((Button("✅ Yes", action.value),
                                                  Button("Cancel", CANCEL)),)))
         else:
-            reply = await self.commands(caller, action.value)
+            reply = await self.commands(caller, piece(action_text, action.value))
             if not reply.ok:
                 # The toast says why; a losing tap ("already answered by …") needs no more.
                 toast = reply.plain()

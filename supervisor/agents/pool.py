@@ -464,7 +464,12 @@ class AgentPool:
                 "Stop or kill idle agents to free memory, then try again.")
 
     async def ask(self, ref: str, text: str) -> tuple[AgentRunner, int]:
-        self.require_running()  # the kill switch is checked by supervisor.api
+        """A message for an agent (an operator's /ask, a rerun): the one admission it passes.
+        The kill switch first, before anything is looked up or counted; the agent's own
+        refusals (killed, budget, crash loop) in its runner's `admit`; the form and length
+        where it is stored (the bus)."""
+        self.killswitch.check()
+        self.require_running()
         self.check_isolation()
         await self.storage.ensure_writable()  # never "sent" into a store that takes nothing
         runner = await self.fleet.get(ref)

@@ -34,7 +34,7 @@ from supervisor.agents.turn import TurnExecution
 from supervisor.bus.inbox import Inbox, MemoryInbox, Origin
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
-from supervisor.errors import AgentFailed, AgentNotRunning, InvalidRequest, ResumeFailed
+from supervisor.errors import AgentFailed, AgentNotRunning, ResumeFailed
 from supervisor.events import AgentState, EventHub, StateChanged
 from supervisor.guard.escalations import Escalations
 from supervisor.guard.gate import GateDeps, ToolGate
@@ -178,7 +178,7 @@ class AgentRunner(TurnExecution):
             # "Leave it" was the answer before: asked again, since a message came.
             await report_resume_failed(self._deps.escalations, self.id, self.name,
                                        self._resume_reason, text)
-        self.admit(text)
+        self.admit()
         ahead = len(self._inbox) + (1 if self.busy else 0)
         await self._inbox.put(text, origin)
         return ahead
@@ -187,14 +187,15 @@ class AgentRunner(TurnExecution):
     def _resume_reason(self) -> str:
         return (self.last_error or "").removeprefix("resume failed: ")
 
-    def admit(self, text: str) -> None:
-        """Raises what would refuse `text` as a next turn: killed, the kill switch, over
-        budget, in a crash loop, too long or empty (a wake is checked like an /ask)."""
+    def admit(self) -> None:
+        """Raises what refuses this agent a next turn: killed, its resume failed, over budget,
+        in a crash loop (a wake is checked like an /ask). Not the kill switch, which every
+        caller checked before it looked anything up (the pool's `ask`, the API, the scheduler,
+        the agents' spawn tool), nor the text, which the bus checks as it stores it."""
         if self.state == AgentState.KILLED:
             raise AgentNotRunning(self.name, self.state, "message")
         if self.state == AgentState.RESUME_FAILED:
             raise ResumeFailed(self.name, self._resume_reason)
-        self._deps.killswitch.check()
         if self.budget_blocked and self._budget_day != int(day_start(clock=self._deps.clock)):
             self.budget_blocked = None  # budgets are per day: a new day, a new budget
         if self.budget_blocked:
@@ -208,14 +209,6 @@ class AgentRunner(TurnExecution):
                 f"(last error: {(self.last_error or '?')[:300]}).",
                 f"Fix the cause and try again in {wait_s / 60:.0f} minutes, or /kill it.",
             )
-        limit = self._deps.settings.max_prompt_chars
-        if len(text) > limit:
-            raise InvalidRequest(
-                f"the message is {len(text):,} characters; the limit is {limit:,}. "
-                "Shorten it or put the long part in a file in the agent's directory."
-            )
-        if not text.strip():
-            raise InvalidRequest("the message is empty")
 
     def _ended(self, *, shutdown: bool = True) -> bool:
         """Killed (or, with `shutdown`, the supervisor closing): the loop stops. A method, not

@@ -1,7 +1,10 @@
 """The one surface over the supervisor: what commands, front ends, agents' tools and the
 scheduler call. It returns frozen read models, never a runner or a store row it does not own,
 and applies the supervisor's guards once: the kill switch and the command rate limit here,
-fleet admission (limits, spawn rates, memory, isolation) in the pool, which alone sees the fleet.
+fleet admission (limits, spawn rates, memory, isolation) in the pool, which alone sees the fleet
+(a message's admission too, kill switch first: `AgentPool.ask`, which a rerun also takes). Text
+is cleaned where it comes in (supervisor/sanitize.py); `clean_text` here passes a `CleanText`
+through untouched and cleans only what a caller did not.
 """
 
 from __future__ import annotations
@@ -75,11 +78,10 @@ from supervisor.errors import (
 )
 from supervisor.events import AgentOutput, AgentState, Event, EventHub, StateChanged, TurnFinished
 from supervisor.guard.escalations import Answer, Decision, EscalationEvent, Escalations, Kind
-from supervisor.guard.guardrails import RateLimiter
 from supervisor.guard.killswitch import KillReport, KillSwitch
 from supervisor.guard.policy import Action as PolicyAction
 from supervisor.redact import SECRETS
-from supervisor.sanitize import clean
+from supervisor.sanitize import clean, clean_text
 from supervisor.schedule import teams as teams_module
 from supervisor.schedule.standing import charter_text
 from supervisor.schedule.tools import schedule_tools
@@ -109,7 +111,8 @@ class SupervisorAPI(OperatorAdmin):
         self._pool = pool
         self._escalations = escalations
         self._killswitch = killswitch
-        self._rates = RateLimiter()
+        self._rates = pool.rates  # one limiter, on the supervisor's clock: commands here,
+        # messages and spawns in the pool
         self._bus_depth: Callable[[], int] = lambda: 0
         self._schedule_runs: Callable[[], Mapping[str, int]] = dict
         # Repositories and worktrees (supervisor/api/repos.py).
@@ -218,9 +221,9 @@ class SupervisorAPI(OperatorAdmin):
         isolation) and validates name, prompt, mode and directory. With a `charter` (its
         text, or @path of a file) it is a standing agent (docs/standing-agents.md)."""
         self._not_halted()
-        name, prompt = clean(name), clean(prompt)
+        name, prompt = clean_text(name), clean_text(prompt)
         text = None if charter is None else charter_text(
-            clean(charter), refused=self._charter_refused, redact=SECRETS)
+            clean_text(charter), refused=self._charter_refused, redact=SECRETS)
         r = await self._pool.spawn(name, prompt, model=model, cwd=cwd, parent=parent,
                                    permission_mode=permission_mode,
                                    project_settings=project_settings, by=by.id, role=role,
@@ -235,9 +238,9 @@ class SupervisorAPI(OperatorAdmin):
     @store_errors
     async def ask(self, ref: str, text: str) -> Sent:
         """Queue a message for an agent; it becomes the agent's next turn (a stopped or
-        failed agent restarts on its session; a paused one runs it once resumed)."""
-        self._not_halted()
-        r, ahead = await self._pool.ask(clean(ref), clean(text))
+        failed agent restarts on its session; a paused one runs it once resumed). Refused
+        while halted by the pool's admission, the one check on this path."""
+        r, ahead = await self._pool.ask(clean_text(ref), clean_text(text))
         return Sent(agent_view(r), ahead)
 
     @store_errors
@@ -384,14 +387,14 @@ class SupervisorAPI(OperatorAdmin):
     async def deny(self, esc_id: str, *, by: Actor, reason: str = "") -> EscalationView:
         """Deny a request; the reason goes back to the model. Works while halted."""
         return await self._escalations.answer(
-            esc_id, Answer(Decision.DENY, clean(reason), by.name, by.platform))
+            esc_id, Answer(Decision.DENY, clean_text(reason), by.name, by.platform))
 
     @store_errors
     async def answer(self, esc_id: str, text: str, *, by: Actor) -> EscalationView:
         """Answer a question with an option number or text. The closed row's
         answer["text"] is what the agent got (an option number becomes the option)."""
         self._not_halted()
-        text = clean(text)
+        text = clean_text(text)
         row = await self._escalations.get(esc_id)
         if row is not None and row.status == "open":
             if row.kind == Kind.PERMISSION:
@@ -412,7 +415,7 @@ class SupervisorAPI(OperatorAdmin):
     async def notify(self, title: str, body: str = "", *,
                      agent_id: str | None = None) -> EscalationView:
         """A notice to every front end; it needs no answer."""
-        return await self._escalations.notify(agent_id, clean(title), clean(body))
+        return await self._escalations.notify(agent_id, clean_text(title), clean_text(body))
 
     async def follow_escalations(self, frontend: str) -> AsyncIterator[EscalationView]:
         """Everything `frontend` has not acknowledged, oldest first, then each new one."""
@@ -491,7 +494,8 @@ class SupervisorAPI(OperatorAdmin):
     async def halt(self, *, by: Actor, reason: str = "") -> KillReport:
         """Trigger the kill switch: every agent SIGKILLed, open requests denied, invites
         revoked, new work refused until release. Again while on: sweeps once more."""
-        return await self._killswitch.trigger(by.name, by.platform, clean(reason))
+        # clean, not clean_text: a reason too long is dropped, never a reason not to halt.
+        return await self._killswitch.trigger(by.name, by.platform, clean(reason).text)
 
     @store_errors
     async def release(self, *, by: Actor) -> str:

@@ -11,7 +11,7 @@ from supervisor.api.views import Actor, AgentView, agent_view
 from supervisor.errors import AgentExists, InvalidRequest
 from supervisor.names import check_names, new_agent_id
 from supervisor.redact import SECRETS
-from supervisor.sanitize import clean
+from supervisor.sanitize import clean_text
 from supervisor.schedule.standing import charter_text
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class RepoAPI:
         """Register a repository: a bare clone in the data directory (its remote's
         credentials come from the settings, never from the URL)."""
         self._not_halted()
-        row = await self._repos.add(clean(name).strip(), clean(source).strip())
+        row = await self._repos.add(clean_text(name).strip(), clean_text(source).strip())
         return RepoView(row.name, row.url, row.default_branch, row.created_at, row.fetched_at)
 
     async def list(self) -> tuple[RepoView, ...]:
@@ -126,7 +126,7 @@ class RepoAPI:
         """An agent in a new worktree of `repo` on branch agent/<name> from `base` (the
         repository's default branch); the worktree is removed if the spawn is refused."""
         self._not_halted()
-        name, prompt = clean(name), clean(prompt)
+        name, prompt = clean_text(name), clean_text(prompt)
         pool = self._pool
         pool.require_running()
         if not prompt.strip():
@@ -135,7 +135,7 @@ class RepoAPI:
         if await pool.store.agents.live_name_taken(name):
             raise AgentExists(name)
         text = None if charter is None else charter_text(
-            clean(charter), refused=self._charter_refused, redact=SECRETS)
+            clean_text(charter), refused=self._charter_refused, redact=SECRETS)
         agent_id = new_agent_id()
 
         async def start() -> AgentRunner:

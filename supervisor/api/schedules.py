@@ -21,7 +21,7 @@ from store.schedules import RunRow, ScheduleRow
 from supervisor.api.views import Actor
 from supervisor.errors import BadSchedule, Halted, InvalidRequest, StoreFailed, SupervisorError
 from supervisor.events import AgentState
-from supervisor.sanitize import clean
+from supervisor.sanitize import clean_text
 from supervisor.schedule.cron import (
     EVERY,
     ONCE,
@@ -269,7 +269,7 @@ class ScheduleAPI:
         tz = tz or self.settings.timezone
         zone(tz)
         spec = parse_when(when, tz, self.clock.now())
-        prompt = clean(prompt).strip()
+        prompt = clean_text(prompt).strip()
         if not prompt:
             raise InvalidRequest("say what the run should do (the prompt is empty)")
         if notify not in NOTIFY:
@@ -405,7 +405,7 @@ class ScheduleAPI:
                 raise InvalidRequest(
                     f"that repeats every {gap / 60:g} min; wakeups repeat at most every "
                     f"{s.schedule_agent_min_interval_s / 60:g} min")
-        prompt = clean(prompt).strip()
+        prompt = clean_text(prompt).strip()
         if not prompt:
             raise InvalidRequest("say what to wake up to (the prompt is empty)")
         draft = self._keep(spec, s.timezone, (MESSAGE, runner.id, runner.name), prompt,

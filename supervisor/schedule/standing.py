@@ -84,7 +84,7 @@ class StandingAgents:
         runner = await self._fleet.get(ref)
         if runner.state == AgentState.KILLED:
             raise AgentNotRunning(runner.name, runner.state, "wake")
-        runner.admit(text)  # over budget, crash loop, kill switch: refused like an /ask
+        runner.admit()  # over budget, crash loop: refused like an /ask
         return await self._bus.send(Sender(SYSTEM, by), runner.name, WAKE_KIND, text,
                                     dedup_key=dedup_key, agent_id=runner.id)
 
