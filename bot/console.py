@@ -16,7 +16,7 @@ from typing import TextIO
 from bot.app import Switchboard
 from bot.kit import escalation as esc
 from bot.kit.sanitize import MAX_INPUT_CHARS, clean, for_terminal
-from bot.render import visible
+from bot.kit.text import visible
 from commands.base import Caller, Reply, Role, Text
 from supervisor.api import AgentOutput, EscalationEvent, Event, StateChanged, TurnFinished
 from supervisor.api import EscalationView as EscalationRow

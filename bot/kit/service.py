@@ -35,7 +35,7 @@ from bot.kit.ports import (
     TapId,
 )
 from bot.kit.sanitize import clean, clean_action
-from bot.render import fit
+from bot.kit.text import fit
 from commands.base import Button, Caller, Reply, Role, Text
 from commands.dispatcher import split_command
 from commands.operators import redact_codes

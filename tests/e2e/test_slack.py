@@ -14,7 +14,7 @@ import pytest
 
 from bot.app import Switchboard
 from bot.kit import Pace
-from bot.slack import SlackFrontend
+from bot.slack.front import SlackFrontend
 from supervisor.config_types import Secret
 from tests.conftest import free_port, make_settings, processes_with_tag, wait_for
 from tests.fakes.fake_slack import (
@@ -260,7 +260,7 @@ def fake_tg():
 @pytest.fixture
 async def two_fronts(short_home, mock_api, fake_slack, fake_tg):
     """The real CLI, with Slack and Telegram front ends on one Switchboard."""
-    from bot.telegram import TelegramFrontend
+    from bot.telegram.front import TelegramFrontend
 
     (short_home / "t").mkdir(exist_ok=True)
     settings = slack_settings(make_settings(short_home, mock_api), fake_slack).with_(
@@ -498,7 +498,7 @@ async def test_a_429_storm_delays_but_loses_nothing_and_merges_card_edits(fake_s
 
 async def test_a_refused_token_stops_slack_with_a_log_line_and_a_notice(fake_settings, fake_slack,
                                                                          caplog):
-    from bot.slack import run_slack
+    from bot.slack.front import run_slack
 
     fake_slack.refuse("token_revoked")
     app = Switchboard(slack_settings(fake_settings, fake_slack))

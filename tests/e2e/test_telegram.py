@@ -11,7 +11,7 @@ import re
 import pytest
 
 from bot.app import Switchboard
-from bot.telegram import KILL_TEXT, TelegramFrontend
+from bot.telegram.front import KILL_TEXT, TelegramFrontend
 from supervisor.config_types import Secret
 from supervisor.guard.describe import describe
 from supervisor.guard.escalations import Kind
@@ -485,7 +485,7 @@ async def test_a_429_delays_but_never_loses_a_message(fake_tg_app):
 
 
 async def test_telegram_down_or_refusing_never_stops_switchboard(fake_settings, fake_tg, caplog):
-    from bot.telegram import run_telegram
+    from bot.telegram.front import run_telegram
     from tests.conftest import run
 
     # A wrong token: reported once, Switchboard carries on without Telegram.

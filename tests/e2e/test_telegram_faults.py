@@ -14,7 +14,7 @@ import pytest
 from bot.app import Switchboard
 from bot.cli import _check_telegram, _Doctor
 from bot.kit import ChatId
-from bot.telegram import TelegramFrontend, run_telegram
+from bot.telegram.front import TelegramFrontend, run_telegram
 from commands.base import Reply
 from supervisor.config_types import Secret
 from tests.conftest import wait_for

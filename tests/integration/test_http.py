@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.app import Switchboard
 from bot.kit import LinkState
-from bot.telegram import run_telegram
+from bot.telegram.front import run_telegram
 from supervisor.config_types import Secret
 from tests.conftest import free_port, run, wait_for
 from tests.fakes.fake_telegram import FakeTelegram

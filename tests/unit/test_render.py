@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.console import render_escalation, render_reply
-from bot.render import (
+from bot.kit.text import (
     DOCUMENT_OVER,
     PREVIEW_CHARS,
     PREVIEW_LINES,
@@ -23,7 +23,7 @@ from bot.render import (
     split_text,
     units,
 )
-from bot.render import visible as escaped
+from bot.kit.text import visible as escaped
 from commands.approvals import escalation_blocks
 from commands.base import Reply, Text
 from store.escalations import EscalationRow

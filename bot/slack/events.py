@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 from slack_bolt.app.async_app import AsyncApp
 
 from bot.kit import ChatId, Incoming, MessageId, Sender, Tap, sanitize
-from bot.slack import dm, ephemeral, is_ts
-from bot.slack_render import DENY_REASON
+from bot.slack.front import dm, ephemeral, is_ts
+from bot.slack.render import DENY_REASON
 from commands.base import Reply
 
 if TYPE_CHECKING:
-    from bot.slack import SlackFrontend
+    from bot.slack.front import SlackFrontend
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class Listeners:
         user, channel = str(body.get("user_id")), str(body.get("channel_id"))
         sender = await self.sender(user, client)
         if text in ("", "spawn") or text == "home":
-            from bot.slack_views import open_spawn
+            from bot.slack.views import open_spawn
 
             caller = await self.desk.access.caller(sender)
             if caller is not None and text != "home":
@@ -159,7 +159,7 @@ class Listeners:
         sender = await self.sender(str(body["user"]["id"]), client)
         value = str(action.get("value") or "")
         if value.startswith("i:"):
-            from bot.slack_views import open_details
+            from bot.slack.views import open_details
 
             if await self.desk.access.caller(sender) is None:
                 await self.desk.on_tap(Tap(self.front.adapter.tap(chat), chat, message, sender,
@@ -174,13 +174,13 @@ class Listeners:
 
     async def deny_reason(self, ack: Any, body: dict[str, Any], action: dict[str, Any],
                           client: Any) -> None:
-        from bot.slack_views import open_deny
+        from bot.slack.views import open_deny
 
         await ack()
         await open_deny(client, body.get("trigger_id"), str(action.get("value") or ""))
 
     async def open_spawn(self, ack: Any, body: dict[str, Any], client: Any) -> None:
-        from bot.slack_views import open_spawn
+        from bot.slack.views import open_spawn
 
         await ack()
         await open_spawn(client, body.get("trigger_id"))
@@ -189,7 +189,7 @@ class Listeners:
 
     async def submitted(self, ack: Any, body: dict[str, Any], view: dict[str, Any],
                         client: Any) -> None:
-        from bot.slack_views import command_of
+        from bot.slack.views import command_of
 
         if self.desk is None or not self._ours((body.get("team") or {}).get("id")):
             await ack()
@@ -234,7 +234,7 @@ class Listeners:
                                             f"/stop {agent}"))
 
     async def shortcut(self, ack: Any, body: dict[str, Any], client: Any) -> None:
-        from bot.slack_views import open_send
+        from bot.slack.views import open_send
 
         await ack()
         assert self.front.app.api is not None

@@ -15,16 +15,16 @@ from bot.kit import ActivityKind, AgentActivity, ChatError
 from bot.kit import escalation as esc_render
 from bot.kit.cards import ICONS
 from bot.kit.ports import Escalation
-from bot.slack import call
-from bot.slack_events import sanitise
-from bot.slack_render import actions, context, plain, section
-from bot.slack_render import escape as mrkdwn
+from bot.slack.events import sanitise
+from bot.slack.front import call
+from bot.slack.render import actions, context, plain, section
+from bot.slack.render import escape as mrkdwn
 from commands.base import Button, Role
 from commands.render import money
 from supervisor.api import AgentView
 
 if TYPE_CHECKING:
-    from bot.slack import SlackFrontend
+    from bot.slack.front import SlackFrontend
 
 logger = logging.getLogger(__name__)
 

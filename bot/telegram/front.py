@@ -64,7 +64,7 @@ from bot.kit import (  # noqa: E402
     TapId,
     action_of,
 )
-from bot.render import TELEGRAM_LIMIT, fit, plan_blocks, render_chunks  # noqa: E402
+from bot.kit.text import TELEGRAM_LIMIT, fit, plan_blocks, render_chunks  # noqa: E402
 from commands.base import Attachment, Button, Reply  # noqa: E402
 from commands.dispatcher import REGISTRY  # noqa: E402
 from supervisor.clock import backoff_s  # noqa: E402

@@ -22,7 +22,6 @@ from slack_bolt.app.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncSlackResponse, AsyncWebClient
 
-from bot import slack_render
 from bot.app import Switchboard
 from bot.kit import (
     ChatId,
@@ -35,6 +34,7 @@ from bot.kit import (
     RateLimited,
     TapId,
 )
+from bot.slack import render as slack_render
 from commands.base import Attachment, Reply
 from supervisor.clock import backoff_s
 from supervisor.service import Lifecycle
@@ -233,7 +233,7 @@ class SlackFrontend(Lifecycle):
         self.adapter: SlackAdapter | None = None
         self.desk: FrontDesk | None = None
         self.socket: AsyncSocketModeHandler | None = None
-        self.home: Any = None  # bot.slack_views.Home
+        self.home: Any = None  # bot.slack.views.Home
         self.bot_user_id = ""
         self.team_id = ""
         self._http: web.AppRunner | None = None
@@ -243,7 +243,8 @@ class SlackFrontend(Lifecycle):
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        from bot import slack_events, slack_views
+        from bot.slack import events as slack_events
+        from bot.slack import views as slack_views
 
         s = self.settings
         assert s.slack_bot_token is not None, "SLACK_BOT_TOKEN is not set"
