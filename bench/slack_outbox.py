@@ -174,7 +174,7 @@ async def main() -> None:
             assert app.api is not None
             fleet = BenchFleet(app.api)
             app.fleet = fleet
-            front = SlackFrontend(app, pace=Pace(RATE, BURST))
+            front = SlackFrontend(app.slack_context(), pace=Pace(RATE, BURST))
             await front.start()
             await front.connect()
             try:

@@ -193,12 +193,12 @@ async def serve(settings: Settings, *, console: bool) -> int:
         if settings.telegram_token:
             from bot.telegram.front import run_telegram
 
-            await app.add_task_service("telegram", lambda: run_telegram(app))
+            await app.add_task_service("telegram", lambda: run_telegram(app.telegram_context()))
         if settings.slack_bot_token:
             if settings.slack_channel:
                 from bot.slack.front import run_slack
 
-                await app.add_task_service("slack", lambda: run_slack(app))
+                await app.add_task_service("slack", lambda: run_slack(app.slack_context()))
             else:
                 logger.error("slack: SLACK_BOT_TOKEN is set but SLACK_CHANNEL is not; running "
                              "without Slack (see docs/slack.md)")

@@ -1,17 +1,15 @@
 """The Slack front end: slack-bolt's AsyncApp in Switchboard's event loop, over Socket Mode (by
-default) or signed HTTP requests. The adapter turns the kit's calls into Web API calls and
-Block Kit; bot/slack_events.py turns Slack's events into the kit's messages and taps; App Home
-and the modals are bot/slack_views.py. Who may do what, escalations and their copies, the live
-cards and the outbox are the front-end kit's, as for Telegram."""
+default) or signed HTTP requests, kept up. The adapter (adapter.py) turns the kit's calls into
+Web API calls and Block Kit; events.py turns Slack's events into the kit's messages and taps;
+App Home and the modals are views.py. Who may do what, escalations and their copies, the live
+cards and the outbox are the front-end kit's, as for Telegram, and what it is given of the rest
+is its FrontContext."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections import OrderedDict
-from collections.abc import Awaitable
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -20,196 +18,31 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError, SlackClientError
-from slack_sdk.web.async_client import AsyncSlackResponse, AsyncWebClient
+from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.app import Switchboard
-from bot.kit import (
-    ChatId,
-    ChatRefused,
-    ChatUnavailable,
-    FrontDesk,
-    Layout,
-    MessageId,
-    Pace,
-    RateLimited,
-    TapId,
-)
-from bot.slack import render as slack_render
-from commands.base import Attachment, Reply
+from bot.kit import FleetPort, FrontDesk, Pace
+from bot.kit.context import FrontContext
+from bot.slack import events, views
+from bot.slack.adapter import SlackAdapter
+from bot.slack.events import Seen
+from bot.slack.settings import SlackSettings
 from supervisor.clock import backoff_s
 from supervisor.service import Lifecycle
 
 logger = logging.getLogger(__name__)
 
-PLATFORM = "slack"
 # Errors no retry can mend: the token is wrong, revoked, or lacks a scope the app needs.
 FATAL = frozenset({"invalid_auth", "token_revoked", "missing_scope", "not_authed",
                    "account_inactive", "not_allowed_token_type"})
 BACKOFF_FIRST_S, BACKOFF_MAX_S = 2.0, 30.0
 # About one message a second per channel, with short bursts: Slack's own limit, kept in code.
 CHANNEL_PACE = Pace(per_s=1.0, burst=4)
-SEEN_MAX = 10_000
 
 
 def reconnect_s(attempt: int) -> float:
     """How long to wait before reconnecting after `attempt` failures in a row: 2 s, 4 s, 8 s...
     up to 30 s."""
     return backoff_s(attempt, BACKOFF_FIRST_S, BACKOFF_MAX_S)
-
-
-# -- where a message goes: the kit's ChatId, parsed here only -----------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    """`C…`: the channel; `eph:C:U[:TS]`: only U sees it (in TS's thread); `dm:U`: the app's
-    DM with U (for App Home and modals, which have no channel)."""
-
-    channel: str
-    user: str | None = None
-    thread: str | None = None
-    ephemeral: bool = False
-
-    @classmethod
-    def of(cls, chat: ChatId) -> Route:
-        kind, _, rest = chat.partition(":")
-        if kind == "eph":
-            channel, user, *thread = rest.split(":")
-            return cls(channel, user, thread[0] if thread else None, True)
-        if kind == "dm":
-            return cls(rest, rest)
-        return cls(chat)
-
-
-def ephemeral(channel: str, user: str, thread: str | None = None) -> ChatId:
-    return ChatId(f"eph:{channel}:{user}" + (f":{thread}" if thread else ""))
-
-
-def dm(user: str) -> ChatId:
-    return ChatId(f"dm:{user}")
-
-
-def is_ts(value: str | None) -> bool:
-    """A message timestamp (1700000000.000100), as thread_ts needs: not a file id."""
-    head, _, tail = (value or "").partition(".")
-    return head.isdigit() and tail.isdigit()
-
-
-async def call(request: Awaitable[AsyncSlackResponse]) -> AsyncSlackResponse:
-    """One Web API call, its errors in the kit's terms."""
-    try:
-        return await request
-    except SlackApiError as exc:
-        response = exc.response
-        error = str(response.get("error") or "")
-        if error == "ratelimited" or response.status_code == 429:
-            retry = float(response.headers.get("Retry-After", response.headers.get(
-                "retry-after", "1")))
-            raise RateLimited(retry, error) from exc
-        if response.status_code >= 500 or error in ("internal_error", "fatal_error",
-                                                    "service_unavailable", "request_timeout"):
-            raise ChatUnavailable(error or f"HTTP {response.status_code}") from exc
-        raise ChatRefused(error or str(exc)) from exc
-    except (aiohttp.ClientError, SlackClientError, TimeoutError, OSError) as exc:
-        raise ChatUnavailable(str(exc) or type(exc).__name__) from exc
-
-
-class SlackAdapter:
-    """The kit's ChatAdapter over one AsyncWebClient: Replies as Block Kit, every agent's
-    messages in the channel (under its card, the thread's top message), replies to one
-    operator as ephemeral messages, long output as files."""
-
-    platform = PLATFORM
-
-    def __init__(self, client: AsyncWebClient, channel: str) -> None:
-        self.client = client
-        self.channel = channel
-        self._taps: OrderedDict[str, ChatId] = OrderedDict()
-        self._tap_ids = 0
-        self._dms: dict[str, str] = {}
-
-    def layout(self, reply: Reply, /) -> Layout:
-        return slack_render.layout(reply)
-
-    async def direct_chat(self, user_id: str, /) -> ChatId:
-        return ChatId(self.channel)  # operators share the channel; each agent has a thread
-
-    async def send(self, chat: ChatId, reply: Reply, /, *, reply_to: MessageId | None = None,
-                   silent: bool = False, offer_kill: bool = False) -> MessageId:
-        route = Route.of(chat)
-        body = slack_render.message(reply)
-        thread = route.thread or (reply_to if is_ts(reply_to) else None)
-        if route.ephemeral:
-            assert route.user is not None
-            sent = await call(self.client.chat_postEphemeral(
-                channel=route.channel, user=route.user, thread_ts=thread, **body))
-            return MessageId(str(sent.get("message_ts") or ""))
-        sent = await call(self.client.chat_postMessage(
-            channel=route.channel, thread_ts=thread, unfurl_links=False, unfurl_media=False,
-            **body))
-        return MessageId(str(sent["ts"]))
-
-    async def edit(self, chat: ChatId, message: MessageId, reply: Reply, /) -> None:
-        route = Route.of(chat)
-        if route.ephemeral or not is_ts(message):
-            return  # an ephemeral message cannot be edited by the Web API
-        await call(self.client.chat_update(channel=route.channel, ts=message,
-                                           **slack_render.message(reply)))
-
-    async def _dm_channel(self, user: str) -> str:
-        if user not in self._dms:
-            opened = await call(self.client.conversations_open(users=user))
-            self._dms[user] = str(opened["channel"]["id"])
-        return self._dms[user]
-
-    async def send_document(self, chat: ChatId, document: Attachment, /, *, caption: str = "",
-                            reply_to: MessageId | None = None) -> MessageId:
-        route = Route.of(chat)
-        channel = await self._dm_channel(route.user) if route.user else route.channel
-        thread = None if route.user else (route.thread or (reply_to if is_ts(reply_to)
-                                                            else None))
-        done = await call(self.client.files_upload_v2(
-            channel=channel, thread_ts=thread, content=document.content,
-            filename=document.filename, title=document.filename,
-            initial_comment=slack_render.escape(caption) or None))
-        return MessageId(str((done.get("file") or {}).get("id") or ""))
-
-    def tap(self, chat: ChatId) -> TapId:
-        """A button press, answered (if at all) with a message only its presser sees."""
-        self._tap_ids += 1
-        tap = TapId(f"t{self._tap_ids}")
-        self._taps[tap] = chat
-        while len(self._taps) > 1000:
-            self._taps.popitem(last=False)
-        return tap
-
-    async def answer_tap(self, tap: TapId, text: str = "", /, *, alert: bool = False) -> None:
-        # Slack has no toast: only what the presser must read ("not allowed", "already
-        # answered by …") is sent; "Done." is the card changing.
-        chat = self._taps.get(tap)
-        if chat is None or not alert or not text:
-            return
-        await self.send(chat, Reply.text(text))
-
-
-class Seen:
-    """Deliveries already handled, by key, the newest SEEN_MAX of them: Slack retries an
-    event it thinks was not acked, and a mention arrives as `app_mention` and as `message`."""
-
-    def __init__(self, size: int = SEEN_MAX) -> None:
-        self.size = size
-        self._keys: OrderedDict[str, None] = OrderedDict()
-
-    def first(self, *keys: str | None) -> bool:
-        """True the first time any of `keys` is offered; every key is remembered."""
-        keys_ = [k for k in keys if k]
-        fresh = not any(k in self._keys for k in keys_)
-        for key in keys_:
-            self._keys[key] = None
-            self._keys.move_to_end(key)
-        while len(self._keys) > self.size:
-            self._keys.popitem(last=False)
-        return fresh
 
 
 class SlackError(Exception):
@@ -221,11 +54,12 @@ class SlackError(Exception):
 
 
 class SlackFrontend(Lifecycle):
-    def __init__(self, app: Switchboard, *, ping_interval_s: float = 10.0,
+    def __init__(self, context: FrontContext[SlackSettings], *, ping_interval_s: float = 10.0,
                  pace: Pace = CHANNEL_PACE) -> None:
-        self.app = app
+        self.context = context
+        self.fleet: FleetPort = context.fleet
         self.pace = pace
-        self.settings = app.settings
+        self.settings = context.settings
         self.ping_interval_s = ping_interval_s
         self.seen = Seen()
         self.client: AsyncWebClient | None = None
@@ -233,7 +67,7 @@ class SlackFrontend(Lifecycle):
         self.adapter: SlackAdapter | None = None
         self.desk: FrontDesk | None = None
         self.socket: AsyncSocketModeHandler | None = None
-        self.home: Any = None  # bot.slack.views.Home
+        self.home: views.Home | None = None
         self.bot_user_id = ""
         self.team_id = ""
         self._http: web.AppRunner | None = None
@@ -243,13 +77,9 @@ class SlackFrontend(Lifecycle):
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        from bot.slack import events as slack_events
-        from bot.slack import views as slack_views
-
         s = self.settings
         assert s.slack_bot_token is not None, "SLACK_BOT_TOKEN is not set"
         assert s.slack_channel, "SLACK_CHANNEL is not set"
-        assert self.app.fleet is not None, "start the Switchboard first"
         base = s.slack_api_url.rstrip("/") + "/" if s.slack_api_url else None
         kwargs: dict[str, Any] = {"base_url": base} if base else {}
         self.client = AsyncWebClient(token=s.slack_bot_token.value, **kwargs)
@@ -268,11 +98,11 @@ class SlackFrontend(Lifecycle):
                              request_verification_enabled=http, process_before_response=False,
                              logger=logging.getLogger("slack_bolt.switchboard"))
         self.adapter = SlackAdapter(self.client, s.slack_channel)
-        self.desk = FrontDesk(self.adapter, self.app.fleet, self.app.run_command,
+        self.desk = FrontDesk(self.adapter, self.fleet, self.context.commands,
                               admin_ids=s.slack_admin_ids, card_interval_s=s.slack_card_interval_s,
                               threads=True, pace=self.pace)
-        self.home = slack_views.Home(self)
-        slack_events.register(self.bolt, self)
+        self.home = views.Home(self)
+        events.register(self.bolt, self)
         await self.desk.start()
         self._tasks = [asyncio.create_task(self.home.run(), name="slack-home")]
         if http:
@@ -346,24 +176,22 @@ class SlackFrontend(Lifecycle):
                 await self.client.session.close()
 
 
-async def _refused(app: Switchboard, error: str) -> None:
+async def _refused(fleet: FleetPort, error: str) -> None:
     logger.error("slack: Slack refused the app's token (%s); running without Slack. Check "
                  "SLACK_BOT_TOKEN and SLACK_APP_TOKEN, and that the app has the scopes of "
                  "deploy/slack-manifest.yaml (reinstall it after changing them).", error)
-    if app.fleet is not None:
-        with contextlib.suppress(Exception):
-            await app.fleet.notify("Slack front end stopped",
-                                   f"Slack refused the app's token ({error}). Switchboard runs "
-                                   "on without Slack until the tokens are fixed and it is "
-                                   "restarted.")
+    with contextlib.suppress(Exception):
+        await fleet.notify("Slack front end stopped",
+                           f"Slack refused the app's token ({error}). Switchboard runs on "
+                           "without Slack until the tokens are fixed and it is restarted.")
 
 
-async def run_slack(app: Switchboard, *, check_s: float = 1.0) -> None:
+async def run_slack(context: FrontContext[SlackSettings], *, check_s: float = 1.0) -> None:
     """Keep the Slack front end up for as long as this task runs. Slack unreachable, or the
     socket lost, is retried with backoff (2 s doubling to 30 s); a token Slack refuses stops
     the front end with a log line and a notice on the other front ends."""
     attempt = 0
-    front = SlackFrontend(app)
+    front = SlackFrontend(context)
     try:
         while True:
             try:
@@ -371,20 +199,20 @@ async def run_slack(app: Switchboard, *, check_s: float = 1.0) -> None:
                     await front.start()
                 await front.connect()
             except SlackError as exc:
-                await _refused(app, exc.error)
+                await _refused(context.fleet, exc.error)
                 return
             except (SlackApiError, SlackClientError, aiohttp.ClientError, TimeoutError,
                     OSError) as exc:
                 if front.desk is not None and front.socket is None:
                     await front.stop()  # a start cut short: begin again from nothing
-                    front = SlackFrontend(app)
+                    front = SlackFrontend(context)
                 delay = reconnect_s(attempt)
                 attempt += 1
                 logger.warning("slack: cannot reach Slack (%s); retrying in %.0fs", exc, delay)
                 await asyncio.sleep(delay)
                 continue
             attempt = 0
-            if app.settings.slack_mode == "http":
+            if context.settings.slack_mode == "http":
                 await asyncio.Event().wait()  # until cancelled at shutdown
             lost = 0
             while lost < 3:  # the SDK reconnects by itself; we step in when it has not
@@ -395,5 +223,4 @@ async def run_slack(app: Switchboard, *, check_s: float = 1.0) -> None:
         await front.stop()
 
 
-__all__ = ["PLATFORM", "Route", "Seen", "SlackAdapter", "SlackFrontend", "reconnect_s",
-           "dm", "ephemeral", "run_slack"]
+__all__ = ["SlackError", "SlackFrontend", "reconnect_s", "run_slack"]

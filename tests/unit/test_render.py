@@ -15,15 +15,13 @@ from bot.kit.text import (
     PREVIEW_CHARS,
     PREVIEW_LINES,
     SAFE_LIMIT,
-    TELEGRAM_LIMIT,
     Preview,
-    plan_reply,
     preview,
-    render_chunks,
     split_text,
     units,
 )
 from bot.kit.text import visible as escaped
+from bot.telegram.render import TELEGRAM_LIMIT, plan_reply, render_chunks
 from commands.approvals import escalation_blocks
 from commands.base import Reply, Text
 from store.escalations import EscalationRow

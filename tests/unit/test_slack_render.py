@@ -10,8 +10,9 @@ import time
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
-from bot.slack.events import as_command, clean
-from bot.slack.front import Route, Seen, dm, ephemeral, is_ts, reconnect_s
+from bot.slack.base import Route, dm, ephemeral, is_ts
+from bot.slack.events import Seen, as_command, clean
+from bot.slack.front import reconnect_s
 from bot.slack.render import MESSAGE_CHARS, blocks_of, escape, fallback, layout, message
 from bot.slack.views import command_of, home_view
 from commands.base import Button, Reply, Text
