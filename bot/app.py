@@ -248,3 +248,6 @@ class Switchboard:
 
     def slack_context(self) -> FrontContext[SlackSettings]:
         return self.front_context(SlackSettings.of(self.settings))
+
+    def console_context(self) -> FrontContext[None]:
+        return self.front_context(None)

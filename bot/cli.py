@@ -205,8 +205,8 @@ async def serve(settings: Settings, *, console: bool) -> int:
         if console:
             from bot.console import Console
 
-            await app.add_task_service(
-                "console", lambda: Console(app, on_exit=app.request_stop).run())
+            await app.add_task_service("console", lambda: Console(
+                app.console_context(), on_exit=app.request_stop).run())
         else:
             say(f"switchboard running headless (home {settings.home}); SIGTERM or SIGINT to "
                 "stop")

@@ -29,6 +29,7 @@ from supervisor.api import (
     AgentOutput,
     AuditView,
     EscalationEvent,
+    Event,
     HaltView,
     OperatorView,
     StateChanged,
@@ -174,3 +175,6 @@ class ApiFleet:
 
     def halt_state(self) -> HaltView | None:
         return self.api.halt_state()
+
+    def events(self) -> AsyncIterator[Event | EscalationEvent]:
+        return self.api.events()

@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import NewType, Protocol
 
 from commands.base import Attachment, Button, Reply, Role
-from supervisor.api import AgentDetail, AuditView, HaltView
+from supervisor.api import AgentDetail, AuditView, EscalationEvent, Event, HaltView
 from supervisor.api import AgentView as FleetAgent
 from supervisor.api import EscalationView as EscalationRow
 
@@ -282,7 +282,7 @@ class FleetPort(Protocol):
         """Open escalations: one agent's, or every one."""
         ...
 
-    # -- what a front end's own surfaces show (Slack's App Home and modals) ---------------------
+    # -- what a front end's own surfaces show (Slack's App Home and modals, the console) -------
 
     def agents(self, *, include_ended: bool = False) -> Sequence[FleetAgent]: ...
 
@@ -291,3 +291,8 @@ class FleetPort(Protocol):
     async def recent_actions(self, n: int, /) -> Sequence[AuditView]: ...
 
     def halt_state(self) -> HaltView | None: ...
+
+    def events(self) -> AsyncIterator[Event | EscalationEvent]:
+        """Every event from now on, as the supervisor publishes it (the console prints them
+        whole; the chats follow `subscribe`'s digest)."""
+        ...
