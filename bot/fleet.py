@@ -159,7 +159,10 @@ class ApiFleet:
         return await self.api.chats.agent_for_card(platform, chat, message)
 
     async def pending(self, agent_id: str | None = None, /) -> Sequence[Escalation]:
-        return await self.api.pending(agent_id)
+        try:
+            return await self.api.pending(agent_id)
+        except UnknownAgent:  # a card or thread outlives its agent: nothing of it is open
+            return ()
 
     def agents(self, *, include_ended: bool = False) -> Sequence[FleetAgent]:
         return self.api.agents(include_ended=include_ended)

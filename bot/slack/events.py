@@ -146,24 +146,12 @@ class Listeners:
         user = str(event["user"])
         sender = await self.sender(user, client)
         chat = ephemeral(channel, user, thread if is_ts(thread) else None)
-        if thread and not dm_chat:
-            agent = await self.front.fleet.agent_for_card(PLATFORM, ChatId(channel),
-                                                          MessageId(str(thread)))
-            if agent is not None and not text.startswith("!"):
-                text = await self._to_agent(agent, text)
-            else:
-                text = as_command(text)
-        else:
-            text = as_command(text)
-        await self.desk.on_message(Incoming(chat, sender, text))
-
-    async def _to_agent(self, agent_id: str, text: str) -> str:
-        """A plain reply in an agent's thread: the answer to its open free-text question if it
-        has one, else a message to the agent."""
-        for row in await self.front.fleet.pending(agent_id):
-            if row.kind in ("question", "plan") and row.free_text:
-                return f"/answer {row.id} {text}"
-        return f"/ask {agent_id} {text}"
+        line = None
+        if thread and not dm_chat and not text.startswith("!"):
+            # A plain reply in a thread: what it means is the kit's rule (an agent's thread: a
+            # message to the agent, or the answer to its open question); else it is a command.
+            line = await self.desk.reply_line(ChatId(channel), MessageId(str(thread)), text)
+        await self.desk.on_message(Incoming(chat, sender, line or as_command(text)))
 
     # -- buttons ---------------------------------------------------------------------------------
 
