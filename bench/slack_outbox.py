@@ -44,7 +44,7 @@ from bench._common import percentile, quiet_logging, result, scratch_dir, smoke 
 from bot.app import Switchboard  # noqa: E402
 from bot.fleet import ApiFleet  # noqa: E402
 from bot.kit import ActivityKind, AgentActivity, AgentView, Pace  # noqa: E402
-from bot.slack import SlackFrontend  # noqa: E402
+from bot.slack.front import SlackFrontend  # noqa: E402
 from supervisor.config import Secret  # noqa: E402
 from supervisor.guard.escalations import Kind  # noqa: E402
 from tests.conftest import make_settings  # noqa: E402
@@ -174,7 +174,7 @@ async def main() -> None:
             assert app.api is not None
             fleet = BenchFleet(app.api)
             app.fleet = fleet
-            front = SlackFrontend(app, pace=Pace(RATE, BURST))
+            front = SlackFrontend(app.slack_context(), pace=Pace(RATE, BURST))
             await front.start()
             await front.connect()
             try:

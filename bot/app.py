@@ -11,10 +11,13 @@ import fcntl
 import logging
 import os
 from collections.abc import Callable, Coroutine
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from bot.fleet import ApiFleet
+from bot.kit.context import FrontContext
 from bot.kit.links import Links
+from bot.slack.settings import SlackSettings
+from bot.telegram.settings import TelegramSettings
 from commands.base import Caller, Context, Reply
 from commands.dispatcher import Dispatcher
 from store import Store, open_store
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from supervisor.agents.pool import AgentPool
 
 logger = logging.getLogger(__name__)
+S = TypeVar("S")
 
 
 async def _nothing() -> None:
@@ -230,3 +234,20 @@ class Switchboard:
 
     async def run_command(self, caller: Caller, text: str) -> Reply:
         return await self.dispatcher.dispatch(self.context(caller), text)
+
+    # -- what each front end is given: a narrow context, never this object --------------------
+
+    def front_context(self, settings: S) -> FrontContext[S]:
+        """The fleet through the kit's port, the command runner, the links, the HTTP
+        listener's webhook mount and `settings` (the front end's slice of them)."""
+        assert self.fleet is not None, "start the Switchboard first"
+        return FrontContext(self.fleet, self.run_command, settings, self.links, self.listener)
+
+    def telegram_context(self) -> FrontContext[TelegramSettings]:
+        return self.front_context(TelegramSettings.of(self.settings))
+
+    def slack_context(self) -> FrontContext[SlackSettings]:
+        return self.front_context(SlackSettings.of(self.settings))
+
+    def console_context(self) -> FrontContext[None]:
+        return self.front_context(None)

@@ -191,22 +191,22 @@ async def serve(settings: Settings, *, console: bool) -> int:
             else:
                 say(msg)
         if settings.telegram_token:
-            from bot.telegram import run_telegram
+            from bot.telegram.front import run_telegram
 
-            await app.add_task_service("telegram", lambda: run_telegram(app))
+            await app.add_task_service("telegram", lambda: run_telegram(app.telegram_context()))
         if settings.slack_bot_token:
             if settings.slack_channel:
-                from bot.slack import run_slack
+                from bot.slack.front import run_slack
 
-                await app.add_task_service("slack", lambda: run_slack(app))
+                await app.add_task_service("slack", lambda: run_slack(app.slack_context()))
             else:
                 logger.error("slack: SLACK_BOT_TOKEN is set but SLACK_CHANNEL is not; running "
                              "without Slack (see docs/slack.md)")
         if console:
             from bot.console import Console
 
-            await app.add_task_service(
-                "console", lambda: Console(app, on_exit=app.request_stop).run())
+            await app.add_task_service("console", lambda: Console(
+                app.console_context(), on_exit=app.request_stop).run())
         else:
             say(f"switchboard running headless (home {settings.home}); SIGTERM or SIGINT to "
                 "stop")
@@ -365,7 +365,7 @@ def _check_telegram(settings: Settings, doctor: _Doctor) -> None:
         return
     from telegram.error import InvalidToken, TelegramError
 
-    from bot.telegram import BadBaseUrl, get_me
+    from bot.telegram.front import BadBaseUrl, get_me
 
     where = settings.telegram_api_base_url or "api.telegram.org"
     try:

@@ -1,7 +1,11 @@
 """The console front end: operator commands typed in a terminal, live agent output printed.
 Every line read is bounded and cleaned by the kit's sanitiser; everything printed has its
 control characters and escape sequences made visible, so an agent's output cannot clear the
-screen or write the clipboard (OSC 52)."""
+screen or write the clipboard (OSC 52). Like the chats it is handed a FrontContext and reaches
+the fleet only through the kit's FleetPort: commands through the context's runner, events,
+the escalations' outbox and the audit through the port. It is not a ChatAdapter behind a
+FrontDesk: its operator is the user at the terminal (an admin, not a stored operator), and it
+prints a stream (every event, each escalation whole) where a chat keeps cards edited."""
 
 from __future__ import annotations
 
@@ -13,13 +17,14 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from bot.app import Switchboard
+from bot.kit import AuditEntry
 from bot.kit import escalation as esc
-from bot.render import visible
+from bot.kit.context import FrontContext
+from bot.kit.text import visible
 from commands.base import Caller, Reply, Role, Text
 from supervisor.api import AgentOutput, EscalationEvent, Event, StateChanged, TurnFinished
 from supervisor.api import EscalationView as EscalationRow
-from supervisor.sanitize import MAX_INPUT_CHARS, clean, for_terminal
+from supervisor.sanitize import MAX_INPUT_CHARS, CleanText, clean, for_terminal
 
 logger = logging.getLogger(__name__)
 
@@ -135,9 +140,10 @@ def render_event(event: Event | EscalationEvent) -> str | None:
 class Console:
     """Reads command lines from `stdin`, prints replies and events to `stdout`."""
 
-    def __init__(self, app: Switchboard, *, stdin: TextIO | None = None,
+    def __init__(self, context: FrontContext[None], *, stdin: TextIO | None = None,
                  stdout: TextIO | None = None, on_exit: Callable[[], None] | None = None) -> None:
-        self.app = app
+        self.context = context
+        self.fleet = context.fleet
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
         self.on_exit = on_exit
@@ -163,19 +169,16 @@ class Console:
             self.on_exit()
 
     async def _print_events(self) -> None:
-        async for event in self.app.hub.stream():
+        async for event in self.fleet.events():
             line = render_event(event)
             if line:
                 self.write(line)
 
     async def _print_escalations(self) -> None:
         """Deliver the outbox: everything not yet shown here, then each new row, once by id."""
-        escalations = self.app.pool.escalations if self.app.pool else None
-        if escalations is None:
-            return
-        async for row in escalations.follow(FRONTEND):
+        async for row in self.fleet.follow_escalations(FRONTEND):
             self.write(render_escalation(row))
-            await escalations.ack(row.id, FRONTEND)
+            await self.fleet.ack_escalation(row.id, FRONTEND)
 
     async def _lines(self) -> LineReader | None:
         loop = asyncio.get_running_loop()
@@ -220,25 +223,25 @@ class Console:
                 self.write(render_reply(Reply.error("That line is too long.", cleaned.problem)))
                 await self._audit_refused(f"{len(line):,} characters", "line too long")
                 continue
-            line = cleaned.text.strip()
-            if not line:
+            text = cleaned.text.strip()  # still a CleanText: not cleaned again
+            if not text:
                 continue
-            if line in ("/quit", "/exit", "quit", "exit"):
+            if text in ("/quit", "/exit", "quit", "exit"):
                 return
             with contextlib.suppress(asyncio.CancelledError):
-                await self._run(line, cleaned.note)
+                await self._run(text, cleaned.note)
 
-    async def _run(self, line: str, note: str) -> None:
-        reply = await self.app.run_command(self.caller, line)
+    async def _run(self, line: CleanText, note: str) -> None:
+        reply = await self.context.commands(self.caller, line)
         if reply.announced:
             return  # the notice that every front end gets says it; printed from the outbox
         text = render_reply(reply)
         self.write(f"{text}\n{note}" if note else text)
 
     async def _audit_refused(self, what: str, why: str) -> None:
-        if self.app.api is None:
-            return
+        who = self.caller
         try:
-            await self.app.api.audit(self.caller, "input", what, ok=False, result=why)
+            await self.fleet.audit(AuditEntry(who.platform, who.id, who.name, "input", what,
+                                              False, why))
         except Exception:  # noqa: BLE001 - the reply was printed; the log has the rest
             logger.exception("could not audit a refused console line")

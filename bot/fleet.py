@@ -25,14 +25,19 @@ from bot.kit.ports import (
 from commands.agents import agent_buttons
 from commands.base import Role
 from supervisor.api import (
+    AgentDetail,
     AgentOutput,
+    AuditView,
     EscalationEvent,
+    Event,
+    HaltView,
     OperatorView,
     StateChanged,
     SupervisorAPI,
     TurnFinished,
     UnknownAgent,
 )
+from supervisor.api import AgentView as FleetAgent
 
 
 def _activity(event: object) -> FleetEvent | None:
@@ -148,3 +153,31 @@ class ApiFleet:
     async def record_card(self, platform: str, agent_id: str, chat: ChatId,
                           message: MessageId, /) -> None:
         await self.api.chats.record_card(platform, agent_id, chat, message)
+
+    async def agent_for_card(self, platform: str, chat: ChatId, message: MessageId,
+                             /) -> str | None:
+        return await self.api.chats.agent_for_card(platform, chat, message)
+
+    async def pending(self, agent_id: str | None = None, /) -> Sequence[Escalation]:
+        try:
+            return await self.api.pending(agent_id)
+        except UnknownAgent:  # a card or thread outlives its agent: nothing of it is open
+            return ()
+
+    def agents(self, *, include_ended: bool = False) -> Sequence[FleetAgent]:
+        return self.api.agents(include_ended=include_ended)
+
+    async def agent_detail(self, agent_id: str, /) -> AgentDetail | None:
+        try:
+            return await self.api.agent(agent_id)
+        except UnknownAgent:
+            return None
+
+    async def recent_actions(self, n: int, /) -> Sequence[AuditView]:
+        return await self.api.recent_actions(n)
+
+    def halt_state(self) -> HaltView | None:
+        return self.api.halt_state()
+
+    def events(self) -> AsyncIterator[Event | EscalationEvent]:
+        return self.api.events()

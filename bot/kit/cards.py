@@ -24,7 +24,7 @@ from bot.kit.ports import (
     FleetPort,
     MessageId,
 )
-from bot.render import visible
+from bot.kit.text import visible
 from commands.base import Reply, Text
 from commands.render import money
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from bot.kit.actions import details_button
 from bot.kit.ports import Escalation
-from bot.render import preview, split_text, visible
+from bot.kit.text import preview, split_text, visible
 from commands.approvals import detail_filename, escalation_blocks, escalation_buttons
 from commands.base import Attachment, Button, Reply, Text
 from supervisor.api import Kind

@@ -12,6 +12,8 @@ from enum import StrEnum
 from typing import NewType, Protocol
 
 from commands.base import Attachment, Button, Reply, Role
+from supervisor.api import AgentDetail, AuditView, EscalationEvent, Event, HaltView
+from supervisor.api import AgentView as FleetAgent
 from supervisor.api import EscalationView as EscalationRow
 
 ChatId = NewType("ChatId", str)  # a platform's chat (Telegram: the chat id; Slack: a channel)
@@ -219,8 +221,9 @@ class EventFeed(Protocol):
 
 
 class FleetPort(Protocol):
-    """The handful of fleet calls the kit makes; satisfied over supervisor.api by bot/fleet.py
-    (ApiFleet)."""
+    """The fleet calls the kit and the front ends make (none reaches supervisor.api itself);
+    satisfied over supervisor.api by bot/fleet.py (ApiFleet). What it returns are the API's
+    frozen read models or the kit's own values."""
 
     async def operator(self, platform: str, user_id: str, /) -> Operator | None: ...
 
@@ -269,3 +272,27 @@ class FleetPort(Protocol):
 
     async def record_card(self, platform: str, agent_id: str, chat: ChatId,
                           message: MessageId, /) -> None: ...
+
+    async def agent_for_card(self, platform: str, chat: ChatId, message: MessageId,
+                             /) -> str | None:
+        """The agent whose status card `message` in `chat` is (Slack: the top of its thread)."""
+        ...
+
+    async def pending(self, agent_id: str | None = None, /) -> Sequence[Escalation]:
+        """Open escalations: one agent's, or every one."""
+        ...
+
+    # -- what a front end's own surfaces show (Slack's App Home and modals, the console) -------
+
+    def agents(self, *, include_ended: bool = False) -> Sequence[FleetAgent]: ...
+
+    async def agent_detail(self, agent_id: str, /) -> AgentDetail | None: ...
+
+    async def recent_actions(self, n: int, /) -> Sequence[AuditView]: ...
+
+    def halt_state(self) -> HaltView | None: ...
+
+    def events(self) -> AsyncIterator[Event | EscalationEvent]:
+        """Every event from now on, as the supervisor publishes it (the console prints them
+        whole; the chats follow `subscribe`'s digest)."""
+        ...

@@ -34,11 +34,11 @@ from bot.kit.ports import (
     Tap,
     TapId,
 )
-from bot.render import fit
+from bot.kit.replies import reply_line
+from bot.kit.text import fit
 from commands.base import Button, Caller, Reply, Role, Text
 from commands.dispatcher import split_command
 from commands.operators import redact_codes
-from supervisor.api import Kind
 from supervisor.sanitize import CleanText, clean, piece
 from supervisor.service import Lifecycle
 
@@ -155,7 +155,7 @@ class FrontDesk(Lifecycle):
             self.welcome(msg.chat, caller)
             return
         if msg.reply_to is not None and text and not text.startswith("/"):
-            line = await self._answer_line(msg.chat, msg.reply_to, text)
+            line = await self.reply_line(msg.chat, msg.reply_to, text)
             if line is None:
                 await self._bad_input(msg.chat, msg.sender, redact_codes(text), Reply.error(
                     "That message is not a question I asked.",
@@ -171,16 +171,12 @@ class FrontDesk(Lifecycle):
             reply = dataclasses.replace(reply, blocks=(*reply.blocks, Text(cleaned.note)))
         self._reply_to_command(msg.chat, reply)
 
-    async def _answer_line(self, chat: ChatId, message: MessageId,
-                           text: CleanText) -> CleanText | None:
-        """A reply to one of our questions as the command it stands for: a question is
-        answered with the text, a permission request denied with it as the reason."""
-        esc_id = await self.fleet.escalation_for_message(self.platform, chat, message)
-        if esc_id is None:
-            return None
-        row = await self.fleet.escalation(esc_id)
-        verb = "deny" if row is not None and row.kind == Kind.PERMISSION else "answer"
-        return piece(text, f"/{verb} {esc_id} {text}")
+    async def reply_line(self, chat: ChatId, message: MessageId,
+                         text: CleanText) -> CleanText | None:
+        """A reply to one of our messages (an escalation's copy, an agent's card or thread) as
+        the command it stands for: the kit's one rule (bot/kit/replies.py), which Slack's
+        threads call too. None: the message is not one a reply means anything to."""
+        return await reply_line(self.fleet, self.platform, chat, message, text)
 
     def _reply_to_command(self, chat: ChatId, reply: Reply) -> None:
         """A command's reply, unless every front end is told the same as a notice."""

@@ -14,7 +14,7 @@ import pytest
 
 from bot.app import Switchboard
 from bot.kit import Pace
-from bot.slack import SlackFrontend
+from bot.slack.front import SlackFrontend
 from supervisor.config_types import Secret
 from tests.conftest import free_port, make_settings, processes_with_tag, wait_for
 from tests.fakes.fake_slack import (
@@ -58,7 +58,8 @@ async def start(settings, fake):
     await app.store.operators.upsert("slack", VIEWER, "vic", "viewer", "test")
     # Slack's own pace (1 a second) would make every test wait; the pace is tested in the unit
     # tests and measured by bench/slack_outbox.py.
-    front = SlackFrontend(app, ping_interval_s=1, pace=Pace(per_s=50.0, burst=10))
+    front = SlackFrontend(app.slack_context(), ping_interval_s=1,
+                          pace=Pace(per_s=50.0, burst=10))
     await front.start()
     await front.connect()
     if settings.slack_mode == "http":
@@ -260,14 +261,14 @@ def fake_tg():
 @pytest.fixture
 async def two_fronts(short_home, mock_api, fake_slack, fake_tg):
     """The real CLI, with Slack and Telegram front ends on one Switchboard."""
-    from bot.telegram import TelegramFrontend
+    from bot.telegram.front import TelegramFrontend
 
     (short_home / "t").mkdir(exist_ok=True)
     settings = slack_settings(make_settings(short_home, mock_api), fake_slack).with_(
         telegram_token=Secret(fake_tg.token), telegram_api_base_url=fake_tg.url,
         telegram_admin_ids=(str(TG_ADMIN),), status_card_interval_s=0.2)
     app, front = await start(settings, fake_slack)
-    tg = TelegramFrontend(app, poll_timeout_s=1)
+    tg = TelegramFrontend(app.telegram_context(), poll_timeout_s=1)
     await tg.start()
     yield app, fake_slack, fake_tg
     await tg.stop()
@@ -498,12 +499,13 @@ async def test_a_429_storm_delays_but_loses_nothing_and_merges_card_edits(fake_s
 
 async def test_a_refused_token_stops_slack_with_a_log_line_and_a_notice(fake_settings, fake_slack,
                                                                          caplog):
-    from bot.slack import run_slack
+    from bot.slack.front import run_slack
 
     fake_slack.refuse("token_revoked")
     app = Switchboard(slack_settings(fake_settings, fake_slack))
     async with app:
-        await asyncio.wait_for(run_slack(app), 10)  # returns: no retrying a revoked token
+        # It returns: no retrying a revoked token.
+        await asyncio.wait_for(run_slack(app.slack_context()), 10)
         notices = [r for r in await app.store.escalations.undelivered("console")
                    if r.title == "Slack front end stopped"]
         assert notices and "token_revoked" in notices[0].body

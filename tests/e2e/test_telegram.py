@@ -11,7 +11,8 @@ import re
 import pytest
 
 from bot.app import Switchboard
-from bot.telegram import KILL_TEXT, TelegramFrontend
+from bot.telegram.adapter import KILL_TEXT
+from bot.telegram.front import TelegramFrontend
 from supervisor.config_types import Secret
 from supervisor.guard.describe import describe
 from supervisor.guard.escalations import Kind
@@ -49,7 +50,7 @@ async def start(settings, fake, *, operators=()):
     await app.__aenter__()
     for uid in operators:
         await app.store.operators.upsert("telegram", str(uid), "", "operator", "test")
-    front = TelegramFrontend(app, poll_timeout_s=1)
+    front = TelegramFrontend(app.telegram_context(), poll_timeout_s=1)
     await front.start()
     return app, front
 
@@ -485,20 +486,20 @@ async def test_a_429_delays_but_never_loses_a_message(fake_tg_app):
 
 
 async def test_telegram_down_or_refusing_never_stops_switchboard(fake_settings, fake_tg, caplog):
-    from bot.telegram import run_telegram
+    from bot.telegram.front import run_telegram
     from tests.conftest import run
 
     # A wrong token: reported once, Switchboard carries on without Telegram.
     settings = tg_settings(fake_settings, fake_tg).with_(telegram_token=Secret("1:wrong"))
     async with Switchboard(settings) as app:
-        await asyncio.wait_for(run_telegram(app), 30)
+        await asyncio.wait_for(run_telegram(app.telegram_context()), 30)
         assert "token was refused" in caplog.text
         assert (await run(app, "/agents")).ok
     # The Bot API unreachable: retried in the background until it answers.
     fake_tg.outage(502)
     settings = tg_settings(fake_settings, fake_tg)
     async with Switchboard(settings) as app:
-        task = asyncio.create_task(run_telegram(app, retry_max_s=0.5))
+        task = asyncio.create_task(run_telegram(app.telegram_context(), retry_max_s=0.5))
         await asyncio.sleep(1.0)
         assert not task.done() and "retrying" in caplog.text
         fake_tg.outage(None)

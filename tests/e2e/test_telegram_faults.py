@@ -14,7 +14,7 @@ import pytest
 from bot.app import Switchboard
 from bot.cli import _check_telegram, _Doctor
 from bot.kit import ChatId
-from bot.telegram import TelegramFrontend, run_telegram
+from bot.telegram.front import TelegramFrontend, run_telegram
 from commands.base import Reply
 from supervisor.config_types import Secret
 from tests.conftest import wait_for
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.timeout(60)
 async def tg(fake_settings, fake_tg):  # noqa: F811 - the fixture imported above
     app = Switchboard(tg_settings(fake_settings, fake_tg))
     await app.__aenter__()
-    front = TelegramFrontend(app, poll_timeout_s=1)
+    front = TelegramFrontend(app.telegram_context(), poll_timeout_s=1)
     await front.start()
     yield app, front, fake_tg
     await front.stop()
@@ -110,7 +110,7 @@ async def test_a_base_url_ending_in_bot_is_named_as_the_problem(fake_settings, f
         telegram_api_base_url=f"{fake_tg.url}/bot")
     with caplog.at_level(logging.ERROR):
         async with Switchboard(settings) as app:
-            await asyncio.wait_for(run_telegram(app), 10)
+            await asyncio.wait_for(run_telegram(app.telegram_context()), 10)
     assert "TELEGRAM_API_BASE_URL ends in /bot" in caplog.text
     assert "token was refused" not in caplog.text
     assert fake_tg.token not in caplog.text

@@ -211,7 +211,8 @@ async def console(app):
     """The console front end on a pipe: yields (what it printed so far, send a line)."""
     read_fd, write_fd = os.pipe()
     out = io.StringIO()
-    task = asyncio.create_task(Console(app, stdin=os.fdopen(read_fd), stdout=out).run())
+    task = asyncio.create_task(Console(app.console_context(), stdin=os.fdopen(read_fd),
+                                      stdout=out).run())
 
     def send(line: str) -> None:
         os.write(write_fd, f"{line}\n".encode())

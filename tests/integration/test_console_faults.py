@@ -23,7 +23,8 @@ pytestmark = pytest.mark.timeout(60)
 async def console(app):
     read_fd, write_fd = os.pipe()
     out = io.StringIO()
-    task = asyncio.create_task(Console(app, stdin=os.fdopen(read_fd), stdout=out).run())
+    task = asyncio.create_task(Console(app.console_context(), stdin=os.fdopen(read_fd),
+                                      stdout=out).run())
 
     async def send(data: bytes) -> None:
         # A line longer than the pipe's buffer blocks the writer until the console reads it.

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.app import Switchboard
 from bot.kit import LinkState
-from bot.telegram import run_telegram
+from bot.telegram.front import run_telegram
 from supervisor.config_types import Secret
 from tests.conftest import free_port, run, wait_for
 from tests.fakes.fake_telegram import FakeTelegram
@@ -96,7 +96,7 @@ async def test_readyz_names_a_front_end_that_is_down_and_one_retrying_is_ready(f
     async with Switchboard(base.with_(telegram_token=Secret("1:refused"))) as app:
         status, body = await get(app, "/readyz")  # configured, not started yet
         assert status == 503 and json.loads(body)["frontends"]["telegram"]["state"] == "starting"
-        await asyncio.wait_for(run_telegram(app), 30)
+        await asyncio.wait_for(run_telegram(app.telegram_context()), 30)
         status, body = await get(app, "/readyz")
         report = json.loads(body)
         assert status == 503 and report["ready"] is False
@@ -107,7 +107,7 @@ async def test_readyz_names_a_front_end_that_is_down_and_one_retrying_is_ready(f
     # The Bot API unreachable: retrying is ready (a restart would not bring Telegram back).
     fake_tg.outage(502)
     async with Switchboard(base.with_(telegram_token=Secret(fake_tg.token))) as app:
-        task = asyncio.create_task(run_telegram(app, retry_max_s=0.5))
+        task = asyncio.create_task(run_telegram(app.telegram_context(), retry_max_s=0.5))
         link = app.links.link("telegram")
         await wait_for(lambda: link.state == LinkState.RETRYING, 30, "retrying")
         status, body = await get(app, "/readyz")
@@ -142,7 +142,7 @@ async def test_telegram_webhook_shares_the_listener_and_checks_the_secret(fake_s
         "chat": {"id": ADMIN, "type": "private", "first_name": "alice"},
         "from": {"id": ADMIN, "is_bot": False, "first_name": "alice", "username": "alice"}}}
     async with Switchboard(settings) as app:
-        task = asyncio.create_task(run_telegram(app))
+        task = asyncio.create_task(run_telegram(app.telegram_context()))
         link = app.links.link("telegram")
         await wait_for(lambda: link.state == LinkState.CONNECTED, 30, "connected")
         assert fake_tg.calls("setWebhook")[-1]["params"]["secret_token"] == "s3cret-token"

@@ -154,6 +154,16 @@ async def test_a_reply_to_a_question_answers_it(kit, chat):
     assert "not a question I asked" in chat.texts(dm(BOB))[-1]
 
 
+async def test_a_reply_to_an_agents_status_card_is_a_message_to_the_agent(kit, chat):
+    """The rule Slack's threads use (bot/kit/replies.py), for every platform."""
+    app, desk = kit
+    await app.fleet.record_card(PLATFORM, "a1", dm(BOB), MessageId("77"))
+    await says(desk, BOB, "carry on", reply_to=MessageId("77"))
+    assert "not a question I asked" not in chat.texts(dm(BOB))[-1]
+    rows = [r for r in await app.store.audit.recent(5) if r.user_name == BOB.name]
+    assert rows[0].action == "ask" and rows[0].args.startswith("a1 carry on"), rows
+
+
 async def test_a_long_call_goes_whole_as_a_file_right_above_its_card(kit, chat):
     app, desk = kit
     command = "echo " + "x" * 1600 + "; git push --force origin main"

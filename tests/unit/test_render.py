@@ -10,20 +10,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.console import render_escalation, render_reply
-from bot.render import (
+from bot.kit.text import (
     DOCUMENT_OVER,
     PREVIEW_CHARS,
     PREVIEW_LINES,
     SAFE_LIMIT,
-    TELEGRAM_LIMIT,
     Preview,
-    plan_reply,
     preview,
-    render_chunks,
     split_text,
     units,
 )
-from bot.render import visible as escaped
+from bot.kit.text import visible as escaped
+from bot.telegram.render import TELEGRAM_LIMIT, plan_reply, render_chunks
 from commands.approvals import escalation_blocks
 from commands.base import Reply, Text
 from store.escalations import EscalationRow

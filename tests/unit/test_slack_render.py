@@ -10,10 +10,11 @@ import time
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
-from bot.slack import Route, Seen, dm, ephemeral, is_ts, reconnect_s
-from bot.slack_events import as_command, clean
-from bot.slack_render import MESSAGE_CHARS, blocks_of, escape, fallback, layout, message
-from bot.slack_views import command_of, home_view
+from bot.slack.base import Route, dm, ephemeral, is_ts
+from bot.slack.events import Seen, as_command, clean
+from bot.slack.front import reconnect_s
+from bot.slack.render import MESSAGE_CHARS, blocks_of, escape, fallback, layout, message
+from bot.slack.views import command_of, home_view
 from commands.base import Button, Reply, Text
 from tests.fakes.fake_slack import sign
 from tests.fakes.fake_slack.blocks import check_blocks

@@ -5,7 +5,7 @@ has expired)."""
 
 from __future__ import annotations
 
-from bot.telegram import CALLBACK_MAX, CallbackCodec
+from bot.telegram.adapter import CALLBACK_MAX, CallbackCodec
 
 
 def test_short_actions_travel_as_they_are_and_long_ones_as_a_token():

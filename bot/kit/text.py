@@ -1,17 +1,19 @@
-"""Rendering a platform-neutral Reply for chat: escaping, splitting under a length limit at
-paragraph and line boundaries with code blocks kept closed, previews of texts that must be seen
-whole (with the whole text as a document), and overflow to a document."""
+"""Chat text, the same for every platform: lengths as chat APIs count them (UTF-16 units),
+splitting under a limit at paragraph and line boundaries, hidden characters made visible,
+previews of texts that must be seen whole (with the whole text as a document), and a Reply laid
+out as messages of blocks and files. How a message is marked up is the platform's
+(bot/telegram/render.py, bot/slack/render.py)."""
 
 from __future__ import annotations
 
-import html
 import re
 from dataclasses import dataclass
 
 from commands.base import Attachment, Reply, Text
 
-TELEGRAM_LIMIT = 4096
-SAFE_LIMIT = 3800  # under the limit even after a footer is added to an edited copy
+# A message's text by default: under Telegram's 4,096 even after a footer is added to an edited
+# copy (Slack passes its own, smaller, limit).
+SAFE_LIMIT = 3800
 DOCUMENT_OVER = 12_000  # longer replies go out as a file, with a preview
 # A text the operator must see whole (a command to approve) is shown inline up to this much;
 # beyond it a card stops being readable, so it is previewed and the whole goes as a file.
@@ -22,16 +24,6 @@ PREVIEW_LINES = 25
 # Control characters and bidi overrides could erase a line of a terminal, or show a chat's
 # reader text in another order than it runs: where a command is shown, they become escapes.
 _HIDING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    html: str
-    plain_len: int
-
-
-def escape(text: str) -> str:
-    return html.escape(text, quote=False)
 
 
 def units(text: str) -> int:
@@ -120,16 +112,6 @@ def preview(text: str, max_chars: int = PREVIEW_CHARS, max_lines: int = PREVIEW_
     return Preview(shown, len(text) - len(shown), len(text), lines)
 
 
-def _wrap(block: Text, piece: str) -> str:
-    if block.style == "code":
-        return f"<pre>{escape(piece)}</pre>"
-    if block.style == "title":
-        return f"<b>{escape(piece)}</b>"
-    if block.style == "error":
-        return f"⚠️ {escape(piece)}"
-    return escape(piece)
-
-
 def group_blocks(blocks: tuple[Text, ...], limit: int = SAFE_LIMIT) -> list[tuple[Text, ...]]:
     """The blocks regrouped into messages of at most `limit` visible characters: a block too
     long for one message is split into pieces of the same style."""
@@ -150,22 +132,6 @@ def group_blocks(blocks: tuple[Text, ...], limit: int = SAFE_LIMIT) -> list[tupl
     if parts:
         out.append(tuple(parts))
     return out
-
-
-def html_of(group: tuple[Text, ...]) -> str:
-    """One message's HTML: each block in its own tags, so no code block is left open."""
-    return "\n\n".join(_wrap(block, block.text) for block in group)
-
-
-def render_chunks(blocks: tuple[Text, ...], limit: int = SAFE_LIMIT) -> list[Chunk]:
-    """HTML messages, each under `limit` characters of visible text. A block too long for one
-    message is split, and each piece gets its own tags, so no code block is left open."""
-    return [_chunk(group) for group in group_blocks(blocks, limit)]
-
-
-def _chunk(group: tuple[Text, ...]) -> Chunk:
-    size = sum(units(b.text) + (3 if b.style == "error" else 0) for b in group)
-    return Chunk(html_of(group), size + 2 * (len(group) - 1))
 
 
 def plan_blocks(reply: Reply,
@@ -194,9 +160,3 @@ def plan_blocks(reply: Reply,
                           limit)
     attachments.insert(0, Attachment("output.txt", full.encode(), "text/plain"))
     return groups, attachments
-
-
-def plan_reply(reply: Reply, limit: int = SAFE_LIMIT) -> tuple[list[Chunk], list[Attachment]]:
-    """plan_blocks, rendered to HTML."""
-    groups, attachments = plan_blocks(reply, limit)
-    return [_chunk(g) for g in groups], attachments

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from bot.kit import Layout, action_of
-from bot.render import plan_blocks, split_text, visible
+from bot.kit.text import plan_blocks, split_text, visible
 from commands.base import Button, Reply, Text
 
 SECTION_CHARS = 2900  # Slack refuses a section over 3,000 characters
@@ -70,7 +70,7 @@ def split_rendered(style: str, text: str, limit: int = SECTION_CHARS) -> list[st
 def layout(reply: Reply) -> Layout:
     """Messages that each fit Slack (the last carries the buttons), then files. Texts to be
     seen whole are previewed with their file; very long output becomes a file with its start
-    shown (bot.render does both, the same for every chat)."""
+    shown (bot.kit.text does both, the same for every chat)."""
     groups, files = plan_blocks(reply, SECTION_CHARS)
     messages: list[list[Text]] = [[]]
     size = 0

@@ -9,22 +9,21 @@ import json
 import logging
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from bot.kit import ActivityKind, AgentActivity, ChatError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.kit import ActivityKind, AgentActivity, ChatError, ChatId, FleetPort, FrontDesk
 from bot.kit import escalation as esc_render
 from bot.kit.cards import ICONS
 from bot.kit.ports import Escalation
-from bot.slack import call
-from bot.slack_events import sanitise
-from bot.slack_render import actions, context, plain, section
-from bot.slack_render import escape as mrkdwn
+from bot.slack.base import PLATFORM, call, sanitise
+from bot.slack.render import actions, context, plain, section
+from bot.slack.render import escape as mrkdwn
+from bot.slack.settings import SlackSettings
 from commands.base import Button, Role
 from commands.render import money
 from supervisor.api import AgentView
-
-if TYPE_CHECKING:
-    from bot.slack import SlackFrontend
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +31,22 @@ HOME_BLOCKS = 100  # a view holds at most 100 blocks
 SECTION_SHOWN = 2800
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,39}$")
 MODAL_TEXT = 2900
+
+
+class Front(Protocol):
+    """What App Home and the agent sessions read of the front end (bot/slack/front.py)."""
+
+    @property
+    def fleet(self) -> FleetPort: ...
+
+    @property
+    def settings(self) -> SlackSettings: ...
+
+    @property
+    def client(self) -> AsyncWebClient | None: ...
+
+    @property
+    def desk(self) -> FrontDesk | None: ...
 
 
 def _cut(text: str, limit: int = SECTION_SHOWN) -> str:
@@ -95,7 +110,7 @@ class Home:
     """One App Home per operator who opened it this run; all of them republished (at most
     every card interval) when the fleet changes."""
 
-    def __init__(self, front: SlackFrontend) -> None:
+    def __init__(self, front: Front) -> None:
         self.front = front
         self.users: set[str] = set()
         self.dirty = False
@@ -110,22 +125,21 @@ class Home:
         await self.publish(user)
 
     async def view_for(self, user: str) -> dict[str, Any]:
-        api = self.front.app.api
-        fleet = self.front.app.fleet
-        assert api is not None and fleet is not None
-        operator = await fleet.operator("slack", user)
+        fleet = self.front.fleet
+        operator = await fleet.operator(PLATFORM, user)
         role = operator.role if operator is not None else None
         if role is None:
             return home_view(rows=(), agents=(), recent=(), halt=None, role=None)
         agents = []
-        for a in api.agents(include_ended=True)[-30:]:
+        for a in fleet.agents(include_ended=True)[-30:]:
             try:
-                d = await api.agent(a.id)
-                agents.append((a, d.cost_usd, d.last_error or d.last_answer or ""))
+                d = await fleet.agent_detail(a.id)
             except Exception:  # noqa: BLE001 - gone between the two calls
-                agents.append((a, 0.0, ""))
-        return home_view(rows=await api.pending(), agents=agents,
-                         recent=await api.recent_actions(8), halt=api.halt_state(), role=role)
+                d = None
+            agents.append((a, d.cost_usd, d.last_error or d.last_answer or "") if d is not None
+                          else (a, 0.0, ""))
+        return home_view(rows=await fleet.pending(), agents=agents,
+                         recent=await fleet.recent_actions(8), halt=fleet.halt_state(), role=role)
 
     async def publish(self, user: str) -> None:
         client = self.front.client
@@ -142,9 +156,7 @@ class Home:
     async def run(self) -> None:
         """Follow the fleet: any change marks every home dirty (republished at most every card
         interval), and a state change sets the status of the agent's session at once."""
-        fleet = self.front.app.fleet
-        assert fleet is not None
-        with fleet.subscribe() as feed:
+        with self.front.fleet.subscribe() as feed:
             publisher = asyncio.create_task(self._publish_loop(), name="slack-home-publish")
             try:
                 while True:
@@ -180,7 +192,7 @@ class Sessions:
     """agents.sessions.setStatus on the agent's thread; where the workspace does not allow
     agent sessions, assistant.threads.setStatus (a status line) instead, from then on."""
 
-    def __init__(self, front: SlackFrontend) -> None:
+    def __init__(self, front: Front) -> None:
         self.front = front
         self.fallback = False
         self.wanted: dict[str, str] = {}
@@ -199,11 +211,11 @@ class Sessions:
 
     async def sync(self, agent_id: str) -> None:
         status = self.wanted.get(agent_id)
-        api, client = self.front.app.api, self.front.client
-        if status is None or api is None or client is None or self.shown.get(agent_id) == status:
+        client = self.front.client
+        if status is None or client is None or self.shown.get(agent_id) == status:
             return
         channel = self.front.settings.slack_channel or ""
-        thread = await api.chats.card("slack", agent_id, channel)
+        thread = await self.front.fleet.card(PLATFORM, agent_id, ChatId(channel))
         if thread is None:
             return
         self.shown[agent_id] = status

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Any
+from collections import OrderedDict
+from typing import Any, Protocol
 
 from slack_bolt.app.async_app import AsyncApp
 
 from bot.kit import ChatId, Incoming, MessageId, Sender, Tap
-from bot.slack import dm, ephemeral, is_ts
-from bot.slack_render import DENY_REASON
+from bot.slack.adapter import SlackAdapter
+from bot.slack.base import PLATFORM, dm, ephemeral, is_ts, sanitise
+from bot.slack.render import DENY_REASON
+from bot.slack.views import Front as ViewsFront
+from bot.slack.views import Home, command_of, open_deny, open_details, open_send, open_spawn
 from commands.base import Reply
-from supervisor import sanitize
-
-if TYPE_CHECKING:
-    from bot.slack import SlackFrontend
 
 logger = logging.getLogger(__name__)
 
@@ -26,15 +26,7 @@ SPAWN_MODAL, DENY_MODAL, SEND_MODAL = "sb_spawn", "sb_deny_reason", "sb_send"
 SEND_SHORTCUT = "sb_send_to_agent"
 OPEN_SPAWN = "sb_open_spawn"
 STOP_EVENT = "agent_session_stopped"
-
-
-def sanitise(text: str) -> str:
-    """Every piece of text typed in Slack passes here before Switchboard reads it: messages,
-    slash commands, modal fields: the kit's sanitiser (control characters, terminal escapes,
-    lone surrogates), then trimmed. Text over the kit's size limit is passed on whole, for the
-    front desk to refuse with its reason."""
-    cleaned = sanitize.clean(text)
-    return (text if cleaned.problem else cleaned.text).strip()
+SEEN_MAX = 10_000
 
 
 def clean(text: str) -> str:
@@ -52,13 +44,53 @@ def as_command(text: str) -> str:
     return text if text.startswith("/") else "/" + text
 
 
+class Seen:
+    """Deliveries already handled, by key, the newest SEEN_MAX of them: Slack retries an
+    event it thinks was not acked, and a mention arrives as `app_mention` and as `message`."""
+
+    def __init__(self, size: int = SEEN_MAX) -> None:
+        self.size = size
+        self._keys: OrderedDict[str, None] = OrderedDict()
+
+    def first(self, *keys: str | None) -> bool:
+        """True the first time any of `keys` is offered; every key is remembered."""
+        keys_ = [k for k in keys if k]
+        fresh = not any(k in self._keys for k in keys_)
+        for key in keys_:
+            self._keys[key] = None
+            self._keys.move_to_end(key)
+        while len(self._keys) > self.size:
+            self._keys.popitem(last=False)
+        return fresh
+
+
+class Front(ViewsFront, Protocol):
+    """What the listeners read of the front end (bot/slack/front.py)."""
+
+    @property
+    def seen(self) -> Seen: ...
+
+    @property
+    def bot_user_id(self) -> str: ...
+
+    @property
+    def adapter(self) -> SlackAdapter | None: ...
+
+    @property
+    def home(self) -> Home | None: ...
+
+
 class Listeners:
-    def __init__(self, front: SlackFrontend) -> None:
+    def __init__(self, front: Front) -> None:
         self.front = front
 
     @property
     def desk(self) -> Any:
         return self.front.desk
+
+    async def _changed(self) -> None:
+        if self.front.home is not None:
+            await self.front.home.changed()
 
     def _ours(self, team: str | None) -> bool:
         wanted = self.front.settings.slack_team_id
@@ -85,8 +117,6 @@ class Listeners:
         user, channel = str(body.get("user_id")), str(body.get("channel_id"))
         sender = await self.sender(user, client)
         if text in ("", "spawn") or text == "home":
-            from bot.slack_views import open_spawn
-
             caller = await self.desk.access.caller(sender)
             if caller is not None and text != "home":
                 await open_spawn(client, body.get("trigger_id"))
@@ -116,25 +146,12 @@ class Listeners:
         user = str(event["user"])
         sender = await self.sender(user, client)
         chat = ephemeral(channel, user, thread if is_ts(thread) else None)
-        if thread and not dm_chat:
-            assert self.front.app.api is not None
-            agent = await self.front.app.api.chats.agent_for_card("slack", channel, str(thread))
-            if agent is not None and not text.startswith("!"):
-                text = await self._to_agent(agent, text)
-            else:
-                text = as_command(text)
-        else:
-            text = as_command(text)
-        await self.desk.on_message(Incoming(chat, sender, text))
-
-    async def _to_agent(self, agent_id: str, text: str) -> str:
-        """A plain reply in an agent's thread: the answer to its open free-text question if it
-        has one, else a message to the agent."""
-        assert self.front.app.api is not None
-        for row in await self.front.app.api.pending(agent_id):
-            if row.kind in ("question", "plan") and row.free_text:
-                return f"/answer {row.id} {text}"
-        return f"/ask {agent_id} {text}"
+        line = None
+        if thread and not dm_chat and not text.startswith("!"):
+            # A plain reply in a thread: what it means is the kit's rule (an agent's thread: a
+            # message to the agent, or the answer to its open question); else it is a command.
+            line = await self.desk.reply_line(ChatId(channel), MessageId(str(thread)), text)
+        await self.desk.on_message(Incoming(chat, sender, line or as_command(text)))
 
     # -- buttons ---------------------------------------------------------------------------------
 
@@ -160,8 +177,6 @@ class Listeners:
         sender = await self.sender(str(body["user"]["id"]), client)
         value = str(action.get("value") or "")
         if value.startswith("i:"):
-            from bot.slack_views import open_details
-
             if await self.desk.access.caller(sender) is None:
                 await self.desk.on_tap(Tap(self.front.adapter.tap(chat), chat, message, sender,
                                            value))
@@ -171,18 +186,14 @@ class Listeners:
             return
         await self.desk.on_tap(Tap(self.front.adapter.tap(chat), chat, message, sender,
                                    value or None))
-        await self.front.home.changed()
+        await self._changed()
 
     async def deny_reason(self, ack: Any, body: dict[str, Any], action: dict[str, Any],
                           client: Any) -> None:
-        from bot.slack_views import open_deny
-
         await ack()
         await open_deny(client, body.get("trigger_id"), str(action.get("value") or ""))
 
     async def open_spawn(self, ack: Any, body: dict[str, Any], client: Any) -> None:
-        from bot.slack_views import open_spawn
-
         await ack()
         await open_spawn(client, body.get("trigger_id"))
 
@@ -190,13 +201,10 @@ class Listeners:
 
     async def submitted(self, ack: Any, body: dict[str, Any], view: dict[str, Any],
                         client: Any) -> None:
-        from bot.slack_views import command_of
-
         if self.desk is None or not self._ours((body.get("team") or {}).get("id")):
             await ack()
             return
-        assert self.front.app.api is not None
-        line, errors = command_of(view, live=[a.name for a in self.front.app.api.agents()])
+        line, errors = command_of(view, live=[a.name for a in self.front.fleet.agents()])
         if errors:
             await ack(response_action="errors", errors=errors)
             return
@@ -210,13 +218,14 @@ class Listeners:
         await ack()
         reply: Reply = await self.desk.commands(caller, line)
         self.desk.reply(dm(user), reply)
-        await self.front.home.changed()
+        await self._changed()
 
     # -- Slack's own surfaces ---------------------------------------------------------------------
 
     async def home_opened(self, event: dict[str, Any], client: Any) -> None:
         if event.get("tab", "home") == "home":
-            await self.front.home.opened(str(event.get("user")), client)
+            if self.front.home is not None:
+                await self.front.home.opened(str(event.get("user")), client)
 
     async def session_stopped(self, body: dict[str, Any], event: dict[str, Any],
                               client: Any) -> None:
@@ -226,8 +235,8 @@ class Listeners:
         channel = str(event.get("channel") or event.get("channel_id") or "")
         thread = str(event.get("thread_ts") or "")
         user = str(event.get("user") or event.get("user_id") or "")
-        assert self.front.app.api is not None
-        agent = await self.front.app.api.chats.agent_for_card("slack", channel, thread)
+        agent = await self.front.fleet.agent_for_card(PLATFORM, ChatId(channel),
+                                                      MessageId(thread))
         if agent is None or not user:
             return
         sender = await self.sender(user, client)
@@ -235,16 +244,13 @@ class Listeners:
                                             f"/stop {agent}"))
 
     async def shortcut(self, ack: Any, body: dict[str, Any], client: Any) -> None:
-        from bot.slack_views import open_send
-
         await ack()
-        assert self.front.app.api is not None
-        agents = self.front.app.api.agents()
+        agents = self.front.fleet.agents()
         text = clean((body.get("message") or {}).get("text") or "")
         await open_send(client, body.get("trigger_id"), agents, text)
 
 
-def register(bolt: AsyncApp, front: SlackFrontend) -> None:
+def register(bolt: AsyncApp, front: Front) -> None:
     on = Listeners(front)
     bolt.command(front.settings.slack_command)(on.command)
     bolt.event("app_mention")(on.message)
