@@ -35,13 +35,31 @@ SANDBOX_VAR = "SWITCHBOARD_SANDBOX"  # bwrap's argv up to the command: encode_ar
 UID_VAR = "SWITCHBOARD_AGENT_UID"  # "uid:gid" the CLI drops to (supervisor is root)
 CWD_VAR = "SWITCHBOARD_AGENT_CWD"  # entered after the drop: a 0700 workspace is the agent's
 NICE_VAR = "SWITCHBOARD_AGENT_NICE"  # how much lower than the supervisor's the agent's priority is
+# "<owner uid>:<owner gid>:<agent uid>:<agent gid>": the operator's --cwd belongs to someone else;
+# mount it idmapped (the agent's ids stand for the owner's there, and only there): _map_workdir.
+IDMAP_VAR = "SWITCHBOARD_AGENT_IDMAP"
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+MS_REC = 0x4000
+MS_SLAVE = 1 << 19
+AT_FDCWD = -100
+AT_EMPTY_PATH = 0x1000
+AT_SYMLINK_NOFOLLOW = 0x100
+OPEN_TREE_CLONE = 1
+OPEN_TREE_CLOEXEC = 0o2000000
+MOVE_MOUNT_F_EMPTY_PATH = 0x4
+MOUNT_ATTR_NOSUID = 0x2
+MOUNT_ATTR_NODEV = 0x4
+MOUNT_ATTR_IDMAP = 0x100000
+SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442  # the same on every arch
 PAUSE_SIGNAL = signal.SIGUSR1
 RESUME_SIGNAL = signal.SIGUSR2
 # What the SDK itself sets for the CLI; everything else must be named by the supervisor.
 SDK_NAMES = ("CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SDK_READS_SESSION_STATE",
              "CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING", "PWD")
 SDK_PREFIX = "CLAUDE_AGENT_SDK"
-CONTROL = (TAG_VAR, CLI_VAR, PARENT_VAR, STAGE_VAR, SANDBOX_VAR, UID_VAR, CWD_VAR, NICE_VAR)
+CONTROL = (TAG_VAR, CLI_VAR, PARENT_VAR, STAGE_VAR, SANDBOX_VAR, UID_VAR, CWD_VAR, NICE_VAR,
+           IDMAP_VAR)
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -196,6 +214,11 @@ def _enter_sandbox(argv, clean):  # type: (list[str], dict[str, str]) -> int
     lowered = _lower_priority()  # bwrap, the init and the whole sandbox inherit the nice value
     if lowered:
         env[NICE_VAR] = lowered  # the init sets its session's autogroup: bwrap makes a new one
+    if env.get(IDMAP_VAR):
+        why = _map_workdir(env.get(CWD_VAR, ""), env[IDMAP_VAR])
+        if why:
+            sys.stderr.write("switchboard launcher: cannot map %s: %s\n" % (env.get(CWD_VAR), why))
+            return 2
     try:
         # Out of the supervisor's session and process group: a Ctrl-C at the console (sent to
         # the foreground group) must not reach bwrap, whose death would end the sandbox.
@@ -207,6 +230,91 @@ def _enter_sandbox(argv, clean):  # type: (list[str], dict[str, str]) -> int
     except OSError as exc:
         sys.stderr.write("switchboard launcher: cannot run bwrap: %s\n" % exc)
         return 2
+
+
+def _map_workdir(path, spec):  # type: (str, str) -> str | None
+    """Mount `path` over itself, idmapped, in a mount namespace of our own that bwrap (and so
+    the sandbox) inherits: there, files of the owner's uid/gid show as the agent's, and what
+    the agent creates is stored as the owner's. Nothing changes on the host: no chown, no ACL,
+    no mount it can see. Only the mount's own tree (no submount) and no set-user-ID execution
+    through it. Returns why not, or None."""
+    import ctypes  # here: only an agent in someone else's directory pays for it
+
+    owner_uid, owner_gid, uid, gid = (int(x) for x in spec.split(":"))
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def failed(what):  # type: (str) -> str
+        return "%s: %s" % (what, os.strerror(ctypes.get_errno()))
+
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError as exc:
+        return str(exc)
+    if st.st_mode & 0o170000 != 0o040000 or (st.st_uid, st.st_gid) != (owner_uid, owner_gid):
+        return "it is no longer a directory of uid %d, gid %d" % (owner_uid, owner_gid)
+    userns = _idmap_userns(libc, "%d %d 1\n" % (owner_uid, uid), "%d %d 1\n" % (owner_gid, gid))
+    if userns < 0:
+        return failed("user namespace for the mapping")
+    try:
+        if libc.unshare(CLONE_NEWNS) != 0:
+            return failed("unshare")
+        # Nothing we mount from here may propagate back to the host.
+        if libc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_SLAVE), None) != 0:
+            return failed("make / a slave")
+        c_long = ctypes.c_long
+        tree = libc.syscall(c_long(SYS_OPEN_TREE), c_long(AT_FDCWD), os.fsencode(path),
+                            c_long(OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW))
+        if tree < 0:
+            return failed("open_tree")
+        try:
+            attr = (ctypes.c_uint64 * 4)(MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                                         0, 0, userns)
+            if libc.syscall(c_long(SYS_MOUNT_SETATTR), c_long(tree), b"", c_long(AT_EMPTY_PATH),
+                            attr, ctypes.c_size_t(ctypes.sizeof(attr))) != 0:
+                return failed("idmapped mount (Linux 5.12 or later and a filesystem that "
+                              "supports it)")
+            if libc.syscall(c_long(SYS_MOVE_MOUNT), c_long(tree), b"", c_long(AT_FDCWD),
+                            os.fsencode(path), c_long(MOVE_MOUNT_F_EMPTY_PATH)) != 0:
+                return failed("move_mount")
+        finally:
+            os.close(tree)
+    finally:
+        os.close(userns)
+    st = os.stat(path)
+    if (st.st_uid, st.st_gid) != (uid, gid):
+        return "the mapping did not take (uid %d, gid %d there)" % (st.st_uid, st.st_gid)
+    return None
+
+
+def _idmap_userns(libc, uid_map, gid_map):  # type: (object, str, str) -> int
+    """A user namespace holding only `uid_map`/`gid_map`, as an fd (a child makes it and exits
+    once we hold it open); -1 on failure."""
+    ready_r, ready_w = os.pipe()
+    hold_r, hold_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(ready_r)
+        os.close(hold_w)
+        ok = libc.unshare(CLONE_NEWUSER) == 0  # type: ignore[attr-defined]
+        os.write(ready_w, b"1" if ok else b"0")
+        os.read(hold_r, 1)
+        os._exit(0)
+    os.close(ready_w)
+    os.close(hold_r)
+    fd = -1
+    try:
+        if os.read(ready_r, 1) == b"1":
+            for name, text in (("uid_map", uid_map), ("setgroups", "deny"), ("gid_map", gid_map)):
+                with open("/proc/%d/%s" % (pid, name), "w") as fh:
+                    fh.write(text)
+            fd = os.open("/proc/%d/ns/user" % pid, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        fd = -1
+    finally:
+        os.close(ready_r)
+        os.close(hold_w)
+        os.waitpid(pid, 0)
+    return fd
 
 
 def _drop_to(ids):  # type: (str) -> None
@@ -313,6 +421,12 @@ def main(argv):  # type: (list[str]) -> int
         sys.stderr.write("switchboard launcher: %s is not set\n" % CLI_VAR)
         return 2
     stage = os.environ.get(STAGE_VAR)
+    if stage == "idmap-check":
+        # The supervisor asks, at a spawn, whether this mapping can be made here: the same
+        # code, in a throwaway process (the namespace dies with it).
+        why = _map_workdir(os.environ.get(CWD_VAR, ""), os.environ.get(IDMAP_VAR, ""))
+        sys.stdout.write(why or "ok")
+        return 1 if why else 0
     if stage == "inner":
         # os._exit, not a return: pid 1's exit ends the namespace, and an interpreter's
         # teardown (about a millisecond of CPU) would only delay that, 300 times over when a

@@ -15,10 +15,11 @@ from claude_agent_sdk.types import SystemPromptPreset
 from supervisor import launcher as launcher_module
 from supervisor.agents.transcripts import MirrorOnly
 from supervisor.config import Settings
-from supervisor.errors import AgentFailed
+from supervisor.errors import AgentFailed, InvalidRequest
 from supervisor.guard.charter import system_prompt as charter_prompt
 from supervisor.process.agent import launcher_files
 from supervisor.process.sandbox import agent_dirs, bwrap_args, prepare, sandbox_env
+from supervisor.process.workdir import examine
 
 if TYPE_CHECKING:
     from supervisor.agents.runner import AgentRunner, RunnerDeps
@@ -49,6 +50,12 @@ def _sandbox(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> dict[str,
             raise AgentFailed(None, "", f"agents are not started unisolated: {iso.problem}")
         wall = deps.repo_wall(r.id)
         return dict(wall.env) if wall is not None else {}
+    idmap = None
+    if not Path(r.cwd).is_relative_to(deps.settings.workspaces.resolve()):
+        try:  # an operator's --cwd: checked again at every start, its owner may have changed
+            idmap = examine(deps.settings, iso, r.cwd, check_mapping=False).idmap(iso)
+        except InvalidRequest as exc:
+            raise AgentFailed(None, "", str(exc)) from None
     dirs = agent_dirs(deps.settings, r.id)
     prepare(deps.settings, iso, dirs, Path(r.cwd), env)
     wall = deps.repo_wall(r.id)
@@ -56,7 +63,7 @@ def _sandbox(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> dict[str,
                       ro_extra=launcher_files(deps.launcher),
                       peers=(Path(p) for p in deps.peer_dirs(r.id)),
                       binds=wall.binds if wall is not None else ())
-    return sandbox_env(iso, dirs, argv, Path(r.cwd)) | (wall.env if wall else {})
+    return sandbox_env(iso, dirs, argv, Path(r.cwd), idmap) | (wall.env if wall else {})
 
 
 def cli_options(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> ClaudeAgentOptions:

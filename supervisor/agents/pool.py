@@ -33,8 +33,9 @@ from supervisor.guard.storage import StorageGuard
 from supervisor.guard.watchdog import Watchdog
 from supervisor.names import check_names, new_agent_id
 from supervisor.process.agent import install_launcher, resolve_cli
-from supervisor.process.sandbox import Isolation, describe, hide_in, probe, unwritable_reason
+from supervisor.process.sandbox import Isolation, describe, hide_in, probe
 from supervisor.process.tree import no_cyclic_gc, sweep
+from supervisor.process.workdir import examine
 from supervisor.repos import Repos
 from supervisor.repos.tools import repo_tools
 
@@ -334,14 +335,6 @@ class AgentPool:
                 f"agents are not started: this host cannot isolate them ({iso.problem}).",
                 iso.fix)
 
-    def _check_cwd(self, workdir: Path) -> None:
-        home = self.settings.home.resolve()
-        if workdir == home or home in workdir.parents or workdir in home.parents:
-            raise InvalidRequest(
-                f"--cwd {workdir} is or holds Switchboard's data directory ({home}), which no "
-                "agent may see. Give a project directory outside it, or leave --cwd out for a "
-                "fresh workspace.")
-
     async def spawn(
         self,
         name: str,
@@ -383,13 +376,8 @@ class AgentPool:
         await self._admit(parent_id, by)
         agent_id = agent_id or new_agent_id()
         if cwd:
-            workdir = Path(cwd).expanduser().resolve()  # noqa: ASYNC240 - one stat
-            if not workdir.is_dir():
-                raise InvalidRequest(f"--cwd {cwd} is not an existing directory")
-            self._check_cwd(workdir)
-            if self.isolation is not None and (why := unwritable_reason(
-                    self.settings, self.isolation, workdir)):
-                raise InvalidRequest(f"--cwd: {why}")
+            # A few stats, and a throwaway process when the directory is someone else's.
+            workdir = (await asyncio.to_thread(examine, self.settings, self.isolation, cwd)).path
         else:
             workdir = (self.settings.workspaces / f"{name}-{agent_id}").resolve()
         try:

@@ -167,34 +167,22 @@ def hidden_paths(settings: Settings, agent_env: Mapping[str, str]) -> tuple[list
     return sorted(set(dirs), key=lambda p: len(p.parts)), sorted(set(files))
 
 
-def unwritable_reason(settings: Settings, iso: Isolation, path: Path) -> str | None:
-    """Why the agent uid could not work in `path` (an operator's --cwd), or None. Parents that
-    lie in a hidden directory are recreated world-traversable inside the sandbox, so only the
-    host's own parents and the directory itself count."""
-    if not iso.ok or iso.uid is None:
+def _closed_ancestor(iso: Isolation, ws: Path, hidden: list[Path]) -> Path | None:
+    """The highest directory above `ws` the agent uid cannot pass through (a 0700 home above an
+    operator's --cwd), or None. It is covered with an empty tmpfs in the sandbox and `ws` bound
+    back into it: the agent reaches its project and still sees nothing else of that home."""
+    if iso.uid is None:
         return None
-    hidden, _ = hidden_paths(settings, {})
-    hidden.append(Path("/tmp"))
-
-    def allows(p: Path, bits: int) -> bool:
-        st = p.stat()
-        if st.st_uid == iso.uid:
-            return st.st_mode & (bits << 6) == bits << 6
-        if st.st_gid == iso.gid:
-            return st.st_mode & (bits << 3) == bits << 3
-        return st.st_mode & bits == bits
-
-    path = path.resolve()
-    if not allows(path, 0o3):
-        return (f"{path} is not writable by the agent user (uid {iso.uid}); give it to that "
-                f"user (chown -R {iso.uid}:{iso.gid} {path}) or leave --cwd out for a fresh "
-                "workspace")
-    for parent in path.parents:
-        if any(_under(parent, h) for h in hidden):
-            break
-        if not allows(parent, 0o1):
-            return (f"the agent user (uid {iso.uid}) cannot reach {path}: {parent} is closed "
-                    f"to it (chmod o+x {parent}, or pick a directory elsewhere)")
+    for p in reversed(ws.parents):
+        if p == Path("/") or any(_under(p, h) for h in hidden):
+            continue  # "/" is everyone's; under a hidden one, parents are ours to make
+        try:
+            st = p.stat()
+        except OSError:
+            return None
+        bit = 0o100 if st.st_uid == iso.uid else 0o010 if st.st_gid == iso.gid else 0o001
+        if not st.st_mode & bit:
+            return p
     return None
 
 
@@ -299,10 +287,13 @@ def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: P
     m.bind(dirs.tmp, Path("/tmp"), writable=True)
     m.hidden.append(Path("/tmp"))  # parents of things bound under /tmp are ours to make
     hide_dirs, hide_files = hidden_paths(settings, agent_env)
+    ws = workspace.resolve()
+    # First, so that what is hidden inside it is laid over it, not under it.
+    if (closed := _closed_ancestor(iso, ws, [*m.hidden, *hide_dirs])) is not None:
+        m.tmpfs(closed)
     for d in hide_dirs:
         if not _under(d, Path("/tmp")):  # /tmp is the agent's own already
             m.tmpfs(d)
-    ws = workspace.resolve()
     inside, outside = _peer_dirs(settings, ws, peers)
     for d in outside:
         m.tmpfs(d)
@@ -402,8 +393,9 @@ def hide_in(init_pid: int, path: Path) -> str | None:
 
 
 def sandbox_env(iso: Isolation, dirs: AgentDirs, bwrap: list[str],
-                workspace: Path) -> dict[str, str]:
-    """What the launcher needs to build the sandbox, and what the agent sees inside it."""
+                workspace: Path, idmap: str | None = None) -> dict[str, str]:
+    """What the launcher needs to build the sandbox, and what the agent sees inside it.
+    `idmap`: the workspace belongs to someone else (supervisor/process/workdir.py)."""
     env = {
         launcher_module.CWD_VAR: str(workspace.resolve()),
         "HOME": str(dirs.home),
@@ -414,6 +406,8 @@ def sandbox_env(iso: Isolation, dirs: AgentDirs, bwrap: list[str],
     if iso.drops_uid:
         env["USER"] = env["LOGNAME"] = AGENT_USER
         env[launcher_module.UID_VAR] = f"{iso.uid}:{iso.gid}"
+        if idmap:
+            env[launcher_module.IDMAP_VAR] = idmap
     return env
 
 
