@@ -212,6 +212,17 @@ async def test_unknown_command(quiet_app):
     assert (row.action, row.args, row.ok) == ("frobnicate", "now", 0)
 
 
+@pytest.mark.parametrize(("typed", "meant"), [("spwan", "spawn"), ("staus", "status"),
+                                             ("killal", "killall"), ("aprove", "approve")])
+async def test_a_mistyped_command_suggests_the_closest(quiet_app, typed, meant):
+    reply = await run(quiet_app, f"/{typed} x")
+    assert not reply.ok
+    assert reply.plain() == (f"Unknown command /{typed}.\nDid you mean /{meant}? "
+                             "Send /help for the list of commands.")
+    help_reply = await run(quiet_app, f"/help {typed}")
+    assert f"Did you mean /{meant}?" in help_reply.plain()
+
+
 @pytest.mark.parametrize("text", ["hello there", "agents", "", "   \n", " spawn a x", "?"])
 async def test_text_without_a_leading_slash(quiet_app, text):
     reply = await run(quiet_app, text)
