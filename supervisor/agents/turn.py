@@ -18,6 +18,7 @@ from supervisor.agents.records import (
     NO_TOOL,
     cost_delta,
     record_of,
+    in_switchboard_terms,
     retryable_api_error,
     turn_status,
 )
@@ -346,6 +347,8 @@ class TurnExecution:
         cost, per_model, self._baseline = cost_delta(self._baseline, msg, self.model)
         usage = msg.usage or {}
         text = msg.result or "; ".join(msg.errors or []) or msg.subtype
+        if not ok:
+            text = in_switchboard_terms(text)
         if msg.session_id and msg.session_id != self.session_id:
             self.session_id = msg.session_id
         # The notice is written with the turn's end, in one transaction: a crash right after
