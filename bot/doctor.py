@@ -26,7 +26,7 @@ from supervisor.redact import SECRETS
 NO_CREDENTIALS_FIX = ("set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN), or log in once with the "
                       "bundled CLI's `auth login` command as this user (its path is on the "
                       "`claude CLI` line of `switchboard doctor`); to see the whole flow "
-                      "without a key first: switchboard demo")
+                      "without a key first: `switchboard demo` (`make demo` in a checkout)")
 
 
 class Doctor:

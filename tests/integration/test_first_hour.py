@@ -6,6 +6,7 @@ policy file and a Slack setup without a channel, every problem at once."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -211,3 +212,21 @@ def test_every_settings_problem_in_one_round(short_home, monkeypatch, capsys):
 
 def test_settings_load_is_unchanged_for_good_settings(short_home):
     assert Settings.load({"SWITCHBOARD_HOME": str(short_home)}).home == short_home
+
+
+# -- what the operator did on purpose is no error -----------------------------------------------
+
+
+@pytest.mark.timeout(60)
+async def test_kill_and_stop_log_no_error(fake_app, caplog):
+    caplog.set_level(logging.INFO)
+    for name in ("stopped", "killed"):
+        assert (await run(fake_app, f"/spawn {name} SLEEP 30")).ok
+    for name in ("stopped", "killed"):
+        runner = await fake_app.pool.fleet.get(name)
+        await wait_for(lambda r=runner: r.state == "working", 15, f"{name} working")
+    assert (await run(fake_app, "/stop stopped")).ok
+    assert (await run(fake_app, "/kill killed")).ok
+    await asyncio.sleep(1)  # what the runners log as their processes end
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, [f"{r.name}: {r.getMessage()}" for r in errors]
