@@ -54,6 +54,11 @@ def _texts(message: dict[str, Any]) -> list[str]:
             and not str(b.get("text") or "").lstrip().startswith("<system-reminder>")]
 
 
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
 def _tool_results(message: dict[str, Any]) -> list[str]:
     content = message.get("content")
     out: list[str] = []
@@ -71,8 +76,7 @@ def reply_for(body: dict[str, Any]) -> dict[str, Any]:
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     said = " ".join(t for m in messages if m.get("role") == "user" for t in _texts(m))
     calls = sum(1 for m in messages if m.get("role") == "assistant"
-                for b in (m.get("content") if isinstance(m.get("content"), list) else [])
-                if isinstance(b, dict) and b.get("type") == "tool_use")
+                for b in _blocks(m) if b.get("type") == "tool_use")
     if REVIEWER_PROMPT in said:
         return {"text": REVIEWER_ACK if "<message" in said else "Ready for the scout's brief."}
     if SCOUT_PROMPT not in said:  # a side query (a title, a model check): any short text
@@ -121,7 +125,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the CLI expects; SSE goes chunked
-    server: _Server  # type: ignore[assignment]
+    server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
         pass

@@ -17,8 +17,8 @@ from store.errors import StoreError
 from supervisor.agents.records import (
     NO_TOOL,
     cost_delta,
-    record_of,
     in_switchboard_terms,
+    record_of,
     retryable_api_error,
     turn_status,
 )
