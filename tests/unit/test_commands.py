@@ -541,8 +541,8 @@ async def test_status_fleet_and_agent(fake_app):
     reply = await run(fake_app, "/status")
     assert reply.plain().startswith("Switchboard: 1 idle. Spent $0.0010 in all. Database ")
     # The database's size, and how raw events are bounded (settings' defaults).
-    assert re.search(r"Database \d+\.\d MB \(raw events kept 7 days, 5,000 per agent\)\.$",
-                     reply.plain()), reply.plain()
+    assert re.search(r"Database \d+\.\d MB \(raw events kept 7 days, 5,000 per agent\)\.\n"
+                     r"Kill switch: off\.$", reply.plain()), reply.plain()
     for ref in ("a", r.id):
         reply = await run(fake_app, f"/status {ref}")
         assert reply.ok
