@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test install install-test sandbox bench bench-smoke lint clean image-test
+.PHONY: run demo test install install-test sandbox bench bench-smoke lint clean image-test
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,11 +24,29 @@ install: $(RUN_STAMP)
 
 install-test: $(TEST_STAMP)
 
-# Agents run in a bubblewrap sandbox: install it when it is missing and we may (root, apt).
+# Agents run in a bubblewrap sandbox: install it when it is missing and we may (root, apt),
+# saying so first. apt waits APT_LOCK_WAIT_S for a lock another apt holds, then gives up with
+# a message; `make run` starts anyway (agents are refused until bwrap is there).
+APT_LOCK_WAIT_S ?= 60
+APT := apt-get -o DPkg::Lock::Timeout=$(APT_LOCK_WAIT_S)
 sandbox:
 	@command -v bwrap >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	    echo "bubblewrap (bwrap) is missing: installing the system package 'bubblewrap' with" \
+	         "apt-get (the agents' sandbox)..."; \
+	    if out=$$( { $(APT) update -qq && DEBIAN_FRONTEND=noninteractive \
+	                 $(APT) install -y -qq bubblewrap; } 2>&1 ); then \
+	      echo "bubblewrap installed."; \
+	    elif printf '%s' "$$out" | grep -qi 'lock'; then \
+	      echo "apt is busy: another apt-get, dpkg or unattended-upgrades held its lock for" \
+	           "$(APT_LOCK_WAIT_S)s. Wait for it to finish and run make again, or install it" \
+	           "yourself (apt-get install bubblewrap). Going on without it: agents are refused" \
+	           "until it is installed."; \
+	    else \
+	      printf '%s\n' "$$out" | tail -n 5; \
+	      echo "Installing bubblewrap failed (above). Install it yourself (apt-get install" \
+	           "bubblewrap); agents are refused until it is installed."; \
+	    fi; \
 	  else \
 	    echo "bubblewrap (bwrap) is not installed: agents will be refused until it is" \
 	         "(Debian/Ubuntu: sudo apt-get install bubblewrap; see switchboard doctor)"; \
@@ -36,6 +54,10 @@ sandbox:
 
 run: $(RUN_STAMP) sandbox
 	$(VENV)/bin/switchboard run
+
+# The whole flow in a minute with no key: the real CLI on a scripted local model.
+demo: $(RUN_STAMP)
+	$(VENV)/bin/switchboard demo
 
 # Most tests wait on processes and sockets, not the CPU: four workers on two cores, one module
 # per worker at a time (--dist loadscope), in collection order, so the twenty-agent fleets of

@@ -6,36 +6,55 @@ import argparse
 import asyncio
 import contextlib
 import ctypes
+import difflib
 import getpass
+import importlib.metadata
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
-from pathlib import Path
 
+from bot.doctor import NO_CREDENTIALS_FIX, cmd_doctor, has_credentials, killswitch_text
 from bot.logs import JsonFormatter
 from commands.dispatcher import REGISTRY, describe
 from commands.render import money
 from supervisor import heap
 from supervisor.config import Settings
-from supervisor.errors import ConfigError, StoreFailed
+from supervisor.errors import ConfigError
 from supervisor.persistence.offline import (
-    find_cli,
+    halt_state,
     kill_from_shell,
     recorded_agents,
     running_pid,
-    schema_version,
 )
-from supervisor.process.sandbox import describe as describe_isolation
-from supervisor.process.sandbox import probe as probe_isolation
 from supervisor.redact import SECRETS
 from supervisor.redact import install as install_redaction
 
 logger = logging.getLogger("switchboard")
+
+
+SUBCOMMANDS = ("run", "demo", "status", "doctor", "kill", "backup", "restore")
+
+USAGE = """usage: switchboard <command> [options]
+
+  run       start Switchboard (the console on a terminal; Telegram and Slack if configured)
+  demo      see the whole flow in a minute, with no key: a real agent on a scripted model
+  status    the agents recorded here, and the kill switch
+  doctor    check credentials, the claude CLI, the sandbox, settings, policy and front ends
+  kill      KILL SWITCH: SIGKILL every agent now, even with the supervisor hung
+  backup    save a snapshot of the database (restore puts one back)
+
+switchboard <command> --help for its options; switchboard --help for everything, with every
+operator command; the README and docs/commands.md for the rest."""
+
+
+def version() -> str:
+    try:
+        return importlib.metadata.version("switchboard")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
+        return "unknown"
 
 
 def _epilog() -> str:
@@ -58,19 +77,27 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command",
-                                metavar="{run,status,doctor,kill,backup,restore}")
+    parser.add_argument("--version", action="version", version=f"switchboard {version()}")
+    sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}")
     run = sub.add_parser("run", help="start the supervisor (with the console on a terminal)")
     group = run.add_mutually_exclusive_group()
     group.add_argument("--console", dest="console", action="store_true", default=None,
                        help="attach the console front end even without a terminal")
     group.add_argument("--headless", dest="console", action="store_false",
                        help="no console; run until SIGTERM/SIGINT")
-    status = sub.add_parser("status", help="show the agents recorded in the data directory")
+    demo = sub.add_parser(
+        "demo", help="a one-minute tour with no key and no network: the real claude CLI on a "
+        "scripted local model, showing a permission request, a question, a message between "
+        "two agents and a long answer")
+    demo.add_argument("--keep", action="store_true",
+                      help="keep the demo's data directory (printed at the end)")
+    status = sub.add_parser("status", help="show the agents recorded in the data directory "
+                            "and the kill switch")
     status.add_argument("--check", action="store_true",
                         help="only say whether the supervisor runs; exit 0 if it does, 1 if "
                         "not (for health checks)")
-    sub.add_parser("doctor", help="check credentials, the claude CLI and the data directory")
+    sub.add_parser("doctor", help="check credentials, the claude CLI, the sandbox, the database, "
+                   "the policy file, each front end's settings and the kill switch")
     kill = sub.add_parser(
         "kill", help="KILL SWITCH: halt Switchboard and SIGKILL every agent, even if the "
         "supervisor is hung (turn it off from a front end: /killswitch off confirm)")
@@ -89,6 +116,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def mistyped(argv: list[str]) -> str | None:
+    """What to say about a first word that is no subcommand (argparse's own message lists
+    them all but guesses nothing), or None when it is one, or an option."""
+    if not argv or argv[0].startswith("-") or argv[0] in SUBCOMMANDS:
+        return None
+    close = difflib.get_close_matches(argv[0], SUBCOMMANDS, n=1, cutoff=0.5)
+    hint = f" Did you mean `switchboard {close[0]}`?" if close else ""
+    return (f"switchboard: {argv[0]!r} is not a command.{hint} The commands: "
+            f"{', '.join(SUBCOMMANDS)} (switchboard --help for more).")
+
+
 # Noise control only; the redactor, not this, is what keeps secrets out. These log every
 # request at INFO (httpx: each long poll, Bot API URL included): WARNING unless DEBUG is asked
 # for.
@@ -98,8 +136,9 @@ TRACE_LOGGERS = ("aiosqlite", "httpcore")
 
 
 def json_logs(settings: Settings) -> bool:
-    """JSON lines unless asked for text, or (auto) stderr is a terminal: a person reads a
-    terminal; a container's log driver or journald reads everything else."""
+    """Whether stderr gets JSON lines: yes unless asked for text, or (auto) stderr is a
+    terminal: a person reads a terminal; a container's log driver or journald reads everything
+    else."""
     if settings.log_format != "auto":
         return settings.log_format == "json"
     try:
@@ -121,8 +160,14 @@ def configure_logging(settings: Settings, *, to_stderr: bool) -> None:
         handlers=handlers,
         force=True,
     )
-    if json_logs(settings):
-        for handler in handlers:
+    # One format per sink, whoever started us: the log file is always JSON lines unless text
+    # is asked for (a file that switched format with each start would read as neither);
+    # stderr is text on a terminal, JSON lines into a pipe.
+    sinks = [(handlers[0], settings.log_format != "text")]
+    if to_stderr:
+        sinks.append((handlers[1], json_logs(settings)))
+    for handler, as_json in sinks:
+        if as_json:
             handler.setFormatter(JsonFormatter(SECRETS))
     for handler in handlers:  # after basicConfig, which sets their formatter
         install_redaction(handler, SECRETS)
@@ -227,6 +272,7 @@ def cmd_status(settings: Settings, check: bool = False) -> int:
         return 0 if pid else 1
     print(f"data directory: {settings.home}")
     print(f"supervisor: {'running, pid ' + str(pid) if pid else 'not running'}")
+    print(killswitch_text(halt_state(settings)))
     if not settings.db_path.exists():
         print("no agents yet (no database)")
         return 0
@@ -252,146 +298,21 @@ def cmd_kill(settings: Settings, reason: str) -> int:
     return 0
 
 
-class _Doctor:
-    """The doctor's report: every line through the redactor, and a count of the problems."""
-
-    def __init__(self) -> None:
-        self.problems = 0
-
-    def say(self, text: str) -> None:
-        print(SECRETS(text))
-
-    def report(self, ok: bool, text: str) -> None:
-        self.problems += 0 if ok else 1
-        self.say(f"[{'ok' if ok else 'PROBLEM'}] {text}")
-
-
-def cmd_doctor(settings: Settings) -> int:
-    # Doctor quotes URLs, error messages and the CLI's output: all of it through the redactor.
-    SECRETS.add(*settings.secret_values())
-    doctor = _Doctor()
-    doctor.say(f"data directory: {settings.home}")
-    _check_home(settings, doctor)
-    _check_credentials(settings, doctor)
-    cli = _check_cli(settings, doctor)
-    _check_isolation(settings, cli, doctor)
-    _check_database(settings, doctor)
-    _check_telegram(settings, doctor)
-    fronts = ["console"]
-    if settings.telegram_token:
-        fronts.append("telegram (token set)")
-    if settings.slack_bot_token:
-        mode = "HTTP mode" if settings.slack_mode == "http" else "Socket Mode"
-        fronts.append(f"slack ({mode}, channel {settings.slack_channel or 'NOT SET'})")
-    doctor.say(f"front ends configured: {', '.join(fronts)}")
-    listen = settings.http_listen
-    doctor.say(f"http listener (/healthz /readyz /metrics): http://{listen[0]}:{listen[1]}"
-               if listen else "http listener: off (set SWITCHBOARD_HTTP_PORT or PORT to turn "
-               "it on)")
-    doctor.say("all good" if not doctor.problems else f"{doctor.problems} problem(s) found")
-    return 0 if not doctor.problems else 1
-
-
-def _check_home(settings: Settings, doctor: _Doctor) -> None:
-    try:
-        settings.home.mkdir(parents=True, exist_ok=True)
-        probe = settings.home / ".doctor-probe"
-        probe.write_text("ok")
-        probe.unlink()
-        doctor.report(True, "data directory is writable")
-    except OSError as exc:
-        doctor.report(False, f"data directory is not writable: {exc}")
-
-
-def _check_credentials(settings: Settings, doctor: _Doctor) -> None:
-    source = settings.credential_source
-    if source == "claude login":
-        config_dir = settings.claude_config_dir or Path.home() / ".claude"
-        creds = config_dir / ".credentials.json"
-        doctor.report(creds.exists(), f"credentials: the CLI's own login in {config_dir} "
-                      + ("(found)" if creds.exists() else
-                         "— none found: set ANTHROPIC_API_KEY, or log in once with the CLI's "
-                         "`auth login` command as this user (the CLI `switchboard doctor` names "
-                         "below)"))
-    else:
-        doctor.report(True, f"credentials: {source} is set and will be handed to agents")
-    if settings.anthropic_base_url:
-        doctor.say(f"       using ANTHROPIC_BASE_URL={settings.anthropic_base_url}")
-
-
-def _check_cli(settings: Settings, doctor: _Doctor) -> Path | None:
-    """The claude CLI agents run, if it starts."""
-    try:
-        cli = find_cli(settings)
-        started = time.monotonic()
-        out = subprocess.run([str(cli), "--version"], capture_output=True, text=True, timeout=60)
-        took = time.monotonic() - started
-        ok = out.returncode == 0
-        doctor.report(ok, f"claude CLI {cli} starts: {out.stdout.strip() or out.stderr.strip()} "
-                      f"({took:.1f}s)")
-    except (ConfigError, OSError, subprocess.TimeoutExpired) as exc:
-        doctor.report(False, f"claude CLI: {exc}")
-        return None
-    return cli
-
-
-def _check_isolation(settings: Settings, cli: Path | None, doctor: _Doctor) -> None:
-    iso = probe_isolation(settings, cli)
-    if iso.ok:
-        doctor.report(True, f"isolation: {iso.detail}")
-    elif settings.allow_unisolated_agents:
-        doctor.report(True, f"isolation: {describe_isolation(iso, True)}")
-        print(f"       to isolate agents: {iso.fix}")
-    else:
-        doctor.report(False, f"isolation: {describe_isolation(iso, False)}")
-
-
-def _check_database(settings: Settings, doctor: _Doctor) -> None:
-    try:
-        if running_pid(settings):
-            doctor.report(True, "database in use by the running supervisor")
-        else:
-            version = asyncio.run(schema_version(settings))
-            doctor.report(True, f"database {settings.db_path} opens (schema version {version})")
-    except StoreFailed as exc:
-        doctor.report(False, f"database: {exc.cause}")
-
-
-def _check_telegram(settings: Settings, doctor: _Doctor) -> None:
-    """The bot token asked of the Bot API itself (getMe). The token is never printed: not
-    quoted here, and every line goes through the redactor."""
-    token = settings.telegram_token
-    if token is None:
-        return
-    from telegram.error import InvalidToken, TelegramError
-
-    from bot.telegram.front import BadBaseUrl, get_me
-
-    where = settings.telegram_api_base_url or "api.telegram.org"
-    try:
-        me = asyncio.run(get_me(token.value, settings.telegram_api_base_url))
-    except BadBaseUrl as exc:
-        doctor.report(False, f"telegram: {exc}")
-    except InvalidToken:
-        also = (f" (or TELEGRAM_API_BASE_URL={where} is not a Bot API server)"
-                if settings.telegram_api_base_url else "")
-        doctor.report(False, f"telegram: {where} refused the bot token (getMe){also}. Copy "
-                      "TELEGRAM_BOT_TOKEN again from @BotFather.")
-    except (TelegramError, OSError) as exc:
-        doctor.report(False, f"telegram: cannot reach the Bot API at {where} "
-                      f"({type(exc).__name__}: {exc}); check the network or "
-                      "TELEGRAM_API_BASE_URL.")
-    else:
-        doctor.report(True, f"telegram: the bot token works (getMe: @{me.username}, "
-                      f"id {me.id})")
-
-
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    wrong = mistyped(argv)
+    if wrong:
+        print(wrong, file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.print_help()
+        print(USAGE)
         return 0
+    if args.command == "demo":
+        from bot.demo import cmd_demo  # its own settings: none of the operator's are read
+
+        return cmd_demo(keep=args.keep)
     try:
         settings = Settings.load()
     except ConfigError as exc:
@@ -445,6 +366,12 @@ def cmd_run(settings: Settings, console: bool | None) -> int:
     if console is None:
         console = settings.console if settings.console is not None else sys.stdin.isatty()
     configure_logging(settings, to_stderr=not console)
+    if not has_credentials(settings):
+        # On the terminal as well as in the log: the first /spawn would fail otherwise.
+        warning = f"no Claude credentials: agents will fail to start. To fix: {NO_CREDENTIALS_FIX}."
+        logger.warning("%s", warning)
+        if console:
+            print(f"⚠ {warning}", file=sys.stderr, flush=True)
     if not_protected:
         logger.warning("could not make the supervisor non-dumpable: %s", not_protected)
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
 import secrets
 from typing import Any, ClassVar
@@ -49,8 +50,10 @@ class Help:
         if wanted:
             cmd = COMMANDS.get(wanted)
             if cmd is None:
+                close = difflib.get_close_matches(wanted, COMMANDS, n=1, cutoff=0.6)
                 return Reply.error(f"There is no command /{wanted}.",
-                                   "Send /help for the list of commands.")
+                                   (f"Did you mean /{close[0]}? " if close else "")
+                                   + "Send /help for the list of commands.")
             return Reply(blocks=(Text(describe(cmd), "code"),))
         lines = [f"{usage_line(c.name, c.params)}\n    {c.summary}" for c in REGISTRY]
         return Reply(blocks=(Text("Switchboard commands", "title"), Text("\n".join(lines), "code"),
@@ -124,7 +127,7 @@ class Dispatcher:
         name, rest = split_command(text)
         cmd = self.commands.get(name)
         if cmd is None:
-            reply = Reply.error(f"Unknown command /{name}.", "Send /help for the list of commands.")
+            reply = Reply.error(f"Unknown command /{name}.", self._suggest(name))
             await self._audit(ctx, name, rest, reply)
             return reply
         if ctx.caller.role < cmd.role:
@@ -142,6 +145,13 @@ class Dispatcher:
             reply = _error_reply(exc, cmd)
         await self._audit(ctx, name, rest, reply)
         return reply
+
+    def _suggest(self, name: str) -> str:
+        """What to send instead of a mistyped command: the closest name, if one is close."""
+        close = difflib.get_close_matches(name, self.commands, n=1, cutoff=0.6)
+        if close:
+            return f"Did you mean /{close[0]}? Send /help for the list of commands."
+        return "Send /help for the list of commands."
 
     async def _audit(self, ctx: Context, name: str, rest: str, reply: Reply) -> None:
         if name in SECRET_ARGS and rest:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from supervisor.api import AgentView
+from supervisor.api import AgentView, HaltView
 from supervisor.api.persistence import SnapshotView
 
 
@@ -43,3 +43,12 @@ def snapshot_line(s: SnapshotView) -> str:
         line += (f" ⚠ The last {s.failures} upload(s) failed ({s.last_error}); retrying. "
                  "`switchboard backup --to DIR` saves a copy by hand.")
     return line
+
+
+def killswitch_line(h: HaltView | None) -> str:
+    """/status's line about the kill switch: off, or on since when, by whom and how."""
+    if h is None:
+        return "Kill switch: off."
+    why = f" ({h.reason})" if h.reason else ""
+    return (f"🛑 Kill switch: ON since {ago(h.at)} ago, by {h.by} via {h.via}{why}: agents are "
+            "refused until an admin sends /killswitch off confirm.")

@@ -482,13 +482,17 @@ class Settings(BaseSettings):
             raise ConfigError(f"SWITCHBOARD_CONFIG points at {cfg_path}, which does not exist")
         sources = (EnvironmentSource(cls, env, INTERNAL_VARS), FileSource(cls, data, cfg_path))
         token = _LOADING.set(sources)
+        refused: ValidationError | None = None
         try:
             settings = cls(home=home, config_file=cfg_path if cfg_path.exists() else None)
         except ValidationError as exc:
-            # Not chained: pydantic's own text shows every input, secrets included.
-            raise explain(exc, cls, sources) from None
+            refused = exc
         finally:
             _LOADING.reset(token)
+        problem = explain(refused, cls, sources)
+        if problem is not None:
+            # Not chained: pydantic's own text shows every input, secrets included.
+            raise problem from None
         # Not a setting: the secrets our environment holds, only so logs can be kept clean.
         _private(settings)["_env_secrets"] = _env_secrets(env)
         return settings

@@ -94,6 +94,9 @@ class _Source(PydanticBaseSettingsSource):
     def __init__(self, settings_cls: type[BaseSettings]) -> None:
         super().__init__(settings_cls)
         self.given: dict[str, Given] = {}
+        # What this source refused, kept (not raised) so that the load names every problem of
+        # every source and every value at once, in one round.
+        self.problems: list[str] = []
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         given = self.given.get(field_name)
@@ -116,11 +119,9 @@ class EnvironmentSource(_Source):
         by_var = {var: name for name, key in _keys(settings_cls) for var in key.variables}
         unknown = sorted(v for v in environ if v.startswith(OUR_PREFIX)
                          and v not in by_var and v not in internal)
-        if unknown:
-            candidates = [v for v in by_var if v.startswith(OUR_PREFIX)]
-            raise problems_error([
-                f"{ENVIRONMENT}: {v} is not a setting{_did_you_mean(v, candidates)}"
-                for v in unknown])
+        candidates = [v for v in by_var if v.startswith(OUR_PREFIX)]
+        self.problems += [f"{ENVIRONMENT}: {v} is not a setting{_did_you_mean(v, candidates)}"
+                          for v in unknown]
         for var, name in by_var.items():  # a setting's own variable before its others
             if environ.get(var, "") != "" and name not in self.given:
                 self.given[name] = Given(environ[var], var, ENVIRONMENT)
@@ -153,8 +154,7 @@ class FileSource(_Source):
                                 "keep one")
             elif value != "":  # an empty string counts as unset, as in the environment
                 self.given[name] = Given(value, written, where)
-        if problems:
-            raise problems_error([f"{where}: {p}" for p in problems])
+        self.problems += [f"{where}: {p}" for p in problems]
 
 
 def _keys(settings_cls: type[BaseSettings]) -> Iterator[tuple[str, Key]]:
@@ -186,10 +186,14 @@ def _did_you_mean(written: str, candidates: list[str]) -> str:
     return f" (did you mean {' or '.join(close)}?)" if close else ""
 
 
-def explain(exc: ValidationError, settings_cls: type[BaseSettings],
-            sources: tuple[_Source, ...]) -> ConfigError:
-    """One sentence per refused setting: its variable and key, what it must be, what it got."""
-    lines: list[str] = []
+def explain(exc: ValidationError | None, settings_cls: type[BaseSettings],
+            sources: tuple[_Source, ...]) -> ConfigError | None:
+    """Every problem at once: what the sources refused (unknown keys, keys given twice), then
+    one sentence per refused value: its variable and key, what it must be, what it got. None
+    when there is nothing to say."""
+    lines: list[str] = [p for s in sources for p in s.problems]
+    if exc is None:
+        return problems_error(lines) if lines else None
     seen: set[str] = set()
     for err in exc.errors():
         name = str(err["loc"][0]) if err["loc"] else ""
@@ -202,7 +206,7 @@ def explain(exc: ValidationError, settings_cls: type[BaseSettings],
             continue
         given = next((s.given[name] for s in sources if name in s.given), None)
         lines.append(_sentence(name, field, err, given))
-    return problems_error(lines)
+    return problems_error(lines) if lines else None
 
 
 def problems_error(lines: list[str]) -> ConfigError:

@@ -194,6 +194,26 @@ def retryable_api_error(msg: ResultMessage) -> int | None:
     return status if status in RETRYABLE_API_STATUSES else None
 
 
+# The CLI's words when it has no credentials, or the API refused them: "/login" is the CLI's
+# own interactive command, which no agent here can run.
+CLI_LOGIN_HINTS = ("Not logged in", "Please run /login", "Invalid API key")
+NO_CREDENTIALS_FIX = (
+    "Switchboard: the agent has no working Claude credentials (/login is a command of the "
+    "claude CLI's own terminal, not of Switchboard). Set ANTHROPIC_API_KEY (or "
+    "ANTHROPIC_AUTH_TOKEN) where Switchboard runs or in [agent_env] of switchboard.toml, or "
+    "log in once with the bundled CLI's `auth login` as the user that runs Switchboard "
+    "(`switchboard doctor` names the CLI and checks the credentials); then restart Switchboard "
+    "and /ask the agent again. `switchboard demo` shows the whole flow with no key.")
+
+
+def in_switchboard_terms(text: str) -> str:
+    """A turn's error as the operator can act on it: the CLI's "Please run /login" gets what
+    to do here appended."""
+    if any(hint in text for hint in CLI_LOGIN_HINTS) and NO_CREDENTIALS_FIX not in text:
+        return f"{text}\n{NO_CREDENTIALS_FIX}"
+    return text
+
+
 def turn_status(msg: ResultMessage) -> str:
     """ok, interrupted or error, decided by subtype and is_error (an API error is 'success')."""
     if msg.subtype == "success" and not msg.is_error:

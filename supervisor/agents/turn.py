@@ -17,6 +17,7 @@ from store.errors import StoreError
 from supervisor.agents.records import (
     NO_TOOL,
     cost_delta,
+    in_switchboard_terms,
     record_of,
     retryable_api_error,
     turn_status,
@@ -346,6 +347,8 @@ class TurnExecution:
         cost, per_model, self._baseline = cost_delta(self._baseline, msg, self.model)
         usage = msg.usage or {}
         text = msg.result or "; ".join(msg.errors or []) or msg.subtype
+        if not ok:
+            text = in_switchboard_terms(text)
         if msg.session_id and msg.session_id != self.session_id:
             self.session_id = msg.session_id
         # The notice is written with the turn's end, in one transaction: a crash right after

@@ -21,6 +21,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+
+def usd(amount: float) -> str:
+    """Dollars with as many digits as the amount has, up to four: a budget of 0.015 reads
+    $0.015, not $0.01 (which would make "$0.0195 of $0.01" look like a miscount)."""
+    text = f"{amount:.4f}".rstrip("0")
+    whole, _, cents = text.partition(".")
+    return f"${whole}.{cents.ljust(2, '0')}"
+
 NO_TIMEOUT = Timeouts(reminder_s=float("inf"), timeout_s=float("inf"))
 RAISE_STEPS_USD = (5.0, 20.0)
 
@@ -128,13 +136,13 @@ class Watchdog:
             if spent > budget:
                 self._background(self._offer_raise(runner, spent, budget),
                                  f"budget:{runner.name}")
-                return f"daily budget crossed: ${spent:.4f} of ${budget:.2f}"
+                return f"daily budget crossed: {usd(spent)} of {usd(budget)}"
         gbudget = self.settings.global_budget_usd
         if gbudget is not None:
             spent = await turns.spent_since(since, None)
             if spent > gbudget:
                 self._background(self._stop_all_for_budget(runner, spent, gbudget), "budget:all")
-                return f"global daily budget crossed: ${spent:.4f} of ${gbudget:.2f}"
+                return f"global daily budget crossed: {usd(spent)} of {usd(gbudget)}"
         return None
 
     async def _stop_all_for_budget(self, first: Any, spent: float, gbudget: float) -> None:
@@ -144,7 +152,7 @@ class Watchdog:
                 await r.stop()
         names = ", ".join(r.name for r in [first, *others])
         await self.escalations.notify(
-            None, f"Global daily budget crossed: ${spent:.2f} of ${gbudget:.2f}",
+            None, f"Global daily budget crossed: {usd(spent)} of {usd(gbudget)}",
             f"Stopped: {names}. Raise global_budget_usd in the configuration to continue today.")
 
     async def _offer_raise(self, runner: Any, spent: float, budget: float) -> None:
@@ -152,7 +160,7 @@ class Watchdog:
         options = tuple(f"Raise by ${n:g}" for n in RAISE_STEPS_USD) + ("Stop",)
         row = await esc.open(
             agent_id=runner.id, kind=Kind.QUESTION,
-            title=f"{runner.name} crossed its daily budget: ${spent:.4f} of ${budget:.2f}",
+            title=f"{runner.name} crossed its daily budget: {usd(spent)} of {usd(budget)}",
             body="It was stopped after its turn. Raise today's budget to let it continue "
                  f"(then /ask {runner.name} <text>), or leave it stopped.",
             options=options, timeouts=NO_TIMEOUT,
@@ -166,7 +174,7 @@ class Watchdog:
         await self.store.kv.set(key, raised)
         runner.lift_budget_block()
         await esc.notify(runner.id, f"{runner.name}: budget raised by ${step:g}",
-                         f"Today's budget is now ${budget + step:.2f}. /ask {runner.name} <text> "
+                         f"Today's budget is now {usd(budget + step)}. /ask {runner.name} <text> "
                          "to continue.")
 
     async def close(self) -> None:

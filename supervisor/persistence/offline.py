@@ -5,6 +5,7 @@ entry point calls these; it never touches the store or the processes itself."""
 from __future__ import annotations
 
 import fcntl
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,10 +13,11 @@ from pathlib import Path
 from store import open_store
 from store.audit import record_sync
 from store.errors import StoreError
-from store.kv import set_sync
+from store.kv import get_sync, set_sync
 from supervisor.config import Settings
 from supervisor.errors import StoreFailed
-from supervisor.guard.killswitch import HALT_KEY, write_local_trigger
+from supervisor.guard.killswitch import HALT_KEY, LOCAL_FILE, write_local_trigger
+from supervisor.guard.policy import Policy, PolicyError
 from supervisor.process.agent import resolve_cli
 from supervisor.process.tree import sweep
 from supervisor.redact import SECRETS
@@ -36,6 +38,53 @@ class ShellKill:
     killed: tuple[int, ...]
     summary: str
     problems: tuple[str, ...]  # what could not be done (the kill itself always is)
+
+
+@dataclass(frozen=True, slots=True)
+class HaltState:
+    """The kill switch as the data directory records it (ON when this exists)."""
+
+    by: str
+    via: str
+    reason: str
+    at: float | None
+    pending: bool  # only the trigger file: a supervisor acts on it when it next looks
+
+
+def halt_state(settings: Settings) -> HaltState | None:
+    """The kill switch's state without a supervisor: the halt flag in the database, else the
+    trigger file that `switchboard kill` (or anyone) wrote. None when it is off."""
+    flag = None
+    if settings.db_path.exists():
+        try:
+            flag = get_sync(settings.db_path, HALT_KEY)
+        except Exception:  # noqa: BLE001 - an unreadable database: the trigger file still says
+            flag = None
+    if isinstance(flag, dict):
+        at = flag.get("at")
+        return HaltState(str(flag.get("by") or "?"), str(flag.get("via") or "?"),
+                         str(flag.get("reason") or ""),
+                         float(at) if isinstance(at, int | float) else None, False)
+    trigger = settings.home / LOCAL_FILE
+    if not trigger.exists():
+        return None
+    try:
+        data = json.loads(trigger.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    at = data.get("at")
+    return HaltState(str(data.get("by") or "local file"), "file", str(data.get("reason") or ""),
+                     float(at) if isinstance(at, int | float) else None, True)
+
+
+def policy_problem(settings: Settings) -> str | None:
+    """Why the policy file would stop `switchboard run` from starting, or None."""
+    try:
+        Policy.load(settings.policy_file)
+    except PolicyError as exc:
+        return str(exc)
+    return None
 
 
 def find_cli(settings: Settings) -> Path:

@@ -16,6 +16,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -59,6 +60,21 @@ if TYPE_CHECKING:  # the SDK costs about a second to import: only agents need it
     from supervisor.config import Settings
 
 logger = logging.getLogger(__name__)
+
+# The SDK logs ERROR ("Fatal error in message reader: Command failed with exit code 143") for a
+# CLI ended by a signal, which is what /stop, /kill and the shutdown do on purpose. The runner
+# reports a process that died on its own (as a warning, with its stderr); a signalled one is
+# no error here, so the SDK's line is kept as a warning.
+SIGNALLED_EXIT = re.compile(r"Fatal error in message reader: .*exit code:? (-9|-15|137|143)\b")
+
+
+def _signalled_exit_is_no_error(record: logging.LogRecord) -> bool:
+    if record.levelno >= logging.ERROR and SIGNALLED_EXIT.search(record.getMessage()):
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+    return True
+
+
+logging.getLogger("claude_agent_sdk._internal.query").addFilter(_signalled_exit_is_no_error)
 
 TAG_VAR = launcher_module.TAG_VAR
 STDERR_LINES = 40

@@ -212,6 +212,17 @@ async def test_unknown_command(quiet_app):
     assert (row.action, row.args, row.ok) == ("frobnicate", "now", 0)
 
 
+@pytest.mark.parametrize(("typed", "meant"), [("spwan", "spawn"), ("staus", "status"),
+                                             ("killal", "killall"), ("aprove", "approve")])
+async def test_a_mistyped_command_suggests_the_closest(quiet_app, typed, meant):
+    reply = await run(quiet_app, f"/{typed} x")
+    assert not reply.ok
+    assert reply.plain() == (f"Unknown command /{typed}.\nDid you mean /{meant}? "
+                             "Send /help for the list of commands.")
+    help_reply = await run(quiet_app, f"/help {typed}")
+    assert f"Did you mean /{meant}?" in help_reply.plain()
+
+
 @pytest.mark.parametrize("text", ["hello there", "agents", "", "   \n", " spawn a x", "?"])
 async def test_text_without_a_leading_slash(quiet_app, text):
     reply = await run(quiet_app, text)
@@ -530,8 +541,8 @@ async def test_status_fleet_and_agent(fake_app):
     reply = await run(fake_app, "/status")
     assert reply.plain().startswith("Switchboard: 1 idle. Spent $0.0010 in all. Database ")
     # The database's size, and how raw events are bounded (settings' defaults).
-    assert re.search(r"Database \d+\.\d MB \(raw events kept 7 days, 5,000 per agent\)\.$",
-                     reply.plain()), reply.plain()
+    assert re.search(r"Database \d+\.\d MB \(raw events kept 7 days, 5,000 per agent\)\.\n"
+                     r"Kill switch: off\.$", reply.plain()), reply.plain()
     for ref in ("a", r.id):
         reply = await run(fake_app, f"/status {ref}")
         assert reply.ok

@@ -104,3 +104,84 @@ def test_every_doc_is_reachable_from_the_readme() -> None:
               for t in relative_links(README) if t.partition("#")[0]}
     missing = [str(d.relative_to(ROOT)) for d in DOCS if d not in linked]
     assert not missing, f"README.md links to none of: {missing}"
+
+
+# -- what the README and the docs say against the product (issue 25) ---------------------------
+
+SHELL_WORD = re.compile(r"(?:^|[\s`(])(?:\.venv/bin/)?switchboard\s+(-{0,2}[a-z][a-z-]*)")
+MAKE_TARGET = re.compile(r"`make ([a-z][a-z-]*)")
+TYPED_COMMAND = re.compile(r"^/([a-z]+)\b")  # a line typed at the console, in a code block
+SPAN_COMMAND = re.compile(r"`/([a-z]+)(?=[\s`])")  # `/spawn`, `/approve <id>`, not `/proc/...`
+
+
+def code_blocks(text: str) -> list[str]:
+    return re.findall(r"^```[^\n]*\n(.*?)^```", text, re.M | re.S)
+
+
+@pytest.mark.parametrize("doc", [README, *DOCS], ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_switchboard_subcommand_shown_exists(doc: Path) -> None:
+    from bot.cli import SUBCOMMANDS
+
+    shown = set(SHELL_WORD.findall(doc.read_text(encoding="utf-8")))
+    unknown = shown - set(SUBCOMMANDS) - {"--help", "--version"}
+    assert not unknown, f"{doc.name} shows `switchboard` subcommands that do not exist: {unknown}"
+
+
+def test_every_make_target_the_readme_shows_exists() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([a-z][a-z-]*):", makefile, re.M))
+    # Known limitations quote an agent's own project (`make deploy`), not ours.
+    text = README.read_text(encoding="utf-8").split("## Known limitations")[0]
+    shown = set(MAKE_TARGET.findall(text))
+    assert {"run", "test", "demo"} <= shown
+    assert shown <= targets, shown - targets
+
+
+def test_every_operator_command_the_readme_shows_exists() -> None:
+    from commands.dispatcher import COMMANDS
+
+    text = README.read_text(encoding="utf-8")
+    typed = {m.group(1) for block in code_blocks(text) for line in block.splitlines()
+             if (m := TYPED_COMMAND.match(line))}
+    spans = set(SPAN_COMMAND.findall(text))
+    assert {"spawn", "approve", "kill", "quit", "team", "cron"} <= typed | spans
+    paths = {"etc", "proc", "tmp", "dev"}  # `/etc`: a directory, not a command
+    unknown = (typed | spans) - set(COMMANDS) - {"quit"} - paths  # /quit: the console's own
+    assert not unknown, f"README.md shows commands that do not exist: {sorted(unknown)}"
+
+
+def test_the_readme_marks_are_the_ones_the_console_shows() -> None:
+    from bot.kit.escalation import MARKS
+    from supervisor.api import Kind
+
+    text = README.read_text(encoding="utf-8")
+    [session] = [b for b in code_blocks(text) if "/spawn fixer" in b]
+    [asked] = [line for line in session.splitlines() if " · fixer wants to use" in line]
+    assert asked.startswith(MARKS[Kind.PERMISSION] + " "), asked
+    said = re.search(r"Lines starting with (.*?) are notices", text, re.S)
+    assert said is not None, "README.md no longer says what the console's marks mean"
+    for kind in (Kind.PERMISSION, Kind.QUESTION, Kind.NOTICE):
+        assert MARKS[kind] in said.group(0), kind
+
+
+def test_nothing_the_readme_calls_unbuilt_is_built() -> None:
+    from commands.dispatcher import COMMANDS
+
+    for line in README.read_text(encoding="utf-8").splitlines():
+        if "not built yet" in line.lower():
+            built = set(SPAN_COMMAND.findall(line)) & set(COMMANDS)
+            assert not built, f"README.md calls {sorted(built)} unbuilt: {line}"
+
+
+def test_the_settings_the_readme_names_exist() -> None:
+    from supervisor.config import Settings
+    from supervisor.config_sources import key_of
+
+    names = set()
+    for name, field in Settings.model_fields.items():
+        key = key_of(field)
+        names |= {name, *key.variables, *(k.rpartition(".")[2] for k in (key.toml, key.flat) if k)}
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`([A-Za-z_]+)`", section.split("The most common:", 1)[1]))
+    assert len(named) > 10 and not named - names, named - names

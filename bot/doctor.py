@@ -1,0 +1,222 @@
+"""`switchboard doctor`: every check at once (data directory, credentials, the CLI, isolation,
+the database, the policy file, each front end's settings, the kill switch), each problem named
+with what to do."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from pathlib import Path
+
+from supervisor.config import Settings
+from supervisor.errors import ConfigError, StoreFailed
+from supervisor.persistence.offline import (
+    HaltState,
+    find_cli,
+    halt_state,
+    policy_problem,
+    running_pid,
+    schema_version,
+)
+from supervisor.process.sandbox import describe as describe_isolation
+from supervisor.process.sandbox import probe as probe_isolation
+from supervisor.redact import SECRETS
+
+NO_CREDENTIALS_FIX = ("set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN), or log in once with the "
+                      "bundled CLI's `auth login` command as this user (its path is on the "
+                      "`claude CLI` line of `switchboard doctor`); to see the whole flow "
+                      "without a key first: `switchboard demo` (`make demo` in a checkout)")
+
+
+class Doctor:
+    """The doctor's report: every line through the redactor, and a count of the problems."""
+
+    def __init__(self) -> None:
+        self.problems = 0
+
+    def say(self, text: str) -> None:
+        print(SECRETS(text))
+
+    def report(self, ok: bool, text: str) -> None:
+        self.problems += 0 if ok else 1
+        self.say(f"[{'ok' if ok else 'PROBLEM'}] {text}")
+
+
+def cmd_doctor(settings: Settings) -> int:
+    # Doctor quotes URLs, error messages and the CLI's output: all of it through the redactor.
+    SECRETS.add(*settings.secret_values())
+    doctor = Doctor()
+    doctor.say(f"data directory: {settings.home}")
+    _check_home(settings, doctor)
+    _check_credentials(settings, doctor)
+    cli = _check_cli(settings, doctor)
+    _check_isolation(settings, cli, doctor)
+    _check_database(settings, doctor)
+    _check_policy(settings, doctor)
+    _check_fronts(settings, doctor)
+    _check_telegram(settings, doctor)
+    doctor.say(killswitch_text(halt_state(settings)))
+    listen = settings.http_listen
+    doctor.say(f"http listener (/healthz /readyz /metrics): http://{listen[0]}:{listen[1]}"
+               if listen else "http listener: off (set SWITCHBOARD_HTTP_PORT or PORT to turn "
+               "it on)")
+    doctor.say("all good" if not doctor.problems else f"{doctor.problems} problem(s) found")
+    return 0 if not doctor.problems else 1
+
+
+def killswitch_text(h: HaltState | None) -> str:
+    """The kill switch's line for `switchboard status` and `doctor`."""
+    if h is None:
+        return "kill switch: off"
+    since = f" since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(h.at))}" if h.at else ""
+    why = f" ({h.reason})" if h.reason else ""
+    pending = " (trigger file; a running supervisor acts on it)" if h.pending else ""
+    return (f"kill switch: ON{since}, by {h.by} via {h.via}{why}{pending}: agents are refused "
+            "until an admin sends /killswitch off confirm from the console or a chat front end")
+
+
+def has_credentials(settings: Settings) -> bool:
+    """Whether agents will have credentials: a key or token, or the CLI's own login."""
+    if settings.credential_source != "claude login":
+        return True
+    config_dir = settings.claude_config_dir or Path.home() / ".claude"
+    return (config_dir / ".credentials.json").exists()
+
+
+def _check_home(settings: Settings, doctor: Doctor) -> None:
+    try:
+        settings.home.mkdir(parents=True, exist_ok=True)
+        probe = settings.home / ".doctor-probe"
+        probe.write_text("ok")
+        probe.unlink()
+        doctor.report(True, "data directory is writable")
+    except OSError as exc:
+        doctor.report(False, f"data directory is not writable: {exc}")
+
+
+def _check_credentials(settings: Settings, doctor: Doctor) -> None:
+    source = settings.credential_source
+    if source == "claude login":
+        config_dir = settings.claude_config_dir or Path.home() / ".claude"
+        found = has_credentials(settings)
+        doctor.report(found, f"credentials: the CLI's own login in {config_dir} "
+                      + ("(found)" if found else f"— none found: {NO_CREDENTIALS_FIX}"))
+    else:
+        doctor.report(True, f"credentials: {source} is set and will be handed to agents")
+    if settings.anthropic_base_url:
+        doctor.say(f"       using ANTHROPIC_BASE_URL={settings.anthropic_base_url}")
+
+
+def _check_cli(settings: Settings, doctor: Doctor) -> Path | None:
+    """The claude CLI agents run, if it starts."""
+    try:
+        cli = find_cli(settings)
+        started = time.monotonic()
+        out = subprocess.run([str(cli), "--version"], capture_output=True, text=True, timeout=60)
+        took = time.monotonic() - started
+        ok = out.returncode == 0
+        doctor.report(ok, f"claude CLI {cli} starts: {out.stdout.strip() or out.stderr.strip()} "
+                      f"({took:.1f}s)")
+    except (ConfigError, OSError, subprocess.TimeoutExpired) as exc:
+        doctor.report(False, f"claude CLI: {exc}")
+        return None
+    return cli
+
+
+def _check_isolation(settings: Settings, cli: Path | None, doctor: Doctor) -> None:
+    iso = probe_isolation(settings, cli)
+    if iso.ok:
+        doctor.report(True, f"isolation: {iso.detail}")
+    elif settings.allow_unisolated_agents:
+        doctor.report(True, f"isolation: {describe_isolation(iso, True)}")
+        doctor.say(f"       to isolate agents: {iso.fix}")
+    else:
+        doctor.report(False, f"isolation: {describe_isolation(iso, False)}")
+
+
+def _check_database(settings: Settings, doctor: Doctor) -> None:
+    try:
+        if running_pid(settings):
+            doctor.report(True, "database in use by the running supervisor")
+        else:
+            version = asyncio.run(schema_version(settings))
+            doctor.report(True, f"database {settings.db_path} opens (schema version {version})")
+    except StoreFailed as exc:
+        doctor.report(False, f"database: {exc.cause}")
+
+
+def _check_policy(settings: Settings, doctor: Doctor) -> None:
+    """The policy file as `run` reads it: a file `run` would refuse fails here first."""
+    problem = policy_problem(settings)
+    where = settings.policy_file or "the built-in default"
+    if problem is None:
+        doctor.report(True, f"policy: {where} is valid")
+    else:
+        doctor.report(False, f"policy: {problem}. `switchboard run` refuses to start with it: "
+                      "fix the file (docs/policy.md), or unset policy_file / SWITCHBOARD_POLICY "
+                      "for the built-in one")
+
+
+def front_problems(settings: Settings) -> list[str]:
+    """Each configured front end's missing settings, named, with what to set."""
+    problems: list[str] = []
+    if settings.slack_bot_token or settings.slack_app_token or settings.slack_channel:
+        if not settings.slack_bot_token:
+            problems.append("slack: SLACK_APP_TOKEN or SLACK_CHANNEL is set but SLACK_BOT_TOKEN "
+                            "is not: Slack will not start. Set SLACK_BOT_TOKEN (xoxb-…), or "
+                            "unset the others (docs/slack.md)")
+        if not settings.slack_channel:
+            problems.append("slack: SLACK_CHANNEL is not set: Slack will not start. Set it to "
+                            "the channel id (C…) that holds the agents' threads (docs/slack.md)")
+        if settings.slack_mode == "socket" and not settings.slack_app_token:
+            problems.append("slack: Socket Mode needs SLACK_APP_TOKEN (xapp-…, scope "
+                            "connections:write), or set SLACK_MODE=http (docs/slack.md)")
+        if settings.slack_mode == "http" and not settings.slack_signing_secret:
+            problems.append("slack: HTTP mode needs SLACK_SIGNING_SECRET (the app's signing "
+                            "secret), or set SLACK_MODE=socket (docs/slack.md)")
+    if settings.telegram_webhook_url and not settings.telegram_token:
+        problems.append("telegram: TELEGRAM_WEBHOOK_URL is set but TELEGRAM_BOT_TOKEN is not: "
+                        "Telegram will not start. Set TELEGRAM_BOT_TOKEN (docs/telegram.md)")
+    return problems
+
+
+def _check_fronts(settings: Settings, doctor: Doctor) -> None:
+    fronts = ["console"]
+    if settings.telegram_token:
+        fronts.append("telegram (token set)")
+    if settings.slack_bot_token:
+        mode = "HTTP mode" if settings.slack_mode == "http" else "Socket Mode"
+        fronts.append(f"slack ({mode}, channel {settings.slack_channel or 'NOT SET'})")
+    doctor.say(f"front ends configured: {', '.join(fronts)}")
+    for problem in front_problems(settings):
+        doctor.report(False, problem)
+
+
+def _check_telegram(settings: Settings, doctor: Doctor) -> None:
+    """The bot token asked of the Bot API itself (getMe). The token is never printed: not
+    quoted here, and every line goes through the redactor."""
+    token = settings.telegram_token
+    if token is None:
+        return
+    from telegram.error import InvalidToken, TelegramError
+
+    from bot.telegram.front import BadBaseUrl, get_me
+
+    where = settings.telegram_api_base_url or "api.telegram.org"
+    try:
+        me = asyncio.run(get_me(token.value, settings.telegram_api_base_url))
+    except BadBaseUrl as exc:
+        doctor.report(False, f"telegram: {exc}")
+    except InvalidToken:
+        also = (f" (or TELEGRAM_API_BASE_URL={where} is not a Bot API server)"
+                if settings.telegram_api_base_url else "")
+        doctor.report(False, f"telegram: {where} refused the bot token (getMe){also}. Copy "
+                      "TELEGRAM_BOT_TOKEN again from @BotFather.")
+    except (TelegramError, OSError) as exc:
+        doctor.report(False, f"telegram: cannot reach the Bot API at {where} "
+                      f"({type(exc).__name__}: {exc}); check the network or "
+                      "TELEGRAM_API_BASE_URL.")
+    else:
+        doctor.report(True, f"telegram: the bot token works (getMe: @{me.username}, "
+                      f"id {me.id})")
