@@ -15,7 +15,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from bot.fleet import ApiFleet
 from bot.kit.context import FrontContext
-from bot.kit.links import Links
+from bot.kit.links import Links, LinkState
 from bot.slack.settings import SlackSettings
 from bot.telegram.settings import TelegramSettings
 from commands.base import Caller, Context, Reply
@@ -65,6 +65,10 @@ class Switchboard:
         self.links = Links()
         if settings.telegram_token:
             self.links.link("telegram")
+        if settings.slack_bot_token:
+            slack = self.links.link("slack")
+            if not settings.slack_channel:  # the entry point runs without Slack then
+                slack.set(LinkState.DOWN, "SLACK_CHANNEL is not set")
         self.listener: Listener | None = None
         if settings.http_listen is not None:
             from bot.web import Listener  # aiohttp and prometheus-client: only when listening

@@ -513,6 +513,53 @@ async def test_a_refused_token_stops_slack_with_a_log_line_and_a_notice(fake_set
                for r in caplog.records)
 
 
+async def scrape(app, path):
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        async with session.get(app.listener.url + path) as resp:
+            return resp.status, await resp.text()
+
+
+async def test_slack_is_in_readyz_and_metrics_and_a_revoked_token_is_not_ready(fake_settings,
+                                                                              fake_slack):
+    """Issue 25: with Socket Mode connected /readyz showed no front end and /metrics no
+    frontend="slack" series; a revoked token still answered 200 ready."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from bot.slack.front import run_slack
+
+    settings = slack_settings(fake_settings, fake_slack).with_(http_port=free_port())
+    async with Switchboard(settings) as app:
+        status, body = await scrape(app, "/readyz")  # configured, not started yet
+        assert status == 503 and json.loads(body)["frontends"]["slack"]["state"] == "starting"
+        task = asyncio.create_task(run_slack(app.slack_context()))
+        link = app.links.link("slack")
+        await wait_for(lambda: link.state == "connected", 20, "slack connected")
+        status, body = await scrape(app, "/readyz")
+        assert status == 200, body
+        assert json.loads(body)["frontends"]["slack"]["state"] == "connected"
+        await fake_slack.slash(ADMIN, "agents")
+        await said_to(fake_slack, ADMIN, "No agents")
+        await wait_for(lambda: link.stats.delivered >= 1, 10, "the reply counted")
+        got = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families((await scrape(app, "/metrics"))[1])
+               for s in f.samples}
+        assert got[("switchboard_frontend_connected", (("frontend", "slack"),))] == 1
+        assert got[("switchboard_frontend_ready", (("frontend", "slack"),))] == 1
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    fake_slack.refuse("token_revoked")
+    async with Switchboard(settings) as app:
+        await asyncio.wait_for(run_slack(app.slack_context()), 10)
+        status, body = await scrape(app, "/readyz")
+        report = json.loads(body)
+        assert status == 503 and report["ready"] is False
+        assert report["not_ready"] == ["slack: down (Slack refused the app's token "
+                                       "(token_revoked))"]
+
+
 async def test_socket_mode_reconnects_when_slack_asks_for_a_refresh(fake_slack_app):
     app, fake = fake_slack_app
     assert fake.connections == 1
