@@ -225,6 +225,33 @@ async def test_spawn_makes_the_thread_and_its_live_card(both_modes):
     assert len(fake.top()) == 1  # everything else went under the card or to alice alone
 
 
+async def test_a_reply_in_the_thread_before_the_card_is_recorded_reaches_the_agent(fake_settings,
+                                                                                   fake_slack):
+    """Issue 25: a reply in a new agent's thread within a card tick of its card was run as a
+    command ("Unknown command"): the thread was recorded only at the card's next update."""
+    # A long tick: the card is posted at once (its request goes under it), recorded only later.
+    settings = slack_settings(fake_settings, fake_slack).with_(slack_card_interval_s=60.0)
+    app, front = await start(settings, fake_slack)
+    try:
+        tool = json.dumps({"command": "touch /etc/issue25"})
+        await fake_slack.slash(ADMIN, f"spawn quick ASKTOOL Bash {tool}")
+        card = await card_of(fake_slack, "quick")
+        await in_thread_or_channel(fake_slack, card, "wants to use Bash")
+        r = await app.pool.fleet.get("quick")
+        assert await app.store.operators.card("slack", r.id, CHANNEL) is None  # not yet
+        await fake_slack.event(fake_slack.message_event(ADMIN, "also look at the README",
+                                                        thread_ts=card["ts"]))
+
+        async def delivered() -> bool:
+            return any(m.body == "also look at the README"
+                       for m in await app.store.bus.recent(r.id, 20))
+
+        await wait_for(delivered, 15, "the reply queued for the agent")
+        assert not told(fake_slack, ADMIN, "Unknown command")
+    finally:
+        await stop(app, front)
+
+
 async def test_a_duplicate_delivery_acts_once(both_modes):
     app, fake = both_modes
     await fake.slash(ADMIN, "spawn dup hello")
