@@ -21,6 +21,7 @@ from bot.telegram.settings import TelegramSettings
 from commands.base import Caller, Context, Reply
 from commands.dispatcher import Dispatcher
 from store import Store, open_store
+from store.db import rescued_path
 from supervisor.api import SupervisorAPI
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
@@ -129,6 +130,14 @@ class Switchboard:
             self._lock_file = None
 
     async def _open_store(self, _group: TaskGroup) -> None:
+        db, rescued = self.settings.db_path, rescued_path(self.settings.db_path)
+        if not db.exists() and rescued.exists():
+            # Opening would make a new, empty database beside the agents' last known state.
+            raise ConfigError(
+                f"the database {db} is missing, and {rescued} is the copy saved when it was "
+                f"deleted or replaced while Switchboard ran. To go on from it: mv {rescued} "
+                f"{db}, then start again. To start with an empty database instead, move "
+                f"{rescued} elsewhere first.")
         self.store = await open_store(self.settings.db_path, redact=SECRETS, now=self.clock.now)
 
     async def _close_store(self) -> None:
