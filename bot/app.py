@@ -20,8 +20,7 @@ from bot.slack.settings import SlackSettings
 from bot.telegram.settings import TelegramSettings
 from commands.base import Caller, Context, Reply
 from commands.dispatcher import Dispatcher
-from store import Store, open_store
-from store.db import rescued_path
+from store import Store, open_store, rescued_path
 from supervisor.api import SupervisorAPI
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
