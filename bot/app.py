@@ -15,12 +15,12 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from bot.fleet import ApiFleet
 from bot.kit.context import FrontContext
-from bot.kit.links import Links
+from bot.kit.links import Links, LinkState
 from bot.slack.settings import SlackSettings
 from bot.telegram.settings import TelegramSettings
 from commands.base import Caller, Context, Reply
 from commands.dispatcher import Dispatcher
-from store import Store, open_store
+from store import Store, open_store, rescued_path
 from supervisor.api import SupervisorAPI
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
@@ -65,6 +65,10 @@ class Switchboard:
         self.links = Links()
         if settings.telegram_token:
             self.links.link("telegram")
+        if settings.slack_bot_token:
+            slack = self.links.link("slack")
+            if not settings.slack_channel:  # the entry point runs without Slack then
+                slack.set(LinkState.DOWN, "SLACK_CHANNEL is not set")
         self.listener: Listener | None = None
         if settings.http_listen is not None:
             from bot.web import Listener  # aiohttp and prometheus-client: only when listening
@@ -125,6 +129,14 @@ class Switchboard:
             self._lock_file = None
 
     async def _open_store(self, _group: TaskGroup) -> None:
+        db, rescued = self.settings.db_path, rescued_path(self.settings.db_path)
+        if not db.exists() and rescued.exists():
+            # Opening would make a new, empty database beside the agents' last known state.
+            raise ConfigError(
+                f"the database {db} is missing, and {rescued} is the copy saved when it was "
+                f"deleted or replaced while Switchboard ran. To go on from it: mv {rescued} "
+                f"{db}, then start again. To start with an empty database instead, move "
+                f"{rescued} elsewhere first.")
         self.store = await open_store(self.settings.db_path, redact=SECRETS, now=self.clock.now)
 
     async def _close_store(self) -> None:

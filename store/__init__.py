@@ -12,6 +12,7 @@ from store.bus import BusRepo
 from store.charters import CharterRepo
 from store.clock import Now, system_now
 from store.db import Database
+from store.db import rescued_path as rescued_path  # for the composition root
 from store.escalations import EscalationRepo
 from store.events import EventRepo
 from store.kv import KvRepo

@@ -21,6 +21,11 @@ logger = logging.getLogger(__name__)
 Params = Sequence[Any] | dict[str, Any]
 
 
+
+def rescued_path(path: Path) -> Path:
+    """Where the copy of a database whose file was deleted or replaced while open is saved."""
+    return path.with_name(f"{path.name}.rescued")
+
 class Database:
     """Owns the connections. Writes are serialised through one connection (SQLite allows one
     writer); reads use a second connection, which WAL lets run while a write is in progress."""

@@ -253,6 +253,14 @@ class EscalationRepo:
             )
             return cur.rowcount == 1
 
+    async def cancelled_since(self, at: float) -> int:
+        """How many requests and questions opened before `at` were cancelled from `at` on
+        (what the kill switch ended, whichever part closed each)."""
+        row = await self.db.fetchone(
+            "SELECT COUNT(*) FROM escalations WHERE status='cancelled' AND answered_at >= ?"
+            " AND created_at <= ?", (at, at))
+        return int(row[0]) if row else 0
+
     async def open_rows(self, agent_id: str | None = None) -> list[EscalationRow]:
         where, params = ("AND agent_id = ?", (agent_id,)) if agent_id else ("", ())
         rows = await self.db.fetchall(

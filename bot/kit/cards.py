@@ -167,6 +167,15 @@ class StatusCards:
             self._unrecorded.append((key, shown.message))
             self._dirty.add(key[0])  # recorded at the next tick
 
+    def agent_shown(self, chat: ChatId, message: MessageId) -> str | None:
+        """The agent whose card, shown by this run, is `message` in `chat`: a reply to it
+        (Slack: in its thread) reaches the agent from the moment the card is posted, before
+        the next tick records it through the fleet."""
+        for (agent_id, shown_in), shown in self._shown.items():
+            if shown_in == chat and shown.message == message:
+                return agent_id
+        return None
+
     async def _record(self) -> None:
         todo, self._unrecorded = self._unrecorded, []
         for (agent_id, chat), message in todo:

@@ -13,20 +13,21 @@ FREE_TEXT_KINDS = (Kind.QUESTION, Kind.PLAN)
 
 
 async def reply_line(fleet: FleetPort, platform: str, chat: ChatId, message: MessageId,
-                     text: CleanText) -> CleanText | None:
+                     text: CleanText, *, card_of: str | None = None) -> CleanText | None:
     """The command a reply of `text` to `message` stands for, or None when the message is
     neither of these:
 
     - a copy of an escalation: a question is answered with the text, a permission request
       denied with it as the reason;
     - an agent's status card (Slack: the top of its thread): the text answers the agent's open
-      free-text question if it has one, else it is a message to the agent."""
+      free-text question if it has one, else it is a message to the agent. `card_of`: the
+      agent whose card the front end knows `message` to be (posted, maybe not recorded yet)."""
     esc_id = await fleet.escalation_for_message(platform, chat, message)
     if esc_id is not None:
         row = await fleet.escalation(esc_id)
         verb = "deny" if row is not None and row.kind == Kind.PERMISSION else "answer"
         return piece(text, f"/{verb} {esc_id} {text}")
-    agent_id = await fleet.agent_for_card(platform, chat, message)
+    agent_id = card_of or await fleet.agent_for_card(platform, chat, message)
     if agent_id is None:
         return None
     for row in await fleet.pending(agent_id):

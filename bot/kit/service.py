@@ -176,7 +176,8 @@ class FrontDesk(Lifecycle):
         """A reply to one of our messages (an escalation's copy, an agent's card or thread) as
         the command it stands for: the kit's one rule (bot/kit/replies.py), which Slack's
         threads call too. None: the message is not one a reply means anything to."""
-        return await reply_line(self.fleet, self.platform, chat, message, text)
+        return await reply_line(self.fleet, self.platform, chat, message, text,
+                                card_of=self.cards.agent_shown(chat, message))
 
     def _reply_to_command(self, chat: ChatId, reply: Reply) -> None:
         """A command's reply, unless every front end is told the same as a notice."""

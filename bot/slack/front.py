@@ -22,14 +22,18 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.kit import FleetPort, FrontDesk, Pace
 from bot.kit.context import FrontContext
+from bot.kit.links import LinkState
 from bot.slack import events, views
 from bot.slack.adapter import SlackAdapter
 from bot.slack.events import Seen
 from bot.slack.settings import SlackSettings
 from supervisor.clock import backoff_s
+from supervisor.redact import SECRETS
 from supervisor.service import Lifecycle
 
 logger = logging.getLogger(__name__)
+
+PLATFORM = "slack"
 
 # Errors no retry can mend: the token is wrong, revoked, or lacks a scope the app needs.
 FATAL = frozenset({"invalid_auth", "token_revoked", "missing_scope", "not_authed",
@@ -73,6 +77,7 @@ class SlackFrontend(Lifecycle):
         self._http: web.AppRunner | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.http_port: int | None = None
+        self.link = context.links.link(PLATFORM)  # what /readyz and /metrics read
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -100,7 +105,7 @@ class SlackFrontend(Lifecycle):
         self.adapter = SlackAdapter(self.client, s.slack_channel)
         self.desk = FrontDesk(self.adapter, self.fleet, self.context.commands,
                               admin_ids=s.slack_admin_ids, card_interval_s=s.slack_card_interval_s,
-                              threads=True, pace=self.pace)
+                              threads=True, pace=self.pace, stats=self.link.stats)
         self.home = views.Home(self)
         events.register(self.bolt, self)
         await self.desk.start()
@@ -192,6 +197,7 @@ async def run_slack(context: FrontContext[SlackSettings], *, check_s: float = 1.
     the front end with a log line and a notice on the other front ends."""
     attempt = 0
     front = SlackFrontend(context)
+    link = context.links.link(PLATFORM)
     try:
         while True:
             try:
@@ -199,6 +205,7 @@ async def run_slack(context: FrontContext[SlackSettings], *, check_s: float = 1.
                     await front.start()
                 await front.connect()
             except SlackError as exc:
+                link.set(LinkState.DOWN, f"Slack refused the app's token ({exc.error})")
                 await _refused(context.fleet, exc.error)
                 return
             except (SlackApiError, SlackClientError, aiohttp.ClientError, TimeoutError,
@@ -208,10 +215,12 @@ async def run_slack(context: FrontContext[SlackSettings], *, check_s: float = 1.
                     front = SlackFrontend(context)
                 delay = reconnect_s(attempt)
                 attempt += 1
+                link.set(LinkState.RETRYING, f"cannot reach Slack: {SECRETS(str(exc))}")
                 logger.warning("slack: cannot reach Slack (%s); retrying in %.0fs", exc, delay)
                 await asyncio.sleep(delay)
                 continue
             attempt = 0
+            link.set(LinkState.CONNECTED, outbox=front.desk.outbox if front.desk else None)
             if context.settings.slack_mode == "http":
                 await asyncio.Event().wait()  # until cancelled at shutdown
             lost = 0
@@ -219,7 +228,10 @@ async def run_slack(context: FrontContext[SlackSettings], *, check_s: float = 1.
                 await asyncio.sleep(check_s)
                 lost = 0 if await front.connected() else lost + 1
             logger.warning("slack: the Socket Mode connection is lost; reconnecting")
+            link.set(LinkState.RETRYING, "the Socket Mode connection is lost; reconnecting")
     finally:
+        if link.state != LinkState.DOWN:  # a refused token stays down: it is why we stopped
+            link.set(LinkState.STARTING, "stopped")
         await front.stop()
 
 

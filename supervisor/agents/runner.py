@@ -23,6 +23,7 @@ from claude_agent_sdk import (
 from store import Store
 from store.agents import AgentRow
 from store.errors import StoreError
+from supervisor.agents.api_trouble import ApiTrouble
 from supervisor.agents.cli_launch import NATIVE_TOOLS_DISALLOWED, agent_env, cli_options
 from supervisor.agents.ingest import EventIngest
 from supervisor.agents.lifecycle import check as check_transition
@@ -109,6 +110,7 @@ class AgentRunner(TurnExecution):
             self._resumable.set()
         self._note: str | None = None  # told the agent with its next turn (a restart, a summary)
         self._mirror_warned = False
+        self._api_trouble = ApiTrouble()
         self._proc: AgentProcess | None = None
         self._turn_done = asyncio.Event()
         self._turn_done.set()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 from claude_agent_sdk import ClaudeSDKError, ResultMessage, SystemMessage
 
 from store.errors import StoreError
+from supervisor.agents.api_trouble import ApiTrouble
 from supervisor.agents.records import (
     NO_TOOL,
     cost_delta,
@@ -67,6 +68,7 @@ class TurnExecution:
         _note: str | None
         _baseline: dict[str, float]
         _mirror_warned: bool
+        _api_trouble: ApiTrouble
         _budget_day: int
         _unsolicited_told: bool
 
@@ -127,6 +129,7 @@ class TurnExecution:
         self._turn_done.clear()
         prompt = item.text
         self._quiet_turn = self.quiet_turns or quiet_turn(item)
+        self._api_trouble.begin()
         turn_id: int | None = None
         pids: asyncio.Task[None] | None = None
         try:
@@ -285,6 +288,8 @@ class TurnExecution:
     async def _record(self, msg: Any, turn_id: int) -> None:
         if isinstance(msg, SystemMessage) and msg.subtype == "mirror_error":
             await self._mirror_error(msg)
+        elif isinstance(msg, SystemMessage) and msg.subtype == "api_retry":
+            await self._api_retry(msg)
         rec = record_of(msg)
         deps = self._deps
         self.last_activity_at = deps.clock.now()
@@ -323,6 +328,16 @@ class TurnExecution:
         events that led to it are committed first (supervisor/agents/ingest.py)."""
         if self._deps.ingest is not None:
             await self._deps.ingest.flush()
+
+    async def _api_retry(self, msg: SystemMessage) -> None:
+        """The CLI retries a failing model API call: logged each time, told to the operator
+        once per turn when it keeps failing (supervisor/agents/api_trouble.py)."""
+        data = msg.data
+        logger.warning("model API retry agent=%s status=%s attempt=%s", self.id,
+                       data.get("error_status"), data.get("attempt"))
+        notice = self._api_trouble.retried(self.name, data, self._deps.clock.monotonic())
+        if notice is not None:
+            await self._deps.escalations.notify(self.id, notice.title, notice.body)
 
     async def _mirror_error(self, msg: SystemMessage) -> None:
         """The SDK could not copy part of the transcript to the bucket (after its retries; the

@@ -34,7 +34,7 @@ from store.kv import get_sync, set_sync
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import Halted
-from supervisor.process.tree import kill_first, no_cyclic_gc, sweep
+from supervisor.process.tree import kill_first, no_cyclic_gc, sweep, trees
 
 if TYPE_CHECKING:
     from supervisor.agents.fleet import FleetReader
@@ -149,7 +149,11 @@ class KillSwitch:
         Touches no runner (a runner seeing its CLI die checks `halted`, set here first). Safe
         to call twice; the async rest (revoke, states, notices) follows on the loop. `known`:
         the sandboxes' inits and bwraps the pool knows of, SIGKILLed before anything else (the
-        kernel then ends each namespace whole) while the sweep scans /proc for the rest."""
+        kernel then ends each namespace whole) while the sweep scans /proc for the rest.
+        Returns every pid it ended: the known ones' trees, counted just before their SIGKILL
+        (a dying namespace's members no longer show their tag, so the sweep cannot see them),
+        and what the sweep killed."""
+        ending = trees(known)
         kill_first(known)
         with self._fire_lock:
             halt = {"by": by, "via": via, "reason": reason, "at": self.clock.now()}
@@ -161,7 +165,7 @@ class KillSwitch:
                 except Exception as exc:  # noqa: BLE001 - a broken store must not stop the kill
                     logger.exception("kill switch: could not persist the halt flag")
                     self._persist_failed = str(exc)
-            return sweep(f"{self.settings.instance_id}/")
+            return sorted(ending.union(sweep(f"{self.settings.instance_id}/")))
 
     def _live_halting(self) -> list[Any]:
         """On the loop: the live runners, each told that its CLI's death is the switch's."""
@@ -199,7 +203,11 @@ class KillSwitch:
                              return_exceptions=True)
         denied = 0
         try:
-            denied = await self.escalations.cancel_all("the kill switch was triggered")
+            await self.escalations.cancel_all("the kill switch was triggered")
+            # Every request the switch ended, whoever closed it: marking an agent killed, or
+            # its interrupted turn, cancels its own requests before cancel_all sees them.
+            at = float(self.halt["at"]) if self.halt is not None else self.clock.now()
+            denied = await self.store.escalations.cancelled_since(at)
         except StoreError as exc:  # the processes are dead whatever the store says
             problems.append(f"open requests could not be closed in the database ({exc}); "
                             "tool calls are refused anyway")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from store import Store
+from store.db import rescued_path
 from store.errors import StoreError
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.errors import StorageTrouble
@@ -158,7 +159,7 @@ class StorageGuard:
     async def save_copy(self) -> Path | None:
         """A consistent copy of the open database beside its path (after a delete or
         replace); None if even that failed."""
-        target = self.path.with_name(f"{self.path.name}.rescued")
+        target = rescued_path(self.path)
         try:
             await self.store.db.rescue(target)
         except StoreError:

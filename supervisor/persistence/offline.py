@@ -19,7 +19,7 @@ from supervisor.errors import StoreFailed
 from supervisor.guard.killswitch import HALT_KEY, LOCAL_FILE, write_local_trigger
 from supervisor.guard.policy import Policy, PolicyError
 from supervisor.process.agent import resolve_cli
-from supervisor.process.tree import sweep
+from supervisor.process.tree import sweep, tagged_family
 from supervisor.redact import SECRETS
 
 
@@ -127,6 +127,10 @@ def kill_from_shell(settings: Settings, by: str, reason: str) -> ShellKill:
     acts on it), the halt flag written straight into the database, a direct sweep by agent tag,
     and an audit row. Each step is tried whatever happened to the one before."""
     problems: list[str] = []
+    prefix = f"{settings.instance_id}/"
+    # Counted before the trigger: a running supervisor's watcher may end some of them first,
+    # and the count says how many agent processes this command ended, by either hand.
+    running = tagged_family(prefix)
     path = write_local_trigger(settings, by, reason)
     if settings.db_path.exists():
         try:
@@ -134,7 +138,7 @@ def kill_from_shell(settings: Settings, by: str, reason: str) -> ShellKill:
                      {"by": by, "via": "cli", "reason": reason, "at": time.time()})
         except Exception as exc:  # noqa: BLE001 - report and go on killing
             problems.append(f"could not write the halt flag into the database: {exc}")
-    killed = tuple(sweep(f"{settings.instance_id}/"))
+    killed = tuple(sorted(running.union(sweep(prefix))))
     summary = f"kill switch on: wrote {path}; SIGKILLed {len(killed)} agent process(es)."
     if settings.db_path.exists():
         try:

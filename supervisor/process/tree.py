@@ -62,6 +62,21 @@ def tree(pid: int) -> list[int]:
     return seen
 
 
+def trees(pids: Iterable[int]) -> set[int]:
+    """Every live process at or under any of `pids`, each walked once: what a SIGKILL of those
+    pids is about to end (a sandbox's init takes its whole namespace with it, and once it is
+    dying its members can no longer be told from /proc, so they are counted before)."""
+    seen: set[int] = set()
+    stack = list(pids)
+    while stack:
+        p = stack.pop()
+        if p in seen or not _live(p):
+            continue
+        seen.add(p)
+        stack.extend(children_of(p))
+    return seen
+
+
 def _stat_fields(pid: int | str) -> list[bytes] | None:
     """/proc/<pid>/stat after the command name (state, ppid, ...), or None if it is gone."""
     try:
@@ -144,6 +159,11 @@ def _family(needle: bytes) -> set[int]:
 def tagged_pids(prefix: str) -> list[int]:
     """Live pids whose environment carries an agent tag starting with `prefix`."""
     return sorted(_scan(_needle(prefix))[1])
+
+
+def tagged_family(prefix: str) -> set[int]:
+    """Live processes tagged with `prefix` and everything under them (one /proc scan)."""
+    return _family(_needle(prefix))
 
 
 def kill_first(pids: Iterable[int]) -> None:

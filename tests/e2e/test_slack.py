@@ -225,6 +225,33 @@ async def test_spawn_makes_the_thread_and_its_live_card(both_modes):
     assert len(fake.top()) == 1  # everything else went under the card or to alice alone
 
 
+async def test_a_reply_in_the_thread_before_the_card_is_recorded_reaches_the_agent(fake_settings,
+                                                                                   fake_slack):
+    """Issue 25: a reply in a new agent's thread within a card tick of its card was run as a
+    command ("Unknown command"): the thread was recorded only at the card's next update."""
+    # A long tick: the card is posted at once (its request goes under it), recorded only later.
+    settings = slack_settings(fake_settings, fake_slack).with_(slack_card_interval_s=60.0)
+    app, front = await start(settings, fake_slack)
+    try:
+        tool = json.dumps({"command": "touch /etc/issue25"})
+        await fake_slack.slash(ADMIN, f"spawn quick ASKTOOL Bash {tool}")
+        card = await card_of(fake_slack, "quick")
+        await in_thread_or_channel(fake_slack, card, "wants to use Bash")
+        r = await app.pool.fleet.get("quick")
+        assert await app.store.operators.card("slack", r.id, CHANNEL) is None  # not yet
+        await fake_slack.event(fake_slack.message_event(ADMIN, "also look at the README",
+                                                        thread_ts=card["ts"]))
+
+        async def delivered() -> bool:
+            return any(m.body == "also look at the README"
+                       for m in await app.store.bus.recent(r.id, 20))
+
+        await wait_for(delivered, 15, "the reply queued for the agent")
+        assert not told(fake_slack, ADMIN, "Unknown command")
+    finally:
+        await stop(app, front)
+
+
 async def test_a_duplicate_delivery_acts_once(both_modes):
     app, fake = both_modes
     await fake.slash(ADMIN, "spawn dup hello")
@@ -511,6 +538,53 @@ async def test_a_refused_token_stops_slack_with_a_log_line_and_a_notice(fake_set
         assert notices and "token_revoked" in notices[0].body
     assert any("Slack refused the app's token (token_revoked)" in r.getMessage()
                for r in caplog.records)
+
+
+async def scrape(app, path):
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        async with session.get(app.listener.url + path) as resp:
+            return resp.status, await resp.text()
+
+
+async def test_slack_is_in_readyz_and_metrics_and_a_revoked_token_is_not_ready(fake_settings,
+                                                                              fake_slack):
+    """Issue 25: with Socket Mode connected /readyz showed no front end and /metrics no
+    frontend="slack" series; a revoked token still answered 200 ready."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from bot.slack.front import run_slack
+
+    settings = slack_settings(fake_settings, fake_slack).with_(http_port=free_port())
+    async with Switchboard(settings) as app:
+        status, body = await scrape(app, "/readyz")  # configured, not started yet
+        assert status == 503 and json.loads(body)["frontends"]["slack"]["state"] == "starting"
+        task = asyncio.create_task(run_slack(app.slack_context()))
+        link = app.links.link("slack")
+        await wait_for(lambda: link.state == "connected", 20, "slack connected")
+        status, body = await scrape(app, "/readyz")
+        assert status == 200, body
+        assert json.loads(body)["frontends"]["slack"]["state"] == "connected"
+        await fake_slack.slash(ADMIN, "agents")
+        await said_to(fake_slack, ADMIN, "No agents")
+        await wait_for(lambda: link.stats.delivered >= 1, 10, "the reply counted")
+        got = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families((await scrape(app, "/metrics"))[1])
+               for s in f.samples}
+        assert got[("switchboard_frontend_connected", (("frontend", "slack"),))] == 1
+        assert got[("switchboard_frontend_ready", (("frontend", "slack"),))] == 1
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    fake_slack.refuse("token_revoked")
+    async with Switchboard(settings) as app:
+        await asyncio.wait_for(run_slack(app.slack_context()), 10)
+        status, body = await scrape(app, "/readyz")
+        report = json.loads(body)
+        assert status == 503 and report["ready"] is False
+        assert report["not_ready"] == ["slack: down (Slack refused the app's token "
+                                       "(token_revoked))"]
 
 
 async def test_socket_mode_reconnects_when_slack_asks_for_a_refresh(fake_slack_app):

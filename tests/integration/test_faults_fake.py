@@ -203,6 +203,29 @@ async def test_the_database_file_deleted_or_replaced_is_noticed_and_rescued(fake
         assert [r.name for r in app.pool.fleet.live()] == ["keeper"]
 
 
+async def test_a_start_after_the_database_was_deleted_refuses_and_says_what_to_do(
+        fake_settings):
+    """Issue 25: after the database file was deleted while running (and a copy rescued), the
+    next start silently began with an empty database beside the rescued copy."""
+    from supervisor.errors import ConfigError
+
+    db = fake_settings.db_path
+    async with Switchboard(fake_settings) as app:
+        await _idle(app, "keeper")
+        db.unlink()
+        await app.pool.storage.check()
+    rescued = db.with_name(db.name + ".rescued")
+    assert rescued.exists() and not db.exists()
+    with pytest.raises(ConfigError) as refused:
+        async with Switchboard(fake_settings):
+            pass
+    assert f"mv {rescued} {db}" in str(refused.value)
+    assert not db.exists()  # no empty database made beside the copy
+    rescued.replace(db)
+    async with Switchboard(fake_settings) as app:
+        assert [r.name for r in app.pool.fleet.live()] == ["keeper"]
+
+
 # -- passing API errors ------------------------------------------------------------------------
 
 

@@ -181,3 +181,43 @@ async def test_kill_switch_revokes_invites_and_pending_requests(fake_app):
     assert "1 open request(s) denied, 1 invite code(s)" in reply.plain()
     assert (await fake_app.store.escalations.get(row.id)).status == "cancelled"
     assert await ops.redeem_invite("CODE1", "telegram:5") is None
+
+
+@pytest.mark.parametrize("via", ["command", "file"])
+async def test_the_report_counts_every_request_denied_and_every_process_ended(fake_app, via):
+    """Issue 25: with two agents each waiting on a permission request, /killall said "0 open
+    request(s) denied" (marking the agents killed cancels their requests before they were
+    counted) and "0 processes SIGKILLed" (a sandbox's members die with its init, out of the
+    sweep's sight)."""
+    import json
+    import re
+
+    app = fake_app
+    tool = json.dumps({"command": "touch /etc/issue25"})
+    for name in ("w1", "w2"):
+        assert (await run(app, f"/spawn {name} ASKTOOL Bash {tool}")).ok, name
+
+    async def waiting() -> bool:
+        return len(await app.store.escalations.open_rows()) == 2
+
+    await wait_for(waiting, 30, "two open permission requests")
+    tag = app.settings.instance_id + "/"
+    running = len(processes_with_tag(tag))
+    assert running >= 2
+    if via == "command":
+        reply = await run(app, "/killall confirm")
+        assert reply.ok, reply.plain()
+        text = reply.plain()
+    else:  # the watcher thread's path (the GCS object takes the same one)
+        write_local_trigger(app.settings, "tester", "issue 25")
+
+        async def notice() -> list:
+            return [e.body for e in await app.store.escalations.undelivered("t")
+                    if e.title == "🛑 Kill switch triggered"]
+
+        await wait_for(notice, 30, "the kill switch's notice")
+        [text] = await notice()
+    assert "2 agent(s) killed" in text and "2 open request(s) denied" in text, text
+    ended = int(re.search(r"\((\d+) processes SIGKILLed", text).group(1))
+    assert ended >= running, text
+    assert processes_with_tag(tag) == []
