@@ -245,13 +245,12 @@ class KillSwitch:
             asyncio.run_coroutine_threadsafe(self._after_thread(pids, started, by, via), loop)
 
     async def deactivate(self, by: str, via: str) -> str:
-        if self.halt is None:
+        # Under the lock a watcher thread fires with: a fire in progress has written its flag
+        # to the database by then, so the delete below comes after it, never before.
+        was = await asyncio.to_thread(self._clear)
+        if was is None:
             return "The kill switch is off; nothing to do."
-        was = self.halt
-        with contextlib.suppress(FileNotFoundError):
-            self.local_file.unlink()
         await self.store.kv.delete(HALT_KEY)
-        self.halt = None
         killed = list(was.get("agents", []))
         text = (f"Kill switch off. It was triggered by {was.get('by')} via {was.get('via')}"
                 f"{': ' + was['reason'] if was.get('reason') else ''}; it stopped "
@@ -261,6 +260,15 @@ class KillSwitch:
                                       args="off", ok=True, result=text)
         await self.escalations.notify(None, "Kill switch off", f"By {by} via {via}. {text}")
         return text
+
+    def _clear(self) -> dict[str, Any] | None:
+        """Turn the switch off in memory and remove the trigger file; what it was, or None."""
+        with self._fire_lock:
+            was, self.halt = self.halt, None
+            if was is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    self.local_file.unlink()
+            return was
 
     # -- remote triggers (threads) ----------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from bot.app import Switchboard
-from bot.cli import _check_telegram, _Doctor
+from bot.doctor import Doctor, _check_telegram
 from bot.kit import ChatId
 from bot.telegram.front import TelegramFrontend, run_telegram
 from commands.base import Reply
@@ -124,7 +124,7 @@ def test_doctor_asks_the_bot_api_whether_the_token_works(fake_settings, fake_tg,
             (good, True, "the bot token works (getMe: @"),
             (good.with_(telegram_token=Secret("1:wrong")), False, "refused the bot token"),
             (good.with_(telegram_api_base_url=f"{fake_tg.url}/bot/"), False, "ends in /bot")):
-        doctor = _Doctor()
+        doctor = Doctor()
         _check_telegram(settings, doctor)
         out = capsys.readouterr().out
         assert (doctor.problems == 0) is ok and says in out, out
