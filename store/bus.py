@@ -81,6 +81,14 @@ class DeliveryRow(NamedTuple):
     reason: str | None
 
 
+def redelivered_after_restart(message: MessageRow) -> bool:
+    """Whether a restart hands `message` to a recipient again when the turn holding it was cut
+    (`reclaim`'s rule, as data): another agent's message or Switchboard's own is, the
+    operator's and the scheduler's are not (the cut turn is reported to the operator)."""
+    return not (message.sender == "operator"
+                or (message.sender == "switchboard" and message.sender_name == "scheduler"))
+
+
 class Leased(NamedTuple):
     """One delivery handed to a turn, with its message."""
 

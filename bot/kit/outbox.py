@@ -1,12 +1,19 @@
 """The chat outbox: one ordered queue per chat, priorities, superseded edits merged, the
 platform's retry_after honoured, outages retried with backoff; nothing dropped. A message the
 platform refuses is tried again in forms it is more likely to take (plain text without markup,
-then shorter, then as a file) before its future fails."""
+then shorter, then as a file) before its future fails.
+
+Causal order: a command's reply has its place in the chat's queue from the moment the command
+starts (`reserve`), before anything the command causes (an agent's card, its notices, its final
+answer) is queued, and nothing queued after that place goes before the reply, whatever its
+priority or however long 429s hold the queue. Priorities reorder only what no reply's place
+stands between."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
@@ -74,16 +81,24 @@ class Priority(IntEnum):
 Call = Callable[[ChatAdapter], Awaitable[Any]]
 
 
+async def _never(_adapter: ChatAdapter) -> None:
+    raise AssertionError("a reserved place was sent before it was filled")
+
+
 @dataclass(eq=False)
 class _Op:
     priority: Priority
-    seq: int
+    seq: tuple[int, int]  # (place in the chat's order, part of a reply filled into a place)
     call: Call
     what: str
     edit_of: MessageId | None = None  # an edit: a later edit of the same message replaces it
     futures: list[asyncio.Future[Any]] = field(default_factory=list)
     # Other forms of the same call, tried in turn when the platform refuses one.
     fallbacks: list[Call] = field(default_factory=list)
+    # A command's reply (or its reserved place, `held` until filled): nothing queued after it
+    # goes before it.
+    ordered: bool = False
+    held: bool = False
 
 
 def _consume(fut: asyncio.Future[Any]) -> None:
@@ -126,15 +141,26 @@ class _ChatQueue:
         if self.tokens is not None:
             self.filled_at = clock.monotonic()
 
-    def push(self, op: _Op) -> None:
-        self.ops.append(op)
+    def push(self, *ops: _Op) -> None:
+        self.ops.extend(ops)
         self.ready.set()
 
-    def pop(self) -> _Op:
-        op = min(self.ops, key=lambda o: (o.priority, o.seq))
-        self.ops.remove(op)
-        if not self.ops:
-            self.ready.clear()
+    def remove(self, op: _Op) -> None:
+        if op in self.ops:
+            self.ops.remove(op)
+        self.ready.set()  # what waited behind it may go now
+
+    def next_op(self) -> _Op | None:
+        """The most urgent call among those no earlier reply (or reply's place) stands
+        before; None while only a place not yet filled is at the front."""
+        first = min((o.seq for o in self.ops if o.ordered), default=None)
+        ready = [o for o in self.ops if not o.held and (first is None or o.seq <= first)]
+        return min(ready, key=lambda o: (o.priority, o.seq), default=None)
+
+    def pop(self) -> _Op | None:
+        op = self.next_op()
+        if op is not None:
+            self.ops.remove(op)
         return op
 
     def pending_edit(self, message: MessageId) -> _Op | None:
@@ -169,6 +195,15 @@ class Outbox:
              offer_kill: bool = False, as_file: bool = True) -> asyncio.Future[MessageId]:
         """`as_file`: a file is an acceptable last form (not for a message edited later in
         place, like a status card)."""
+        call, fallbacks = self._send_calls(chat, reply, reply_to=reply_to, silent=silent,
+                                           offer_kill=offer_kill, as_file=as_file)
+        return self._put(chat, priority, call, "send", fallbacks=fallbacks)
+
+    @staticmethod
+    def _send_calls(chat: ChatId, reply: Reply, *, reply_to: MessageId | None = None,
+                    silent: bool = False, offer_kill: bool = False,
+                    as_file: bool = True) -> tuple[Call, list[Call]]:
+        """The send of `reply`, and the other forms to try if the platform refuses it."""
         def form(r: Reply) -> Call:
             return lambda a: a.send(chat, r, reply_to=reply_to, silent=silent,
                                     offer_kill=offer_kill)
@@ -181,7 +216,7 @@ class Outbox:
         fallbacks = [form(plain_form(reply)), form(short_form(reply, file_follows=as_file))]
         if as_file:
             fallbacks.append(file_send)
-        return self._put(chat, priority, form(reply), "send", fallbacks=fallbacks)
+        return form(reply), fallbacks
 
     def edit(self, chat: ChatId, message: MessageId, reply: Reply, *,
              priority: Priority = Priority.REPLY) -> asyncio.Future[None]:
@@ -203,8 +238,13 @@ class Outbox:
     def document(self, chat: ChatId, document: Attachment, *, caption: str = "",
                  priority: Priority = Priority.REPLY,
                  reply_to: MessageId | None = None) -> asyncio.Future[MessageId]:
-        return self._put(chat, priority, lambda a: a.send_document(
+        return self._put(chat, priority, self._document_call(
             chat, document, caption=caption, reply_to=reply_to), "document")
+
+    @staticmethod
+    def _document_call(chat: ChatId, document: Attachment, *, caption: str = "",
+                       reply_to: MessageId | None = None) -> Call:
+        return lambda a: a.send_document(chat, document, caption=caption, reply_to=reply_to)
 
     def reply(self, chat: ChatId, reply: Reply, *, priority: Priority = Priority.REPLY,
               reply_to: MessageId | None = None) -> list[asyncio.Future[Any]]:
@@ -215,6 +255,45 @@ class Outbox:
         futures += [self.document(chat, f, priority=priority, reply_to=reply_to)
                     for f in layout.files]
         return futures
+
+    def reserve(self, chat: ChatId) -> Slot:
+        """A place in `chat`'s order for a reply not written yet (a command's, taken before
+        the command runs): what is queued from now on goes after it, whatever its priority,
+        until it is filled and sent or released."""
+        op = _Op(Priority.REPLY, (next(self._seq), 0), _never, "reserved", ordered=True,
+                 held=True)
+        if not self._closed:
+            self._queue(chat).push(op)
+            self._idle.clear()
+        return Slot(functools.partial(self._fill, chat, op),
+                    functools.partial(self._release, chat, op))
+
+    def _fill(self, chat: ChatId, place: _Op, reply: Reply,
+              reply_to: MessageId | None) -> list[asyncio.Future[Any]]:
+        """`reply`, laid out, in the place `place` kept, then the place given up."""
+        layout = self.adapter.layout(reply)
+        parts: list[tuple[str, Call, list[Call]]] = [
+            ("send", *self._send_calls(chat, m, reply_to=reply_to)) for m in layout.messages]
+        parts += [("document", self._document_call(chat, f, reply_to=reply_to), [])
+                  for f in layout.files]
+        ops = [_Op(place.priority, (place.seq[0], i + 1), call, what, None, [self._future()],
+                   fallbacks, ordered=True) for i, (what, call, fallbacks) in enumerate(parts)]
+        queue = self._queues.get(chat)
+        if self._closed or queue is None or place not in queue.ops:
+            for op in ops:
+                op.futures[0].set_exception(ChatRefused("the outbox is closed"))
+            return [op.futures[0] for op in ops]
+        queue.push(*ops)
+        self._release(chat, place)
+        self._start(chat)
+        return [op.futures[0] for op in ops]
+
+    def _release(self, chat: ChatId, place: _Op) -> None:
+        queue = self._queues.get(chat)
+        if queue is not None:
+            queue.remove(place)
+        if self.idle():
+            self._idle.set()
 
     # -- delivery -------------------------------------------------------------------------------
 
@@ -236,24 +315,33 @@ class Outbox:
         if self._closed:
             fut.set_exception(ChatRefused("the outbox is closed"))
             return fut
-        self._queue(chat).push(_Op(priority, next(self._seq), call, what, edit_of, [fut],
+        self._queue(chat).push(_Op(priority, (next(self._seq), 0), call, what, edit_of, [fut],
                                    list(fallbacks or ())))
+        self._start(chat)
+        return fut
+
+    def _start(self, chat: ChatId) -> None:
         self._idle.clear()
         if chat not in self._workers:
             self._workers[chat] = asyncio.create_task(
                 self._drain(chat), name=f"outbox:{self.adapter.platform}:{chat}")
-        return fut
 
     async def _drain(self, chat: ChatId) -> None:
         queue = self._queues[chat]
         while True:
             await queue.ready.wait()
+            if queue.next_op() is None:  # empty, or only a reply's place not yet filled
+                queue.ready.clear()
+                continue
             if self.pace is not None:
                 # Before popping, so a call queued while we wait (a more urgent one, or a
                 # newer edit of the same message) is the one that goes.
                 queue.busy = True
                 await queue.take(self.pace, self.clock)
             op = queue.pop()
+            if op is None:
+                queue.busy = False
+                continue
             queue.busy = True
             try:
                 await self._deliver(chat, op)
@@ -324,8 +412,9 @@ class Outbox:
         return all(not q.ops and not q.busy for q in self._queues.values())
 
     def depth(self) -> int:
-        """Calls queued or being sent, over every chat."""
-        return sum(len(q.ops) + q.busy for q in self._queues.values())
+        """Calls queued or being sent, over every chat (a reply's place not yet filled is
+        no call)."""
+        return sum(sum(not o.held for o in q.ops) + q.busy for q in self._queues.values())
 
     async def flush(self, timeout_s: float) -> bool:
         """Wait (in real time, bounded) until every queue is empty; True if they are."""
@@ -341,7 +430,7 @@ class Outbox:
         for task in self._workers.values():
             task.cancel()
         await asyncio.gather(*self._workers.values(), return_exceptions=True)
-        left = [op for q in self._queues.values() for op in q.ops]
+        left = [op for q in self._queues.values() for op in q.ops if not op.held]
         if left:
             logger.warning("chat outbox closed with calls unsent platform=%s count=%d",
                            self.adapter.platform, len(left))
@@ -349,3 +438,28 @@ class Outbox:
             for fut in op.futures:
                 fut.cancel()
         self._workers, self._queues = {}, {}
+
+
+class Slot:
+    """A reply's place in one chat's order (`Outbox.reserve`): `fill` it with the reply, or
+    `release` it when there is none to send; either once. What was queued after it waits
+    until it is filled and sent, or released."""
+
+    def __init__(self, fill: Callable[[Reply, MessageId | None], list[asyncio.Future[Any]]],
+                 release: Callable[[], None]) -> None:
+        self._fill: Callable[[Reply, MessageId | None], list[asyncio.Future[Any]]] | None = fill
+        self._release = release
+
+    def fill(self, reply: Reply, *,
+             reply_to: MessageId | None = None) -> list[asyncio.Future[Any]]:
+        """The reply, as the platform lays it out, in the place kept; its futures."""
+        fill, self._fill = self._fill, None
+        if fill is None:
+            raise RuntimeError("this reply's place was already filled or released")
+        return fill(reply, reply_to)
+
+    def release(self) -> None:
+        """No reply after all: what waited behind the place goes on. Idempotent."""
+        if self._fill is not None:
+            self._fill = None
+            self._release()

@@ -17,7 +17,7 @@ from bot.kit.access import BAD_INVITE, NOT_AN_OPERATOR, Access
 from bot.kit.actions import CANCEL, clean_action, parse_action
 from bot.kit.cards import StatusCards
 from bot.kit.copies import Copies
-from bot.kit.outbox import ChatStats, Outbox, Pace, Priority
+from bot.kit.outbox import ChatStats, Outbox, Pace, Priority, Slot
 from bot.kit.ports import (
     AgentActivity,
     ChatAdapter,
@@ -166,10 +166,23 @@ class FrontDesk(Lifecycle):
             await self._bad_input(msg.chat, msg.sender, "", Reply.error(
                 "I only understand text.", "Send /help for the commands."))
             return
-        reply = await self.commands(caller, text)
-        if cleaned.note:
-            reply = dataclasses.replace(reply, blocks=(*reply.blocks, Text(cleaned.note)))
-        self._reply_to_command(msg.chat, reply)
+        await self.command(msg.chat, caller, text, note=cleaned.note)
+
+    async def command(self, chat: ChatId, caller: Caller, text: CleanText, *,
+                      note: str | None = None) -> Reply:
+        """Run a command and send its reply (`note` added), unless every front end is told
+        the same as a notice. The reply's place in the chat's order is taken before the
+        command runs: nothing it causes (the agent's card, notices, its final answer) reaches
+        the chat before the reply, however the priorities fall or 429s hold the queue."""
+        slot = self.outbox.reserve(chat)
+        try:
+            reply = await self.commands(caller, text)
+            if note:
+                reply = dataclasses.replace(reply, blocks=(*reply.blocks, Text(note)))
+            self._reply_to_command(slot, reply)
+            return reply
+        finally:
+            slot.release()  # a command that failed: what waits behind its place goes on
 
     async def reply_line(self, chat: ChatId, message: MessageId,
                          text: CleanText) -> CleanText | None:
@@ -179,10 +192,14 @@ class FrontDesk(Lifecycle):
         return await reply_line(self.fleet, self.platform, chat, message, text,
                                 card_of=self.cards.agent_shown(chat, message))
 
-    def _reply_to_command(self, chat: ChatId, reply: Reply) -> None:
-        """A command's reply, unless every front end is told the same as a notice."""
-        if not reply.announced:
-            self.reply(chat, reply)
+    @staticmethod
+    def _reply_to_command(slot: Slot, reply: Reply) -> None:
+        """A command's reply in its place, unless every front end is told the same as a
+        notice."""
+        if reply.announced:
+            slot.release()
+        else:
+            slot.fill(reply)
 
     async def _bad_input(self, chat: ChatId, sender: Sender, args: str, reply: Reply) -> None:
         """Input that reached no command: the reply says why, the audit table has it (`args`:
@@ -268,16 +285,23 @@ class FrontDesk(Lifecycle):
                                        buttons=((Button("✅ Yes", action.value),
                                                  Button("Cancel", CANCEL)),)))
         else:
-            reply = await self.commands(caller, piece(action_text, action.value))
-            if not reply.ok:
-                # The toast says why; a losing tap ("already answered by …") needs no more.
-                toast = reply.plain()
-                await self._answer(tap.tap, toast[:fit(toast, TOAST_CHARS)], alert=True)
-                if "already" not in reply.plain():
-                    self.reply(tap.chat, reply)
-                return
-            await self._answer(tap.tap, "Done.")
-            self._reply_to_command(tap.chat, reply)
+            slot = self.outbox.reserve(tap.chat)  # as for a typed command: see `command`
+            try:
+                await self._tap_command(tap, caller, piece(action_text, action.value), slot)
+            finally:
+                slot.release()
+
+    async def _tap_command(self, tap: Tap, caller: Caller, text: CleanText, slot: Slot) -> None:
+        reply = await self.commands(caller, text)
+        if not reply.ok:
+            # The toast says why; a losing tap ("already answered by …") needs no more.
+            toast = reply.plain()
+            await self._answer(tap.tap, toast[:fit(toast, TOAST_CHARS)], alert=True)
+            if "already" not in reply.plain():
+                slot.fill(reply)
+            return
+        await self._answer(tap.tap, "Done.")
+        self._reply_to_command(slot, reply)
 
     async def _answer(self, tap: TapId, text: str = "", *, alert: bool = False) -> None:
         """Straight to the platform, not queued: a tap must be answered within seconds."""

@@ -17,7 +17,6 @@ from bot.slack.base import PLATFORM, dm, ephemeral, is_ts, sanitise
 from bot.slack.render import DENY_REASON
 from bot.slack.views import Front as ViewsFront
 from bot.slack.views import Home, command_of, open_deny, open_details, open_send, open_spawn
-from commands.base import Reply
 
 logger = logging.getLogger(__name__)
 
@@ -216,8 +215,7 @@ class Listeners:
                       errors={next(iter(view["state"]["values"]), "x"): "Not allowed."})
             return
         await ack()
-        reply: Reply = await self.desk.commands(caller, line)
-        self.desk.reply(dm(user), reply)
+        await self.desk.command(dm(user), caller, line)
         await self._changed()
 
     # -- Slack's own surfaces ---------------------------------------------------------------------

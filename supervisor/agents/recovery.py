@@ -6,6 +6,8 @@ Running it again behind the operator's back is not safe, so it is never replayed
 Each one is marked interrupted and, in the same transaction, reported to the operator as a
 question that survives restarts, with two options: run it again (the same prompt becomes the
 agent's next turn) or leave it. One tap on a chat button; `/answer <id> 1` on the console.
+A turn that held only other agents' bus messages is reported as a plain notice instead: the
+bus delivers those again after the restart by itself, so there is nothing to decide.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from store import Store
-from store.bus import RESTART_REASON
+from store.bus import OPEN_STATES, RESTART_REASON, redelivered_after_restart
 from store.escalations import EscalationRow
 from store.turns import TurnRow
 from supervisor.bus.core import OPERATOR
@@ -40,25 +42,52 @@ EXCERPT_CHARS = 300
 
 async def report_interrupted(store: Store, escalations: Escalations, names: dict[str, str],
                              reason: str) -> int:
-    """Mark every turn still running as interrupted, each with its question. Returns how many
-    were reported."""
+    """Mark every turn still running as interrupted, each with its question (or, when what it
+    held is redelivered anyway, its notice). Returns how many were reported."""
     reported = 0
     for turn in await store.turns.running():
         name = names.get(turn.agent_id, turn.agent_id)
         excerpt = turn.prompt if len(turn.prompt) <= EXCERPT_CHARS else \
             turn.prompt[:EXCERPT_CHARS] + "…"
-        draft = await escalations.draft_question(
-            turn.agent_id, f"{name}: a turn was interrupted ({reason})",
-            f"It was running: {excerpt}\nIt is not run again by itself: it may have done part "
-            f"of its work. Run it again, or leave it?",
-            options=(RERUN, LEAVE), tool_name=RERUN_TOOL, tool_input={"turn_id": turn.id},
-            detail=turn.prompt, detail_name="prompt.txt", timeouts=ASK_TIMEOUTS)
+        if await redelivered(store, turn):
+            # Nothing to decide: what it held reaches the agent again by itself.
+            draft = await escalations.draft_notice(
+                turn.agent_id, f"{name}: a turn was interrupted ({reason})",
+                "It held only other agents' messages; they are delivered to it again, so "
+                "there is nothing to run again.")
+        else:
+            draft = await escalations.draft_question(
+                turn.agent_id, f"{name}: a turn was interrupted ({reason})",
+                f"It was running: {excerpt}\nIt is not run again by itself: it may have done "
+                f"part of its work. Run it again, or leave it?",
+                options=(RERUN, LEAVE), tool_name=RERUN_TOOL, tool_input={"turn_id": turn.id},
+                detail=turn.prompt, detail_name="prompt.txt", timeouts=ASK_TIMEOUTS)
         if await store.turns.interrupt(turn.id, reason, report=draft):
             await escalations.published(draft.id)
             reported += 1
             logger.warning("interrupted turn reported turn=%d agent=%s esc=%s", turn.id,
                            turn.agent_id, draft.id)
     return reported
+
+
+async def redelivered(store: Store, turn: TurnRow) -> bool:
+    """Whether everything the cut turn held is delivered to its agent again without anyone
+    asking (decided from the turn's record and the deliveries, never from its prompt): it held
+    at least one bus message, each one the restart redelivers (another agent's, not the
+    operator's nor the scheduler's), and each one's delivery to this agent is still open, so
+    the bus hands it over again. A turn with no recorded message (a first prompt, a turn from
+    before turns recorded them) is not."""
+    ids = await store.turns.message_ids(turn.id)
+    if not ids:
+        return False
+    for message_id in ids:
+        message = await store.bus.message(message_id)
+        if message is None or not redelivered_after_restart(message):
+            return False
+        if not any(d.recipient_id == turn.agent_id and d.state in OPEN_STATES
+                   for d in await store.bus.deliveries(message_id)):
+            return False
+    return True
 
 
 def answer_hook(store: Store, escalations: Escalations, ask: Ask) -> Any:

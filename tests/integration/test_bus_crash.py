@@ -11,6 +11,7 @@ import sqlite3
 import pytest
 
 from tests import bus_crash
+from tests.conftest import settle
 from tests.subproc import Supervisor, write_config
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -64,3 +65,61 @@ def test_sigkill_during_a_thousand_messages_among_ten_agents_loses_none(short_ho
     bench-smoke`, so CI, runs: 50-80 s, too long for the suite)."""
     out = bus_crash.run(short_home / "sb", AGENTS, PER_AGENT)
     assert out.cut_turns and out.sent_before < out.messages
+
+
+def _running(home) -> dict[str, int]:
+    """Each agent's running turns, from the store (read while the supervisor runs)."""
+    db = sqlite3.connect(f"file:{home / 'switchboard.db'}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT a.name, COUNT(*) FROM turns t JOIN agents a ON a.id ="
+                          " t.agent_id WHERE t.status = 'running' GROUP BY a.name").fetchall()
+    finally:
+        db.close()
+    return dict(rows)
+
+
+def _received(home, name: str) -> list[str]:
+    return [i for log in (home / "workspaces").glob(f"{name}-*/bus-received.log")
+            for i in log.read_text().split()]
+
+
+def test_a_cut_turn_of_only_peer_messages_is_told_not_asked_and_redelivered(short_home):
+    """Issue 25, defect 6: after a SIGKILL, a cut turn that held only another agent's bus
+    message is not offered to the operator to run again (the bus delivers that message again
+    by itself); a plain notice says so. The operator's own cut turn is still asked about."""
+    home = short_home / "sb"
+    write_config(home, fake=True, shutdown_grace_s=2)
+    sup = Supervisor(home)
+    try:
+        sup.expect("Switchboard console")
+        sup.send("/spawn a hello")
+        sup.expect("[a] ✓ turn finished")
+        sup.send("/spawn b hello")
+        sup.expect("[b] ✓ turn finished")
+        sup.send('/ask a MCP send_message {"to": "b", "type": "info", "body": "SLEEP 60"}')
+        settle(lambda: len(_received(home, "b")) == 1, 30, "b holding a's message")
+        sup.send("/ask a SLEEP 60")  # the operator's own turn, cut too
+        settle(lambda: _running(home) == {"a": 1, "b": 1}, 30, "both turns running")
+        os.kill(sup.proc.pid, signal.SIGKILL)
+        sup.proc.wait(10)
+    finally:
+        sup.close()
+    sup2 = Supervisor(home)
+    try:
+        sup2.expect("Switchboard console")
+        reported = {}
+        while len(reported) < 2:
+            line = sup2.expect(": a turn was interrupted (the supervisor stopped", 30)
+            reported[line.split(": a turn")[0].split()[-1]] = line
+        assert "❓" in reported["a"], reported
+        assert "❓" not in reported["b"] and "ℹ️" in reported["b"], reported
+        # The peer's message still reaches b: delivered again after the restart.
+        settle(lambda: len(_received(home, "b")) == 2, 60, "a's message delivered again")
+        assert len(set(_received(home, "b"))) == 1
+        sup2.send("/pending")
+        line = sup2.expect("waiting ==")
+        assert "== 1 waiting ==" in line, line
+        sup2.send("/quit")
+        sup2.proc.wait(30)
+    finally:
+        sup2.close()

@@ -5,6 +5,7 @@ front ends start."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pytest
@@ -232,3 +233,29 @@ async def test_an_answer_given_while_the_chat_front_end_was_down_reaches_its_cop
                                        and not m.buttons for m in copies), 10, "copies denied")
         finally:
             await desk.stop()
+
+
+# -- causal order ----------------------------------------------------------------------------------
+
+
+async def test_under_a_429_storm_a_commands_reply_comes_before_what_the_command_caused(kit, chat):
+    """Issue 25, defect 7: under a 429 storm an agent's final answer reached the chat before
+    the "Spawned …" reply to the /spawn that started it (both queued behind 429s, the answer
+    more urgent). The reply's place is taken before the command runs, so it goes first."""
+    app, desk = kit
+    clock = desk.clock
+    assert isinstance(clock, FakeClock)
+    chat.flood(times=8, retry_after_s=5)  # every call meets 429s until the clock moves on
+    await desk.on_message(Incoming(dm(ALICE), ALICE, "/agents"))  # held by the storm
+    await desk.on_message(Incoming(dm(ALICE), ALICE, "/spawn w hello"))
+    # The agent's turn ends meanwhile; its final answer is queued (to alice, bob and vic)
+    # while the storm still holds alice's chat behind the /agents reply.
+    await wait_for(lambda: desk.outbox.depth() >= 5, 30, "the final answer queued")
+    while not desk.outbox.idle():
+        await clock.advance(5)
+        await asyncio.sleep(0.01)
+    texts = chat.texts(dm(ALICE))
+    spawned = next(i for i, t in enumerate(texts) if t.startswith("Spawned w"))
+    finished = next(i for i, t in enumerate(texts) if "w finished" in t)
+    assert spawned < finished, texts
+    assert "No agents running" in texts[0]

@@ -147,3 +147,46 @@ async def test_close_drains_within_its_grace_then_cancels(chat):
     assert all(f.cancelled() or f.done() for f in futures)
     with pytest.raises(ChatRefused, match="closed"):
         await box.send(A, Reply.text("late"))
+
+
+async def test_a_reserved_reply_goes_before_whatever_was_queued_after_its_place(chat, clock):
+    """Causal order (issue 25, defect 7): what is queued after a reply's place, however urgent,
+    waits for the reply, through 429s; what was queued before it keeps its priority."""
+    outbox = Outbox(chat, clock)
+    chat.gate.clear()  # the platform is slow: everything queues behind the first call
+    first = outbox.send(A, Reply.text("first"))
+    await settle()
+    outbox.send(A, Reply.text("card before"), priority=Priority.CARD)
+    outbox.send(A, Reply.text("urgent before"), priority=Priority.URGENT)
+    slot = outbox.reserve(A)  # the command starts
+    outbox.send(A, Reply.text("answer"), priority=Priority.URGENT)  # caused by the command
+    outbox.send(A, Reply.text("card after"), priority=Priority.CARD)
+    chat.flood(times=4, retry_after_s=3)
+    chat.gate.set()
+    await first
+    await outbox.flush(0.2)
+    # Held at the place: what was queued before it is out, nothing after it.
+    assert chat.texts(A) == ["first", "urgent before", "card before"]
+    assert outbox.depth() == 2
+    futures = slot.fill(Reply(blocks=(Text("r" * 3995), Text("reply end"))))
+    slot.release()  # after a fill: nothing
+    await asyncio.gather(*futures)
+    assert await outbox.flush(5)
+    assert chat.texts(A)[3:] == ["r" * 3995, "reply end", "answer", "card after"]
+    await outbox.aclose()
+
+
+async def test_a_released_place_lets_the_rest_go_and_a_closed_outbox_refuses_a_fill(chat, clock):
+    outbox = Outbox(chat, clock)
+    slot = outbox.reserve(A)
+    later = outbox.send(A, Reply.text("later"))
+    await settle()
+    assert chat.texts(A) == [] and not outbox.idle()
+    slot.release()
+    await later
+    assert chat.texts(A) == ["later"] and await outbox.flush(1)
+    kept = outbox.reserve(B)
+    await outbox.aclose()
+    (fut,) = kept.fill(Reply.text("too late"))
+    with pytest.raises(ChatRefused):
+        await fut
