@@ -84,6 +84,11 @@ async def test_a_halted_fleet_refuses_an_ask_with_the_one_message(desk_with):
     async with desk_with() as (app, desk, chat):
         await idle_agent(app, desk, chat, "a")
         await app.api.halt(by=ADMIN_CALLER)
+        # The kill switch's own notice reaches this admin's chat through the hub, in its own
+        # time: wait for it, so the last message read below is the reply to the /ask.
+        await wait_for(lambda: any("Kill switch triggered" in t for t in chat.texts(dm(ALICE))),
+                       20, "the kill switch notice")
+        await desk.flush(5)
         before = len(await app.store.bus.recent(None, 50))
         for ref in ("a", "nobody"):
             await says(desk, ALICE, f"/ask {ref} hello")
