@@ -5,9 +5,15 @@ with what to do."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import http.client
+import json
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 from supervisor.config import Settings
 from supervisor.errors import ConfigError, StoreFailed
@@ -50,6 +56,7 @@ def cmd_doctor(settings: Settings) -> int:
     doctor.say(f"data directory: {settings.home}")
     _check_home(settings, doctor)
     _check_credentials(settings, doctor)
+    _check_model_api(settings, doctor)
     cli = _check_cli(settings, doctor)
     _check_isolation(settings, cli, doctor)
     _check_database(settings, doctor)
@@ -106,6 +113,72 @@ def _check_credentials(settings: Settings, doctor: Doctor) -> None:
         doctor.report(True, f"credentials: {source} is set and will be handed to agents")
     if settings.anthropic_base_url:
         doctor.say(f"       using ANTHROPIC_BASE_URL={settings.anthropic_base_url}")
+
+
+DEFAULT_API = "https://api.anthropic.com"
+API_CHECK_TIMEOUT_S = 10.0
+
+
+def _check_model_api(settings: Settings, doctor: Doctor) -> None:
+    """Whether the model API accepts the key or token: one request that uses no tokens
+    (GET /v1/models, the cheapest call the API has), labelled as such. The CLI's own login
+    and an OAuth token are the CLI's to present, so they are not tried here."""
+    if settings.anthropic_api_key:
+        headers = {"x-api-key": settings.anthropic_api_key.value}
+    elif settings.anthropic_auth_token:
+        headers = {"Authorization": f"Bearer {settings.anthropic_auth_token.value}"}
+    else:
+        doctor.say("model API: not asked (the CLI presents its own login or OAuth token; "
+                   "the first turn shows whether it is accepted)")
+        return
+    url = urlsplit((settings.anthropic_base_url or DEFAULT_API).rstrip("/"))
+    where = url.hostname or "?"
+    where += f":{url.port}" if _port(url) else ""
+    label = f"model API: one request (GET /v1/models, uses no tokens) to {where}"
+    if url.username is not None and "Authorization" not in headers:  # a proxy's own login
+        pair = f"{unquote(url.username)}:{unquote(url.password or '')}".encode()
+        headers["Authorization"] = f"Basic {base64.b64encode(pair).decode()}"
+    netloc = url.netloc.rpartition("@")[2]
+    request = urllib.request.Request(
+        urlunsplit((url.scheme, netloc, f"{url.path}/v1/models", "limit=1", "")),
+        method="GET", headers={**headers, "anthropic-version": "2023-06-01",
+                               "user-agent": "switchboard-doctor"})
+    try:
+        with urllib.request.urlopen(request, timeout=API_CHECK_TIMEOUT_S) as answer:
+            status = answer.status
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+        detail = _api_error_text(exc)
+        if status in (401, 403):
+            doctor.report(False, f"{label}: the {settings.credential_source} was refused "
+                          f"({status}{detail}). Copy it again from the Anthropic console, or "
+                          "check ANTHROPIC_BASE_URL.")
+        else:
+            doctor.report(False, f"{label}: answered {status}{detail}; agents' turns will "
+                          "likely fail too. Try again later, or check ANTHROPIC_BASE_URL.")
+        return
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+        reason = getattr(exc, "reason", exc)
+        doctor.report(False, f"{label}: cannot reach it ({reason}); agents need it. Check "
+                      "the network, a proxy, or ANTHROPIC_BASE_URL.")
+        return
+    doctor.report(True, f"{label}: the {settings.credential_source} is accepted ({status})")
+
+
+def _port(url: SplitResult) -> int | None:
+    try:
+        return url.port
+    except ValueError:
+        return None
+
+
+def _api_error_text(exc: urllib.error.HTTPError) -> str:
+    """`: <the API's own message>` from an error answer, if it gave one."""
+    try:
+        message = json.loads(exc.read(4096) or b"{}").get("error", {}).get("message")
+    except (ValueError, AttributeError, OSError):
+        return ""
+    return f": {str(message)[:200]}" if message else ""
 
 
 def _check_cli(settings: Settings, doctor: Doctor) -> Path | None:

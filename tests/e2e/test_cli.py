@@ -51,12 +51,43 @@ def test_doctor_reports_missing_credentials_in_plain_words(tmp_path):
     assert "http listener (/healthz /readyz /metrics): http://127.0.0.1:8080" in out.stdout
 
 
-def test_doctor_with_an_api_key_and_the_bundled_cli(tmp_path):
-    out = sb(["doctor"], tmp_path / "d", ANTHROPIC_API_KEY="sk-test-not-real")
+def test_doctor_with_an_api_key_and_the_bundled_cli(tmp_path, mock_api):
+    out = sb(["doctor"], tmp_path / "d", ANTHROPIC_API_KEY="sk-test-not-real",
+             ANTHROPIC_BASE_URL=mock_api.url)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "ANTHROPIC_API_KEY is set" in out.stdout
     assert "(Claude Code)" in out.stdout
     assert "sk-test-not-real" not in out.stdout + out.stderr
+    # Whether the key is accepted: one request, that uses no tokens, said as such.
+    assert mock_api.model_list_auth == ["sk-test-not-real"] and mock_api.requests == []
+    assert (f"[ok] model API: one request (GET /v1/models, uses no tokens) to "
+            f"127.0.0.1:{mock_api.port}: the ANTHROPIC_API_KEY is accepted (200)") in out.stdout
+
+
+def test_doctor_says_when_the_model_api_refuses_the_key_or_cannot_be_reached(tmp_path, mock_api):
+    mock_api.accepted_keys = {"sk-the-right-one"}
+    out = sb(["doctor"], tmp_path / "d", ANTHROPIC_AUTH_TOKEN="tok-revoked-0123",
+             ANTHROPIC_BASE_URL=mock_api.url)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert mock_api.model_list_auth == ["tok-revoked-0123"]  # sent as a bearer token
+    line = next(ln for ln in out.stdout.splitlines() if "model API" in ln)
+    assert line.startswith("[PROBLEM] model API: one request"), line
+    assert "the ANTHROPIC_AUTH_TOKEN was refused (401: invalid x-api-key)" in line, line
+    assert "tok-revoked-0123" not in out.stdout + out.stderr
+
+    mock_api.stop()  # nothing listens there now
+    out = sb(["doctor"], tmp_path / "d", ANTHROPIC_API_KEY="sk-test-not-real",
+             ANTHROPIC_BASE_URL=mock_api.url)
+    assert out.returncode == 1
+    line = next(ln for ln in out.stdout.splitlines() if "model API" in ln)
+    assert line.startswith("[PROBLEM]") and "cannot reach it" in line, line
+    assert "ANTHROPIC_BASE_URL" in line
+
+
+def test_doctor_does_not_ask_the_api_for_the_clis_own_login(tmp_path):
+    out = sb(["doctor"], tmp_path / "d", SWITCHBOARD_CLAUDE_CLI=str(FAKE_CLAUDE),
+             CLAUDE_CONFIG_DIR=str(tmp_path / "nocreds"))
+    assert "model API: not asked (the CLI presents its own login" in out.stdout, out.stdout
 
 
 def test_doctor_prints_no_secret(tmp_path):

@@ -214,7 +214,10 @@ class _Handler(QuietHandler):
             self._send_json(200, {})
 
     def do_GET(self) -> None:  # noqa: N802
-        self._send_json(200, {})
+        if urlsplit(self.path).path.rstrip("/") == "/v1/models":
+            self.server.owner._handle_models(self)
+        else:
+            self._send_json(200, {})
 
     def do_HEAD(self) -> None:  # noqa: N802
         data = b"{}"
@@ -223,7 +226,10 @@ class _Handler(QuietHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
 
-    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_GET  # noqa: N815
+    def _other(self) -> None:
+        self._send_json(200, {})
+
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _other  # noqa: N815
 
     # -- helpers ---------------------------------------------------------------------
     def _send_json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
@@ -293,6 +299,10 @@ class MockAnthropic:
         self._stopping = threading.Event()
         self._tmpdirs: list[str] = []
         self.unpaired: list[str] = []  # tool_use ids of requests refused for want of a result
+        # GET /v1/models: the credentials it was asked with, and (when set) the only ones it
+        # accepts, as the real API answers a wrong key: 401 authentication_error.
+        self.accepted_keys: set[str] | None = None
+        self.model_list_auth: list[str] = []
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> MockAnthropic:
@@ -404,6 +414,19 @@ class MockAnthropic:
         except Exception as e:  # noqa: BLE001 - a broken hook becomes a 500
             self.errors.append(f"on_request raised {e!r}")
             return {"error": 500, "message": f"mock on_request raised: {e!r}"}
+
+    def _handle_models(self, h: _Handler) -> None:
+        bearer = (h.headers.get("authorization") or "").removeprefix("Bearer ")
+        key = h.headers.get("x-api-key") or bearer
+        with self._cond:
+            self.model_list_auth.append(key)
+        if self.accepted_keys is not None and key not in self.accepted_keys:
+            h._send_error_json(401, "invalid x-api-key")
+            return
+        h._send_json(200, {"data": [{"type": "model", "id": "claude-mock",
+                                     "display_name": "Mock"}],
+                           "has_more": False, "first_id": "claude-mock",
+                           "last_id": "claude-mock"})
 
     def _handle_messages(self, h: _Handler, body: dict[str, Any]) -> None:
         self._record(body)
