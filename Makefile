@@ -11,13 +11,16 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-# The runtime install carries no test tools.
-$(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e .
+# The runtime install carries no test tools. Both take the versions the image is built with
+# (deploy/constraints.txt: the claude-agent-sdk above all, whose wheel carries the CLI), so what
+# `make run` runs and `make test` tests is what the image ships.
+PINS := deploy/constraints.txt
+$(RUN_STAMP): pyproject.toml $(PINS) | $(VENV)/bin/python
+	$(PY) -m pip install -q -c $(PINS) -e .
 	touch $(RUN_STAMP)
 
-$(TEST_STAMP): pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e ".[test]"
+$(TEST_STAMP): pyproject.toml $(PINS) | $(VENV)/bin/python
+	$(PY) -m pip install -q -c $(PINS) -e ".[test]"
 	touch $(TEST_STAMP) $(RUN_STAMP)
 
 install: $(RUN_STAMP)
