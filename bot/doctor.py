@@ -222,7 +222,7 @@ def _check_database(settings: Settings, doctor: Doctor) -> None:
 def _check_policy(settings: Settings, doctor: Doctor) -> None:
     """The policy file as `run` reads it: a file `run` would refuse fails here first."""
     problem = policy_problem(settings)
-    where = settings.policy_file or "the built-in default"
+    where = settings.policy_path or "the built-in default"
     if problem is None:
         doctor.report(True, f"policy: {where} is valid")
     else:

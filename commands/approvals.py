@@ -6,16 +6,19 @@ from typing import Any, ClassVar
 
 from commands.base import Arg, Button, Context, Param, Reply, Rest, Role, Text, UsageError
 from commands.render import ago
-from supervisor.api import EscalationView, Kind
+from supervisor.api import ALWAYS_ALLOW, EscalationView, Kind
 
 
 def escalation_buttons(row: EscalationView) -> tuple[Button, ...]:
     if row.kind == Kind.PERMISSION:
-        return (
+        buttons: tuple[Button, ...] = (
             Button("✅ Allow", f"/approve {row.id}"),
             Button("❌ Deny", f"/deny {row.id}"),
             Button("🔁 Allow for session", f"/approve {row.id} session"),
         )
+        if ALWAYS_ALLOW in row.options:  # a rule learned from answers is offered
+            buttons += (Button(f"♾ {ALWAYS_ALLOW}", f"/approve {row.id} always"),)
+        return buttons
     return tuple(Button(opt[:40], f"/answer {row.id} {i}") for i, opt in
                  enumerate(row.options[:8], start=1))
 
@@ -37,7 +40,8 @@ def escalation_blocks(row: EscalationView) -> tuple[Text, ...]:
         lines.append("Options: " + "; ".join(f"{i}. {o}" for i, o in
                                               enumerate(row.options, start=1)))
     if row.kind == Kind.PERMISSION:
-        lines.append(f"Answer: /approve {row.id} [session] or /deny {row.id} [reason]")
+        scopes = "session|always" if ALWAYS_ALLOW in row.options else "session"
+        lines.append(f"Answer: /approve {row.id} [{scopes}] or /deny {row.id} [reason]")
     elif row.kind != Kind.NOTICE:
         lines.append(f"Answer: /answer {row.id} <option number or text>")
     if lines:
@@ -69,11 +73,13 @@ class Approve:
     role: ClassVar[Role] = Role.OPERATOR
     params: ClassVar[tuple[Param, ...]] = (
         Arg("id", "the request id from the message or /pending, or 'all'"),
-        Rest("scope", "'session' to allow the same call for the rest of the session "
-                      "(after 'all': the agent, then optionally 'session')", required=False),
+        Rest("scope", "'session' to allow the same call for the rest of the session; "
+                      "'always' to add the rule the request offers (admins; offered after "
+                      "the same call was allowed three times in a row) (after 'all': the "
+                      "agent, then optionally 'session')", required=False),
     )
     examples: ClassVar[tuple[str, ...]] = ("/approve ab3k", "/approve ab3k session",
-                                           "/approve all fixer")
+                                           "/approve ab3k always", "/approve all fixer")
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
         words = (args["scope"] or "").split()
@@ -89,8 +95,19 @@ class Approve:
                 return Reply.text(f"{name} has no open permission requests.")
             return Reply.text(f"Approved {len(rows)} request(s) of {name}: "
                               + ", ".join(r.id for r in rows))
-        if words not in ([], ["session"]):
-            raise UsageError(f"expected nothing or 'session' after the id, got {' '.join(words)!r}")
+        if words not in ([], ["session"], ["always"]):
+            raise UsageError("expected nothing, 'session' or 'always' after the id, got "
+                             f"{' '.join(words)!r}")
+        if words == ["always"]:
+            if ctx.caller.role < Role.ADMIN:
+                raise UsageError("only an admin can add a rule to the policy; "
+                                 f"/approve {args['id']} allows this call once")
+            done = await ctx.api.approve(args["id"], by=ctx.caller, always=True)
+            answer = done.answer or {}
+            return Reply.text(f"Allowed: {done.title} ({done.id}), and from now on without "
+                              f"asking: {str(answer.get('text') or '')}.",
+                              "/policy rules lists the learned rules; /policy remove <n> "
+                              "takes one back.")
         done = await ctx.api.approve(args["id"], by=ctx.caller, session=bool(words))
         scope = " for the rest of the session" if words else " once"
         return Reply.text(f"Allowed{scope}: {done.title} ({done.id}).")

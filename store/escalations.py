@@ -344,6 +344,25 @@ class EscalationRepo:
             (agent_id, session_id, key, tool_name, by, self._stamp(now)),
         )
 
+    async def decided_calls(self, agent_id: str, tool_name: str,
+                            limit: int = 100) -> list[tuple[dict[str, Any], str]]:
+        """The inputs of an agent's answered permission requests for one tool, newest first,
+        each with the operator's decision (allow, allow_session, deny): what rules are learned
+        from. Requests closed any other way (expired, cancelled) are not decisions."""
+        rows = await self.db.fetchall(
+            "SELECT tool_input, answer FROM escalations WHERE agent_id=? AND kind='permission'"
+            " AND tool_name=? AND status='answered' ORDER BY seq DESC LIMIT ?",
+            (agent_id, tool_name, limit))
+        out: list[tuple[dict[str, Any], str]] = []
+        for raw_input, raw_answer in rows:
+            try:
+                tool_input, answer = json.loads(raw_input or "{}"), json.loads(raw_answer or "{}")
+            except ValueError:
+                continue
+            if isinstance(tool_input, dict) and isinstance(answer, dict):
+                out.append((tool_input, str(answer.get("decision") or "")))
+        return out
+
     async def session_allowed(self, agent_id: str, session_id: str | None, key: str) -> bool:
         row = await self.db.fetchone(
             "SELECT 1 FROM session_allowances WHERE agent_id=? AND key=?"

@@ -90,6 +90,8 @@ INTERNAL_VARS = (*launcher.CONTROL, launcher.KEYS_VAR)
 _LOADING: ContextVar[tuple[PydanticBaseSettingsSource, ...]] = ContextVar("_LOADING", default=())
 
 
+OWN_POLICY = "policy.toml"  # the policy file Switchboard writes in its data directory
+
 class Settings(BaseSettings):
     """Everything configurable, flat (settings.max_agents), whatever section the file puts it in.
 
@@ -423,6 +425,21 @@ class Settings(BaseSettings):
     def instance_id(self) -> str:
         """Names this data directory in agent tags, so two supervisors never sweep each other."""
         return hashlib.sha256(str(self.home.resolve()).encode()).hexdigest()[:12]
+
+    @property
+    def policy_path(self) -> Path | None:
+        """The policy file in use: `policy_file` when set; else the one Switchboard writes in
+        its data directory once a rule is learned from the operator's answers (a copy of the
+        built-in default plus the rule); else None, the built-in default."""
+        if self.policy_file is not None:
+            return self.policy_file
+        own = self.home / OWN_POLICY
+        return own if own.exists() else None
+
+    @property
+    def learned_rules_file(self) -> Path:
+        """Where a rule learned from the operator's answers is written."""
+        return self.policy_file or self.home / OWN_POLICY
 
     @property
     def credential_source(self) -> str:

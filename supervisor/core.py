@@ -48,8 +48,8 @@ SERVICE_ORDER = ("storage", "ingest", "killswitch", "recovery", "bus", "agents",
 def load_policy(settings: Settings) -> Policy:
     """The policy file, with every path no agent may touch (ConfigError when it is wrong)."""
     try:
-        return Policy.load(settings.policy_file, protected=ProtectedPaths(
-            home=settings.home, settings=settings.config_file, policy=settings.policy_file,
+        return Policy.load(settings.policy_path, protected=ProtectedPaths(
+            home=settings.home, settings=settings.config_file, policy=settings.policy_path,
             credentials=settings.gcs_credentials_file
             or os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"),
             extra=tuple(p for p in (settings.claude_config_dir, *settings.sandbox_hide)

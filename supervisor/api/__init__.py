@@ -24,6 +24,7 @@ from supervisor.api.chats import ChatCopiesAPI
 from supervisor.api.errors import store_errors
 from supervisor.api.operators import INVITE_ALPHABET, INVITE_LENGTH, ROLES, OperatorAdmin
 from supervisor.api.persistence import PersistenceAPI
+from supervisor.api.policy import LearnedRuleView, PolicyAPI
 from supervisor.api.repos import RepoAPI
 from supervisor.api.schedules import Draft, RunView, ScheduleAPI, ScheduleView
 from supervisor.api.standing import StandingAPI
@@ -79,6 +80,7 @@ from supervisor.errors import (
 from supervisor.events import AgentOutput, AgentState, Event, EventHub, StateChanged, TurnFinished
 from supervisor.guard.escalations import Answer, Decision, EscalationEvent, Escalations, Kind
 from supervisor.guard.killswitch import KillReport, KillSwitch
+from supervisor.guard.learned import ALWAYS as ALWAYS_ALLOW
 from supervisor.guard.policy import Action as PolicyAction
 from supervisor.redact import SECRETS
 from supervisor.sanitize import clean, clean_text
@@ -126,6 +128,8 @@ class SupervisorAPI(OperatorAdmin):
         self.persistence = PersistenceAPI(pool)  # snapshots to the bucket
         # Where each escalation's and agent's chat messages are (supervisor/api/chats.py).
         self.chats = ChatCopiesAPI(store, escalations)
+        # Rules learned from answers (supervisor/api/policy.py).
+        self.policy = PolicyAPI(settings, store, pool.policy)
 
     @classmethod
     def over(cls, core: Core) -> SupervisorAPI:
@@ -361,15 +365,24 @@ class SupervisorAPI(OperatorAdmin):
         return await self._escalations.get(esc_id)
 
     @store_errors
-    async def approve(self, esc_id: str, *, by: Actor, session: bool = False) -> EscalationView:
-        """Allow a permission request once, or for the rest of the agent's session."""
+    async def approve(self, esc_id: str, *, by: Actor, session: bool = False,
+                      always: bool = False) -> EscalationView:
+        """Allow a permission request once, or for the rest of the agent's session, or
+        `always`: add the rule it offers to the policy file, then allow it."""
         self._not_halted()
         row = await self._escalations.get(esc_id)
         if row is not None and row.kind != Kind.PERMISSION and row.status == "open":
             raise InvalidRequest(f"{row.id} is a question, not a permission request: use "
                                  f"/answer {row.id} <text>")
+        text = ""
+        if always:
+            if row is None:
+                raise UnknownEscalation(esc_id)
+            rule = await self.policy.learn(row, by)
+            text = f"learned rule {rule.id}: {rule.words}"
         decision = Decision.ALLOW_SESSION if session else Decision.ALLOW
-        return await self._escalations.answer(esc_id, Answer(decision, "", by.name, by.platform))
+        return await self._escalations.answer(esc_id, Answer(decision, text, by.name,
+                                                             by.platform))
 
     @store_errors
     async def approve_all(self, agent: str, *, by: Actor, session: bool = False) -> Approved:
@@ -541,6 +554,7 @@ __all__ = [
     "OperatorView", "AuditView", "KillReport", "StatsView", "CostCell", "StoreCheck",
     "TURN_OUTCOMES", "SCHEDULE_OUTCOMES", "BusSent", "BusView", "MessageView", "DeliveryView",
     "TeamView", "TeamStarted", "ScheduleAPI", "ScheduleView", "RunView", "Draft",
+    "LearnedRuleView", "ALWAYS_ALLOW",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",

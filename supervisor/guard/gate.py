@@ -34,6 +34,12 @@ from claude_agent_sdk.types import (
 from store import Store
 from supervisor.guard.describe import describe
 from supervisor.guard.escalations import Answer, Decision, Escalations, Kind
+from supervisor.guard.learned import (
+    ALWAYS,
+    OFFER_AFTER,
+    approvals_in_a_row,
+    rule_words,
+)
 from supervisor.guard.mcp_server import tool_server
 from supervisor.guard.policy import Action, Policy
 from supervisor.guard.policy import Decision as PolicyDecision
@@ -153,6 +159,8 @@ class ToolGate:
             return _hook_output("allow")
         if name in ("AskUserQuestion", "ExitPlanMode"):
             return _hook_output("ask", "needs the operator")
+        if await self._learned(name, tool_input, decision, irreversible):
+            return _hook_output("allow")
         if not irreversible and await self._session_allowed(name, tool_input):
             return _hook_output("allow")
         return _hook_output("ask", decision.reason)
@@ -174,16 +182,21 @@ class ToolGate:
         if name == "ExitPlanMode":
             return await self._exit_plan_mode(tool_input)
         if decision.action == Action.ALLOW or (
-                not irreversible and await self._session_allowed(name, tool_input)):
+                not irreversible and await self._session_allowed(name, tool_input)) or (
+                await self._learned(name, tool_input, decision, irreversible)):
             return PermissionResultAllow(updated_input=tool_input)
         # The body is short, the reason first so that no preview can push it out of sight;
         # the call itself goes whole into detail, which chats preview and send as a file.
         call = describe(name, tool_input)
-        body = "\n\n".join(p for p in (f"Why asked: {decision.reason}", call.summary) if p)
+        options = IRREVERSIBLE_OPTIONS if irreversible else PERMISSION_OPTIONS
+        offer = await self._rule_offer(name, tool_input, decision, irreversible)
+        if offer:
+            options = (*options, ALWAYS)
+        body = "\n\n".join(p for p in (f"Why asked: {decision.reason}", call.summary, offer)
+                           if p)
         answer = await self._escalate(
             Kind.PERMISSION, f"{self.agent.name} wants to use {name}", body,
-            name, tool_input, IRREVERSIBLE_OPTIONS if irreversible else PERMISSION_OPTIONS,
-            False, detail=call.text, detail_name=call.filename,
+            name, tool_input, options, False, detail=call.text, detail_name=call.filename,
         )
         if answer.decision in (Decision.ALLOW, Decision.ALLOW_SESSION):
             if answer.decision == Decision.ALLOW_SESSION and not irreversible:
@@ -276,6 +289,36 @@ class ToolGate:
             raise
         finally:
             await self.agent.escalation_finished()
+
+    async def _learned(self, name: str, tool_input: dict[str, Any], decision: PolicyDecision,
+                       irreversible: bool) -> bool:
+        """A rule learned from the operator's answers allows exactly this call (recorded)."""
+        rule = self.deps.policy.learned_rule(self.agent.name, name, tool_input, self.agent.cwd,
+                                             decision, irreversible)
+        if rule is None:
+            return False
+        await self.deps.store.events.append(
+            self.agent.id, None, "learned_allow", f"{name} allowed by learned rule {rule.id}",
+            {"tool_name": name, "input": tool_input, "rule": rule.id, "added_by": rule.by})
+        return True
+
+    async def _rule_offer(self, name: str, tool_input: dict[str, Any], decision: PolicyDecision,
+                          irreversible: bool) -> str:
+        """After the operator allowed this same call OFFER_AFTER times in a row: the line that
+        offers to always allow it, with the rule in words; else "". Never for a call a rule
+        asks about or denies, a built-in check, or a standing agent's irreversible step."""
+        policy = self.deps.policy
+        if not policy.learnable(self.agent.name, name, tool_input, self.agent.cwd, decision,
+                                irreversible):
+            return ""
+        key = policy.session_key(name, tool_input)
+        decided = await self.deps.store.escalations.decided_calls(self.agent.id, name)
+        times = approvals_in_a_row(key, [(policy.session_key(name, inp), d)
+                                         for inp, d in decided])
+        if times < OFFER_AFTER:
+            return ""
+        return (f"Allowed {times} times in a row. ♾ {ALWAYS} adds a rule to the policy file: "
+                f"{rule_words(self.agent.name, name, key)}.")
 
     async def _session_allowed(self, name: str, tool_input: dict[str, Any]) -> bool:
         key = self.deps.policy.session_key(name, tool_input)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os.path
@@ -12,6 +13,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from supervisor.guard.learned import Learned, find, learnable
+from supervisor.guard.learned import parse as parse_learned
 from supervisor.guard.policy_rules import (
     _GUARD,
     _OWN,
@@ -93,20 +96,52 @@ class Policy:
     ProtectedPaths) are never read or written; writing a file whose change alters what agents
     run (.claude/, CLAUDE.md, .mcp.json, .git/, shell start-up files...) is always asked."""
 
-    __slots__ = ("source", "protected", "_base", "_agents", "_standing")
+    __slots__ = ("source", "protected", "_base", "_agents", "_standing", "learned")
 
     def __init__(self, base: _Section, agents: tuple[tuple[str, _Section], ...],
                  source: str, protected: ProtectedPaths | None = None,
-                 standing: _Section | None = None) -> None:
+                 standing: _Section | None = None,
+                 learned: tuple[Learned, ...] = ()) -> None:
         self.source = source
         self.protected = ProtectedPaths.default() if protected is None else protected
         self._base = base
         self._agents = agents
         self._standing = standing
+        self.learned = learned  # rules learned from answers (supervisor/guard/learned.py)
 
     def with_protected(self, protected: ProtectedPaths) -> Policy:
         """The same rules, protecting these Switchboard files."""
-        return Policy(self._base, self._agents, self.source, protected, self._standing)
+        return Policy(self._base, self._agents, self.source, protected, self._standing,
+                      self.learned)
+
+    def adopt(self, other: Policy) -> None:
+        """Take `other`'s rules in place (a policy file edited while running: every gate holds
+        this object). The protected paths stay this policy's."""
+        self.source, self._base, self._agents = other.source, other._base, other._agents
+        self._standing, self.learned = other._standing, other.learned
+
+    def learnable(self, agent: str, tool_name: str, tool_input: dict[str, Any], cwd: str,
+                  decision: Decision, irreversible: bool = False) -> bool:
+        """Whether only the policy's default or [tools] table asks about this call: with
+        those allowing, the call would be allowed. An ask rule, a deny and every built-in
+        check (a command may hold several, each asking) keep it from being learned."""
+        if not learnable(decision, irreversible):
+            return False
+        lenient = Policy(_lenient(self._base), tuple((n, _lenient(a)) for n, a in self._agents),
+                         self.source, self.protected, self._standing)
+        return lenient.decide(agent, tool_name, tool_input, cwd).action == Action.ALLOW
+
+    def learned_rule(self, agent: str, tool_name: str, tool_input: dict[str, Any], cwd: str,
+                     decision: Decision, irreversible: bool = False) -> Learned | None:
+        """The learned rule that turns this decision into an allow, if there is one: only for
+        an ask no rule made, and only the exact call (see supervisor/guard/learned.py)."""
+        if not self.learned:
+            return None
+        rule = find(self.learned, agent, tool_name, self.session_key(tool_name, tool_input))
+        if rule is None or not self.learnable(agent, tool_name, tool_input, cwd, decision,
+                                              irreversible):
+            return None
+        return rule
 
     @classmethod
     def load(cls, path: Path | None, *, protected: ProtectedPaths | None = None) -> Policy:
@@ -132,7 +167,8 @@ class Policy:
         standing = data.get("standing")
         return cls(base, tuple((name, loader.section(a, f"agents.{name}", top=False))
                                for name, a in agents.items()), source, protected,
-                   loader.standing(standing) if standing is not None else _default_standing())
+                   loader.standing(standing) if standing is not None else _default_standing(),
+                   parse_learned(data.get("learned"), source))
 
     def irreversible(self, tool_name: str, tool_input: dict[str, Any], cwd: str) -> Decision | None:
         """For a standing agent: the [standing] irreversible rule this call matches (ask or
@@ -412,6 +448,13 @@ _INTERPRETERS = ("python*", "pypy*", "node", "nodejs", "deno", "bun", "perl*", "
                  "lua*", "Rscript", "osascript", "tclsh", "*awk")
 _TOKEN = re.compile(r"[^\s'\"`();,\[\]{}+]+")
 _NEAR = 6  # the further words of a pattern must follow the program within this many words
+
+
+def _lenient(section: _Section) -> _Section:
+    """The section with its default and [tools] asks turned into allows (rules unchanged)."""
+    default = section.default if section.default != Action.ASK else Action.ALLOW
+    tools = tuple((k, Action.ALLOW if a == Action.ASK else a) for k, a in section.tools)
+    return dataclasses.replace(section, default=default, tools=tools)
 
 
 def _near(stage: Stage, tokens: list[str]) -> bool:

@@ -136,7 +136,7 @@ class _Loader:
         where = f"{key}." if key else ""
         if not isinstance(data, dict):
             self.fail(key or "<top>", "must be a table")
-        allowed = {"default", "tools", "rules", "agents", "standing"} if top else {
+        allowed = {"default", "tools", "rules", "agents", "standing", "learned"} if top else {
             "default", "tools", "rules", "permission_mode"}
         for k in data:
             if k not in allowed:

@@ -81,7 +81,7 @@ def halt_state(settings: Settings) -> HaltState | None:
 def policy_problem(settings: Settings) -> str | None:
     """Why the policy file would stop `switchboard run` from starting, or None."""
     try:
-        Policy.load(settings.policy_file)
+        Policy.load(settings.policy_path)
     except PolicyError as exc:
         return str(exc)
     return None

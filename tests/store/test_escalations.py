@@ -228,3 +228,25 @@ async def test_session_allowances(escalations: EscalationStore) -> None:
     await escalations.allow_for_session("a1", None, "Edit:*", "Edit", "ann")  # any session
     assert await escalations.session_allowed("a1", "s9", "Edit:*")
     assert await escalations.session_allowed("a1", None, "Edit:*")
+
+
+async def test_decided_calls_are_the_answered_requests_of_one_agent_and_tool_newest_first(
+        escalations: EscalationStore) -> None:
+    """What rules are learned from: answered permission requests only, with their decision."""
+    for i, (agent, tool, decision) in enumerate([
+            ("a1", "Bash", "allow"), ("a1", "Bash", "deny"), ("a1", "Write", "allow"),
+            ("b1", "Bash", "allow"), ("a1", "Bash", "allow_session")]):
+        await _open(escalations, f"e{i}", agent_id=agent, tool_name=tool,
+                    tool_input={"command": f"c{i}"})
+        await escalations.close(f"e{i}", status="answered", answer={"decision": decision},
+                                by="ann", via="tg", now=T0 + i)
+    await _open(escalations, "cancelled", tool_name="Bash", tool_input={"command": "x"})
+    await escalations.close("cancelled", status="cancelled", answer={"decision": "deny"},
+                            by="switchboard", via="switchboard")
+    await _open(escalations, "still-open", tool_name="Bash", tool_input={"command": "y"})
+    assert await escalations.decided_calls("a1", "Bash") == [
+        ({"command": "c4"}, "allow_session"), ({"command": "c1"}, "deny"),
+        ({"command": "c0"}, "allow")]
+    assert await escalations.decided_calls("a1", "Bash", limit=1) == [
+        ({"command": "c4"}, "allow_session")]
+    assert await escalations.decided_calls("a1", "Read") == []
