@@ -1,35 +1,49 @@
-"""/policy: the rules learned from the operator's answers, listed and taken back."""
+"""/policy: the rules learned from the operator's answers, listed and taken back; and a
+candidate policy (a file, or one more rule) replayed on the recorded tool calls."""
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from commands.base import Arg, Context, Param, Reply, Role, Text, UsageError
+from commands.base import Arg, Context, Param, Reply, Rest, Role, Text, UsageError
+from supervisor.api import PolicyTestView
 
-ACTIONS = ("rules", "remove")
+ACTIONS = ("rules", "remove", "test")
+SHOWN_CHANGES = 15  # changed calls listed in the reply; all of them go in the file
 
 
 class PolicyCmd:
     name: ClassVar[str] = "policy"
     summary: ClassVar[str] = ("rules learned from your answers ('Always allow'): list them, or "
-                              "take one back")
+                              "take one back; test a policy file or one rule on the last days' "
+                              "tool calls")
     role: ClassVar[Role] = Role.VIEWER
     params: ClassVar[tuple[Param, ...]] = (
-        Arg("action", "rules | remove"),
-        Arg("number", "for remove: the rule's number from /policy rules", required=False),
+        Arg("action", "rules | remove | test"),
+        Rest("what", "for remove: the rule's number from /policy rules; for test: a policy "
+                     "file's path or one rule as a TOML inline table, optionally after "
+                     "--days N (default 7)", required=False),
     )
-    examples: ClassVar[tuple[str, ...]] = ("/policy rules", "/policy remove 2")
+    examples: ClassVar[tuple[str, ...]] = (
+        "/policy rules", "/policy remove 2", "/policy test /etc/switchboard/policy.toml",
+        '/policy test --days 30 {tool = "Bash", command = "npm test", action = "allow"}')
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
-        action, number = args["action"], args["number"]
+        action, what = args["action"], (args["what"] or "").strip()
         if action not in ACTIONS:
             raise UsageError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}")
+        if action == "test":
+            if ctx.caller.role < Role.ADMIN:
+                raise UsageError("only an admin can test a policy (it reads a file on the "
+                                 "supervisor's host)")
+            days, candidate = _days(what)
+            return _tested(await ctx.api.policy.test(candidate, days))
         if action == "remove":
             if ctx.caller.role < Role.OPERATOR:
                 raise UsageError("only an operator or an admin can remove a rule")
-            if not number or not number.isdigit():
+            if not what.isdigit():
                 raise UsageError("/policy remove needs the rule's number, from /policy rules")
-            gone = await ctx.api.policy.remove(int(number))
+            gone = await ctx.api.policy.remove(int(what))
             return Reply.text(f"Removed learned rule {gone.id}: {gone.words}.",
                               "That call asks you again from now on.")
         rules = ctx.api.policy.rules()
@@ -41,3 +55,39 @@ class PolicyCmd:
                         f"{r.approvals} approvals") for r in rules]
         blocks.append(Text("Take one back with /policy remove <number>."))
         return Reply(blocks=tuple(blocks))
+
+
+def _days(text: str) -> tuple[float, str]:
+    """`--days N rest` -> (N, rest); else (7, text)."""
+    words = text.split(maxsplit=2)
+    if words[:1] != ["--days"]:
+        return 7.0, text
+    if len(words) < 2:
+        raise UsageError("--days needs a number of days, then the file or the rule")
+    try:
+        days = float(words[1])
+    except ValueError:
+        raise UsageError(f"--days needs a number, got {words[1]!r}") from None
+    return days, words[2] if len(words) > 2 else ""
+
+
+def _tested(view: PolicyTestView) -> Reply:
+    def line(action: str, verb: str) -> str:
+        now, then = view.now[action], view.then[action]
+        return f"{verb} {then:,}" + (f" (now {now:,})" if then != now else " (same as now)")
+
+    head = (f"Replayed {view.calls:,} tool call(s) of {view.agents} agent(s) from the last "
+            f"{view.days:g} day(s) against {view.source}: it would "
+            f"{line('allow', 'allow')}, {line('ask', 'ask')}, {line('deny', 'deny')}.")
+    if not view.calls:
+        return Reply.text(head, "Nothing was recorded in that time: try more --days.")
+    if not view.changed:
+        return Reply.text(head, "No call would be decided differently.")
+    rows = [f"{c.agent}: {c.call}: {c.now} -> {c.then}" for c in view.changed]
+    blocks = [Text(head), Text(f"{len(rows):,} call(s) change:", "title"),
+              Text("\n".join(rows[:SHOWN_CHANGES]), "code")]
+    if len(rows) > SHOWN_CHANGES:
+        blocks.append(Text(f"... and {len(rows) - SHOWN_CHANGES:,} more: all of them are in "
+                           "policy-test.txt"))
+        blocks.append(Text("\n".join(rows), "code", "policy-test.txt"))
+    return Reply(blocks=tuple(blocks))

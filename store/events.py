@@ -88,6 +88,25 @@ def _safe(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call an agent's model made, as its assistant message was recorded."""
+
+    agent: str  # the agent's name
+    cwd: str
+    tool: str
+    input: dict[str, Any]
+    at: float
+
+
+def tool_calls_of(data: Any) -> list[tuple[str, dict[str, Any]]]:
+    """(name, input) of each tool_use block in a recorded assistant message's data."""
+    content = data.get("content") if isinstance(data, dict) else None
+    return [(b["name"], b["input"]) for b in content or ()
+            if isinstance(b, dict) and isinstance(b.get("name"), str) and "id" in b
+            and isinstance(b.get("input"), dict)]
+
+
 class EventRepo:
     def __init__(self, db: Database, *, now: Now = system_now) -> None:
         self.db = db
@@ -127,6 +146,22 @@ class EventRepo:
         return [
             EventRow(**{**dict(r), "data": json.loads(r["data"])}) for r in rows
         ]
+
+    async def tool_calls(self, since: float, limit: int = 20_000) -> list[ToolCall]:
+        """Every tool call recorded from `since` on (at most `limit` assistant messages, the
+        newest), oldest first, with the agent's name and working directory."""
+        rows = await self.db.fetchall(
+            "SELECT e.at, e.data, a.name, a.cwd FROM agent_events e JOIN agents a"
+            " ON a.id = e.agent_id WHERE e.kind = 'assistant' AND e.at >= ?"
+            " ORDER BY e.id DESC LIMIT ?", (since, limit))
+        calls: list[ToolCall] = []
+        for at, raw, name, cwd in reversed(rows):
+            try:
+                data = json.loads(raw)
+            except ValueError:
+                continue
+            calls += [ToolCall(name, cwd, tool, inp, at) for tool, inp in tool_calls_of(data)]
+        return calls
 
     async def count(self, agent_id: str) -> int:
         row = await self.db.fetchone(

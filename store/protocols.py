@@ -23,7 +23,7 @@ from store.bus import OPEN_STATES, BusRepo, DeliveryRow, Leased, MessageRow
 from store.charters import CharterRepo, SendBack
 from store.db import Database
 from store.escalations import EscalationDraft, EscalationRepo, EscalationRow, Notice
-from store.events import EventRepo, EventRow, RawEvent
+from store.events import EventRepo, EventRow, RawEvent, ToolCall
 from store.kv import KvRepo
 from store.operators import OperatorRepo, OperatorRow
 from store.repos import ArchiveRow, RepoRepo, RepoRow, WorktreeRow
@@ -116,6 +116,7 @@ class EventStore(Protocol):
                      data: dict[str, Any] | str) -> int: ...
     async def append_many(self, rows: Sequence[RawEvent]) -> None: ...
     async def tail(self, agent_id: str, n: int) -> builtins.list[EventRow]: ...
+    async def tool_calls(self, since: float, limit: int = 20_000) -> builtins.list[ToolCall]: ...
     async def count(self, agent_id: str) -> int: ...
 
 

@@ -24,7 +24,7 @@ from supervisor.api.chats import ChatCopiesAPI
 from supervisor.api.errors import store_errors
 from supervisor.api.operators import INVITE_ALPHABET, INVITE_LENGTH, ROLES, OperatorAdmin
 from supervisor.api.persistence import PersistenceAPI
-from supervisor.api.policy import LearnedRuleView, PolicyAPI
+from supervisor.api.policy import ChangedCall, LearnedRuleView, PolicyAPI, PolicyTestView
 from supervisor.api.repos import RepoAPI
 from supervisor.api.schedules import Draft, RunView, ScheduleAPI, ScheduleView
 from supervisor.api.standing import StandingAPI
@@ -554,7 +554,7 @@ __all__ = [
     "OperatorView", "AuditView", "KillReport", "StatsView", "CostCell", "StoreCheck",
     "TURN_OUTCOMES", "SCHEDULE_OUTCOMES", "BusSent", "BusView", "MessageView", "DeliveryView",
     "TeamView", "TeamStarted", "ScheduleAPI", "ScheduleView", "RunView", "Draft",
-    "LearnedRuleView", "ALWAYS_ALLOW",
+    "LearnedRuleView", "ALWAYS_ALLOW", "PolicyTestView", "ChangedCall",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",

@@ -142,3 +142,34 @@ async def test_agents_over_names_those_past_the_limit(events: EventStore, agents
     assert sorted(await events_tx(lambda c: EventRepo.agents_over(c, 0))) == ["a1", "b1"]
     assert await events_tx(lambda c: EventRepo.agents_over(c, 1)) == ["a1"]
     assert await events_tx(lambda c: EventRepo.agents_over(c, 3)) == []
+
+
+async def test_tool_calls_are_read_back_from_recorded_assistant_messages(
+        events: EventStore, agents: None, clock: FakeNow) -> None:
+    """What `/policy test` replays: each tool_use block of each recorded assistant message
+    (recorded as the ingest records it), with its agent's name and cwd, oldest first."""
+    from claude_agent_sdk.types import AssistantMessage, TextBlock, ToolUseBlock
+
+    from supervisor.agents.records import record_of
+
+    def said(*blocks: object) -> str:
+        return record_of(AssistantMessage(content=list(blocks), model="m")).data  # type: ignore[arg-type]
+
+    await events.append("a1", None, "assistant", "old", said(
+        ToolUseBlock("t0", "Bash", {"command": "ls"})))
+    clock.advance(100)
+    await events.append("a1", None, "assistant", "two", said(
+        TextBlock("let me look"), ToolUseBlock("t1", "Bash", {"command": "make test"}),
+        ToolUseBlock("t2", "Read", {"file_path": "/w/a.py"})))
+    await events.append("b1", None, "text", "not a call", {"name": "Bash", "input": {},
+                                                            "id": "x"})
+    await events.append("b1", None, "assistant", "text only", said(TextBlock("hi")))
+    await events.append("b1", None, "assistant", "one", said(
+        ToolUseBlock("t3", "Write", {"file_path": "/w/b", "content": "x"})))
+    calls = await events.tool_calls(since=T0 + 50)
+    assert [(c.agent, c.cwd, c.tool, c.input, c.at) for c in calls] == [
+        ("alpha", "/w", "Bash", {"command": "make test"}, T0 + 100),
+        ("alpha", "/w", "Read", {"file_path": "/w/a.py"}, T0 + 100),
+        ("bravo", "/w", "Write", {"file_path": "/w/b", "content": "x"}, T0 + 100)]
+    assert len(await events.tool_calls(since=T0)) == 4
+    assert [c.tool for c in await events.tool_calls(since=T0, limit=1)] == ["Write"]
