@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from commands.base import Arg, Context, Param, Reply, Rest, Role, Text, UsageError
+from commands.base import Arg, Attachment, Context, Opt, Param, Reply, Rest, Role, Text, UsageError
 from supervisor.api import PolicyTestView
 
 ACTIONS = ("rules", "remove", "test")
@@ -20,9 +20,10 @@ class PolicyCmd:
     role: ClassVar[Role] = Role.VIEWER
     params: ClassVar[tuple[Param, ...]] = (
         Arg("action", "rules | remove | test"),
+        Opt("--days", "days", "for test: how many days of recorded calls to replay (default 7)",
+            "N"),
         Rest("what", "for remove: the rule's number from /policy rules; for test: a policy "
-                     "file's path or one rule as a TOML inline table, optionally after "
-                     "--days N (default 7)", required=False),
+                     "file's path or one rule as a TOML inline table", required=False),
     )
     examples: ClassVar[tuple[str, ...]] = (
         "/policy rules", "/policy remove 2", "/policy test /etc/switchboard/policy.toml",
@@ -36,8 +37,7 @@ class PolicyCmd:
             if ctx.caller.role < Role.ADMIN:
                 raise UsageError("only an admin can test a policy (it reads a file on the "
                                  "supervisor's host)")
-            days, candidate = _days(what)
-            return _tested(await ctx.api.policy.test(candidate, days))
+            return _tested(await ctx.api.policy.test(what, _days(args["days"])))
         if action == "remove":
             if ctx.caller.role < Role.OPERATOR:
                 raise UsageError("only an operator or an admin can remove a rule")
@@ -57,18 +57,13 @@ class PolicyCmd:
         return Reply(blocks=tuple(blocks))
 
 
-def _days(text: str) -> tuple[float, str]:
-    """`--days N rest` -> (N, rest); else (7, text)."""
-    words = text.split(maxsplit=2)
-    if words[:1] != ["--days"]:
-        return 7.0, text
-    if len(words) < 2:
-        raise UsageError("--days needs a number of days, then the file or the rule")
+def _days(text: str | None) -> float:
+    if text is None:
+        return 7.0
     try:
-        days = float(words[1])
+        return float(text)
     except ValueError:
-        raise UsageError(f"--days needs a number, got {words[1]!r}") from None
-    return days, words[2] if len(words) > 2 else ""
+        raise UsageError(f"--days needs a number, got {text!r}") from None
 
 
 def _tested(view: PolicyTestView) -> Reply:
@@ -86,8 +81,9 @@ def _tested(view: PolicyTestView) -> Reply:
     rows = [f"{c.agent}: {c.call}: {c.now} -> {c.then}" for c in view.changed]
     blocks = [Text(head), Text(f"{len(rows):,} call(s) change:", "title"),
               Text("\n".join(rows[:SHOWN_CHANGES]), "code")]
+    files: tuple[Attachment, ...] = ()
     if len(rows) > SHOWN_CHANGES:
         blocks.append(Text(f"... and {len(rows) - SHOWN_CHANGES:,} more: all of them are in "
                            "policy-test.txt"))
-        blocks.append(Text("\n".join(rows), "code", "policy-test.txt"))
-    return Reply(blocks=tuple(blocks))
+        files = (Attachment("policy-test.txt", ("\n".join(rows) + "\n").encode()),)
+    return Reply(blocks=tuple(blocks), attachments=files)

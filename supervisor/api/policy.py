@@ -16,11 +16,11 @@ from typing import Any
 
 from store import Store
 from store.escalations import EscalationRow
+from supervisor.agents.records import summarize_tool
 from supervisor.api.views import Actor
 from supervisor.config import Settings
 from supervisor.errors import InvalidRequest
 from supervisor.guard import learned
-from supervisor.guard.describe import describe
 from supervisor.guard.escalations import Kind
 from supervisor.guard.policy import Action, Policy, PolicyError
 from supervisor.guard.policy_rules import DEFAULT_POLICY
@@ -157,8 +157,8 @@ class PolicyAPI:
             now[before] += 1
             then[after] += 1
             if before != after:
-                changed.append(ChangedCall(call.agent, describe(call.tool, call.input).summary
-                                           .splitlines()[0][:200], before, after))
+                changed.append(ChangedCall(call.agent, summarize_tool(call.tool, call.input)
+                                           .replace("\n", " ")[:200], before, after))
         return PolicyTestView(source, days, len(calls), len({c.agent for c in calls}),
                               _counts(now), _counts(then), tuple(changed))
 

@@ -32,14 +32,15 @@ async def record(app, *, old: bool = False) -> None:
     for i, (name, tool, inp) in enumerate(HISTORY):
         if name not in agents:
             agents[name] = f"{name}-id"
-            await app.store.agents.create(id=f"{name}-id", name=name, parent_id=None, model=None,
-                                          cwd="/srv/app", prompt="p", permission_mode="default",
-                                          state="idle")
+            if await app.store.agents.get(f"{name}-id") is None:
+                await app.store.agents.create(id=f"{name}-id", name=name, parent_id=None,
+                                              model=None, cwd="/srv/app", prompt="p",
+                                              permission_mode="default", state="idle")
         data = record_of(AssistantMessage(content=[ToolUseBlock(f"t{i}", tool, inp)],
                                           model="m")).data
         await app.store.events.append(agents[name], None, "assistant", f"call {i}", data)
-    if old:  # a week and a day ago: outside the default replay
-        await app.store.db.execute("UPDATE agent_events SET at = ?", (time.time() - 8 * 86_400,))
+    if old:  # three days ago (within the events' retention)
+        await app.store.db.execute("UPDATE agent_events SET at = ?", (time.time() - 3 * 86_400,))
 
 
 async def test_one_more_rule_is_replayed_with_the_counts_and_the_changed_calls(desk_with):  # noqa: F811
@@ -59,28 +60,35 @@ async def test_one_more_rule_is_replayed_with_the_counts_and_the_changed_calls(d
 async def test_a_policy_file_is_replayed_and_a_long_list_goes_whole_in_a_file(desk_with,  # noqa: F811
                                                                              tmp_path):
     async with desk_with() as (app, desk, chat):
-        for _ in range(3):
+        for _ in range(4):
             await record(app)
         strict = tmp_path / "strict.toml"
         strict.write_text('default = "deny"\n[tools]\nRead = "allow"\n')
         await says(desk, ALICE, f"/policy test {strict}")
         shown = chat.sent(dm(ALICE))
         text = next(m.text for m in reversed(shown) if "Replayed" in m.text)
-        assert (f"Replayed 21 tool call(s) of 2 agent(s) from the last 7 day(s) against {strict}: "
-                "it would allow 3 (same as now), ask 0 (now 15), deny 18 (now 3).") in text, text
-        assert "15 call(s) change:" in text and "and 0 more" not in text
+        assert (f"Replayed 28 tool call(s) of 2 agent(s) from the last 7 day(s) against {strict}: "
+                "it would allow 4 (same as now), ask 0 (now 20), deny 24 (now 4).") in text, text
+        assert "20 call(s) change:" in text and "and 5 more: all of them are in " \
+            "policy-test.txt" in text
+        files = [m.document for m in shown if m.document is not None]
+        assert files and files[-1].filename.endswith("policy-test.txt")
+        listing = files[-1].content.decode().splitlines()
+        assert len(listing) == 20 and listing.count("ops: Bash: sudo systemctl restart app: "
+                                                    "ask -> deny") == 4
         await says(desk, ALICE, '/policy test {tool = "Write", action = "deny"}')
-        assert "deny 6 (now 3)" in chat.texts(dm(ALICE))[-1]
+        assert "deny 8 (now 4)" in chat.texts(dm(ALICE))[-1]
 
 
 async def test_the_replay_window_bad_candidates_and_who_may_test(desk_with, tmp_path):  # noqa: F811
     async with desk_with() as (app, desk, chat):
         await add_staff(app)
         await record(app, old=True)
-        await says(desk, ALICE, '/policy test {tool = "Bash", action = "allow"}')
+        await says(desk, ALICE, '/policy test --days 2 {tool = "Bash", action = "allow"}')
         assert "Replayed 0 tool call(s)" in chat.texts(dm(ALICE))[-1]
         assert "try more --days" in chat.texts(dm(ALICE))[-1]
-        await says(desk, ALICE, '/policy test --days 9 {tool = "Bash", action = "allow"}')
+        await says(desk, ALICE, '/policy test {tool = "Bash", action = "allow"}')
+        assert "from the last 7 day(s)" in chat.texts(dm(ALICE))[-1]
         assert "Replayed 7 tool call(s)" in chat.texts(dm(ALICE))[-1]
         # Bad candidates: what was wrong, and nothing else happens.
         await says(desk, ALICE, '/policy test {tool = "Bash", action = "maybe"}')
