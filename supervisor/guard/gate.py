@@ -45,6 +45,7 @@ from supervisor.guard.policy import Action, Policy
 from supervisor.guard.policy import Decision as PolicyDecision
 from supervisor.guard.sendback import send_back, turn_scope
 from supervisor.guard.unsolicited import REFUSED
+from supervisor.guard.unusual import unusual
 
 logger = logging.getLogger(__name__)
 
@@ -192,8 +193,9 @@ class ToolGate:
         offer = await self._rule_offer(name, tool_input, decision, irreversible)
         if offer:
             options = (*options, ALWAYS)
-        body = "\n\n".join(p for p in (f"Why asked: {decision.reason}", call.summary, offer)
-                           if p)
+        odd = unusual(name, tool_input, self.agent.cwd)
+        body = "\n\n".join(p for p in (f"Why asked: {decision.reason}", odd, call.summary,
+                                        offer) if p)
         answer = await self._escalate(
             Kind.PERMISSION, f"{self.agent.name} wants to use {name}", body,
             name, tool_input, options, False, detail=call.text, detail_name=call.filename,

@@ -492,6 +492,43 @@ async def test_nasty_and_long_output_keeps_every_limit(fake_slack_app):
     await said_to(fake, ADMIN, "talker")
 
 
+async def test_what_you_approve_is_what_runs_a_long_command_and_a_write_whole(fake_slack_app):
+    """Issue 27: a 1,600-character command's request shows all of it, as a file in the agent's
+    thread beside its card (the card shows its start and says it is cut), and what is unusual
+    in it in one line; a Write request shows the content the same way."""
+    app, fake = fake_slack_app
+    tail = "; git push origin main"
+    command = "echo " + "x" * 1600 + tail
+    ask = "ASKTOOL Bash " + json.dumps({"command": command})
+    await fake.slash(ADMIN, f"spawn longcmd {ask}")
+    card = await card_of(fake, "longcmd")
+    request = await in_thread_or_channel(fake, card, "longcmd wants to use Bash")
+    row = (await app.pool.escalations.pending())[0]
+    await fake.wait_for(lambda: [f for f in fake.files if f["filename"].endswith("command.sh")],
+                        20, what="the command as a file")
+    sent = next(f for f in fake.files if f["filename"] == f"{row.id}-command.sh")
+    assert sent["content"].decode() == command
+    assert sent["thread_ts"] in (card["ts"], None)
+    text = request["text"]
+    assert tail not in text and "Cut short" in text and "Why asked" in text
+    assert "⚠ Unusual: pushes or publishes (git push origin main)." in text
+    await fake.click(ADMIN, request, "Deny")
+    r = await app.pool.fleet.get("longcmd")
+    await wait_for(lambda: r.state == "idle" and not r.busy, 30, "longcmd idle")
+
+    content = "set -e\n" + "".join(f"echo step {i}\n" for i in range(60)) + "rm -rf ~/\n"
+    write = json.dumps({"file_path": "/srv/elsewhere/deploy.sh", "content": content})
+    await fake.slash(ADMIN, f"ask longcmd ASKTOOL Write {write}")
+    request = await in_thread_or_channel(fake, card, "longcmd wants to use Write")
+    row = (await app.pool.escalations.pending())[0]
+    await fake.wait_for(lambda: [f for f in fake.files if f["filename"].startswith(row.id)],
+                        20, what="the new file's content as a file")
+    sent = next(f for f in fake.files if f["filename"].startswith(row.id))
+    assert sent["content"].decode() == content and "rm -rf ~/" not in request["text"]
+    assert "writes outside its working directory (/srv/elsewhere/deploy.sh)" in request["text"]
+    await fake.click(ADMIN, request, "Deny")
+
+
 async def test_a_429_storm_delays_but_loses_nothing_and_merges_card_edits(fake_slack_app):
     app, fake = fake_slack_app
     fake.retry_after_s = 1
