@@ -24,6 +24,7 @@ from commands.bus import BusCmd, InboxCmd, Messages, Send, TeamCmd
 from commands.killswitch import KillAll, KillSwitchCmd
 from commands.operators import Invite, Operators, redact_codes
 from commands.policy import PolicyCmd
+from commands.record import AuditCmd, SearchCmd
 from commands.repos import DiffCmd, MergeCmd, RepoCmd
 from commands.schedules import CronCmd, RemindCmd
 from supervisor.api import SupervisorError
@@ -76,7 +77,7 @@ REGISTRY: tuple[Command, ...] = (
     Spawn(), Agents(), Status(), Ask(), Pause(), Resume(), Stop(), Kill(), Logs(), Cost(),
     Pending(), Approve(), Deny(), AnswerCmd(), KillAll(), KillSwitchCmd(), Invite(), Operators(),
     Send(), InboxCmd(), Messages(), BusCmd(), TeamCmd(), CronCmd(), RemindCmd(),
-    RepoCmd(), DiffCmd(), MergeCmd(), PolicyCmd(),
+    RepoCmd(), DiffCmd(), MergeCmd(), PolicyCmd(), AuditCmd(), SearchCmd(),
     Help(),
 )
 COMMANDS: dict[str, Command] = {c.name: c for c in REGISTRY}

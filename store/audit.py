@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from store.clock import Now, system_now
 from store.db import Database
+from store.text_search import contains_all, escape_like
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,28 @@ class AuditRepo:
 
     async def recent(self, n: int = 50) -> list[AuditRow]:
         rows = await self.db.fetchall("SELECT * FROM audit ORDER BY id DESC LIMIT ?", (n,))
+        return [AuditRow(**dict(r)) for r in rows]
+
+    async def find(self, *, who: str | None = None, since: float = 0.0,
+                   limit: int = 200) -> list[AuditRow]:
+        """Operator actions from `since` on, newest first; `who` narrows them to one operator
+        (their name or platform id) or to actions naming it as a word of their arguments (an
+        agent: /kill dev, /ask dev ...)."""
+        where, params = "at >= ?", list[object]([since])
+        if who:
+            where += " AND (user_name = ? OR user_id = ? OR (' ' || args || ' ') LIKE ? ESCAPE ?)"
+            params += [who, who, f"% {escape_like(who)} %", "\\"]
+        rows = await self.db.fetchall(
+            f"SELECT * FROM audit WHERE {where} ORDER BY id DESC LIMIT ?", (*params, limit))
+        return [AuditRow(**dict(r)) for r in rows]
+
+    async def search(self, words: Sequence[str], *, since: float = 0.0,
+                     limit: int = 200) -> list[AuditRow]:
+        """Rows whose action, arguments or result hold every word, newest first."""
+        where, params = contains_all(("action", "args", "result", "user_name"), words)
+        rows = await self.db.fetchall(
+            f"SELECT * FROM audit WHERE at >= ? AND {where} ORDER BY id DESC LIMIT ?",
+            (since, *params, limit))
         return [AuditRow(**dict(r)) for r in rows]
 
 

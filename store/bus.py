@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from store.db import Database
 from store.errors import StoreUnavailable
+from store.text_search import contains_all
 from store.writer import ThreadWriter, Write
 
 # A delivery is open (queued or leased) while its ended_at is NULL: the open-deliveries index is
@@ -507,6 +508,15 @@ class BusRepo:
                 "message_id FROM bus_deliveries WHERE recipient_id = ?) ORDER BY id DESC "
                 "LIMIT ?", (agent_id, agent_id, limit))
         return [_message(tuple(r)) for r in reversed(rows)]
+
+    async def search(self, words: Sequence[str], *, since: float = 0.0,
+                     limit: int = 200) -> list[MessageRow]:
+        """Messages whose body holds every word, newest first."""
+        where, params = contains_all(("body",), words)
+        rows = await self.db.fetchall(
+            f"SELECT {_M_COLS} FROM bus_messages WHERE created_at >= ? AND {where}"
+            " ORDER BY id DESC LIMIT ?", (since, *params, limit))
+        return [_message(tuple(r)) for r in rows]
 
     async def subscribers(self, topic: str) -> list[str]:
         rows = await self.db.fetchall("SELECT agent_id FROM bus_subscriptions WHERE topic = ? "

@@ -11,6 +11,7 @@ import aiosqlite
 from store.clock import Now, system_now
 from store.db import Database
 from store.escalations import EscalationDraft, EscalationRepo
+from store.text_search import contains_all
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +251,15 @@ class TurnRepo:
         rows = await self.db.fetchall(
             "SELECT * FROM turns WHERE agent_id=? ORDER BY id DESC LIMIT ?", (agent_id, n)
         )
+        return [TurnRow(**dict(r)) for r in rows]
+
+    async def search(self, words: Sequence[str], *, since: float = 0.0,
+                     limit: int = 200) -> list[TurnRow]:
+        """Turns whose prompt, result or error holds every word, newest first."""
+        where, params = contains_all(("prompt", "result_text", "error"), words)
+        rows = await self.db.fetchall(
+            f"SELECT * FROM turns WHERE started_at >= ? AND {where} ORDER BY id DESC LIMIT ?",
+            (since, *params, limit))
         return [TurnRow(**dict(r)) for r in rows]
 
     async def totals_by_agent(self, agent_id: str | None = None) -> list[CostLine]:

@@ -25,6 +25,7 @@ from supervisor.api.errors import store_errors
 from supervisor.api.operators import INVITE_ALPHABET, INVITE_LENGTH, ROLES, OperatorAdmin
 from supervisor.api.persistence import PersistenceAPI
 from supervisor.api.policy import ChangedCall, LearnedRuleView, PolicyAPI, PolicyTestView
+from supervisor.api.record import Hit, RecordAPI, SearchView
 from supervisor.api.repos import RepoAPI
 from supervisor.api.schedules import Draft, RunView, ScheduleAPI, ScheduleView
 from supervisor.api.standing import StandingAPI
@@ -130,6 +131,8 @@ class SupervisorAPI(OperatorAdmin):
         self.chats = ChatCopiesAPI(store, escalations)
         # Rules learned from answers (supervisor/api/policy.py).
         self.policy = PolicyAPI(settings, store, pool.policy)
+        # The audit and the search from chat (supervisor/api/record.py).
+        self.record = RecordAPI(store)
 
     @classmethod
     def over(cls, core: Core) -> SupervisorAPI:
@@ -554,7 +557,7 @@ __all__ = [
     "OperatorView", "AuditView", "KillReport", "StatsView", "CostCell", "StoreCheck",
     "TURN_OUTCOMES", "SCHEDULE_OUTCOMES", "BusSent", "BusView", "MessageView", "DeliveryView",
     "TeamView", "TeamStarted", "ScheduleAPI", "ScheduleView", "RunView", "Draft",
-    "LearnedRuleView", "ALWAYS_ALLOW", "PolicyTestView", "ChangedCall",
+    "LearnedRuleView", "ALWAYS_ALLOW", "PolicyTestView", "ChangedCall", "SearchView", "Hit",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",

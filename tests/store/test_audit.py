@@ -83,3 +83,34 @@ async def test_record_sync_writes_a_row_the_store_reads(store: Store, backend: s
     assert (row.platform, row.user_id, row.user_name, row.action, row.args, row.ok,
             row.result, row.at) == ("cli", "me@cli", "me@cli", "killswitch", "on ***", 1,
                                     "halted", T0 + 9)
+
+
+async def test_find_narrows_to_an_operator_or_an_agent_named_in_the_arguments(
+        audit: AuditStore, clock: FakeNow) -> None:
+    await audit.record(platform="telegram", user_id="42", user_name="ann", action="spawn",
+                       args="dev fix the tests", ok=True, result="spawned")
+    clock.advance(10)
+    await audit.record(platform="slack", user_id="U7", user_name="bob", action="kill",
+                       args="dev", ok=True, result="killed")
+    await audit.record(platform="slack", user_id="U7", user_name="bob", action="ask",
+                       args="devops hello", ok=True, result="sent")
+    await audit.record(platform="slack", user_id="U7", user_name="bob", action="ask",
+                       args="a_b 100%", ok=True, result="sent")
+    assert [r.action for r in await audit.find(who="dev")] == ["kill", "spawn"]
+    assert [r.args for r in await audit.find(who="bob")] == ["a_b 100%", "devops hello", "dev"]
+    assert [r.user_name for r in await audit.find(who="U7", limit=1)] == ["bob"]
+    assert [r.action for r in await audit.find(since=T0 + 5)] == ["ask", "ask", "kill"]
+    assert await audit.find(who="a%b") == [] and await audit.find(who="a_") == []
+    assert [r.args for r in await audit.find(who="a_b")] == ["a_b 100%"]
+
+
+async def test_search_needs_every_word_in_any_case_literally(audit: AuditStore) -> None:
+    await _record(audit, "spawn", args="dev Fix the flaky TEST", result="spawned dev")
+    await _record(audit, "ask", args="dev 50% done?", result="sent")
+    await _record(audit, "deny", args="ab3k use_staging", result="denied")
+    assert [r.action for r in await audit.search(["flaky", "test"])] == ["spawn"]
+    assert [r.action for r in await audit.search(["dev"])] == ["ask", "spawn"]
+    assert [r.action for r in await audit.search(["50%"])] == ["ask"]
+    assert await audit.search(["5_%"]) == [] and await audit.search(["flaky", "nope"]) == []
+    assert [r.action for r in await audit.search(["use_staging"])] == ["deny"]
+    assert [r.action for r in await audit.search(["ann"])] == ["deny", "ask", "spawn"]

@@ -260,3 +260,15 @@ async def test_subscriptions_topics_and_roles(store: Store, bus: BusStore,
     await bus_tx(lambda c: store.bus.unsubscribe(c, "topic:ci", "b1"))  # harmless
     assert await bus.subscribers("topic:ci") == ["a1"]
     assert await bus.topics_of("nobody") == []
+
+
+async def test_search_reads_message_bodies_newest_first(store: Store, bus: BusStore,
+                                                        bus_tx: Tx) -> None:
+    (old, _), = await send(store, bus_tx, msg("The build is RED again", "b1"))
+    (new, _), = await send(store, bus_tx, msg("build green, merging", "c1",
+                                              created_at=T0 + 10))
+    await send(store, bus_tx, msg("lunch?", "b1"))
+    assert [m.id for m in await bus.search(["build"])] == [new, old]
+    assert [m.id for m in await bus.search(["red", "build"])] == [old]
+    assert [m.id for m in await bus.search(["build"], since=T0 + 5)] == [new]
+    assert await bus.search(["b_ild"]) == []

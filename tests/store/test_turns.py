@@ -222,3 +222,18 @@ async def test_a_turn_records_its_origin_and_the_messages_it_held(turns: TurnSto
     assert theirs is not None and theirs.id == other
     assert await turns.holding("a1", 99) is None
     assert await turns.holding("c1", 3) is None
+
+
+async def test_search_reads_prompts_results_and_errors(turns: TurnStore, clock: FakeNow) -> None:
+    one = await turns.start("a1", "Fix the flaky login test")
+    await turns.finish(one, status="ok", result_text="Fixed: the TEST waited on a timer")
+    clock.advance(10)
+    two = await turns.start("b1", "deploy to staging")
+    await turns.finish(two, status="error", error="login refused by the staging host")
+    three = await turns.start("a1", "100% coverage please")
+    assert [t.id for t in await turns.search(["login"])] == [two, one]
+    assert [t.id for t in await turns.search(["timer", "flaky"])] == [one]
+    assert [t.id for t in await turns.search(["100%"])] == [three]
+    assert await turns.search(["10_%"]) == []
+    assert [t.id for t in await turns.search(["login"], since=T0 + 5)] == [two]
+    assert [t.id for t in await turns.search(["login"], limit=1)] == [two]
