@@ -81,7 +81,8 @@ class Copies:
         """A notice too long for one card: as replies (split), under each chat's anchor."""
         refused: dict[ChatId, BaseException] = {}
         replies = {chat: self.outbox.reply(chat, render.long_notice(row),
-                                           priority=Priority.URGENT, reply_to=above)
+                                           priority=Priority.URGENT, reply_to=above,
+                                           silent=render.quiet(row))
                    for chat, above in anchors.items()}
         for chat, futures in replies.items():
             for fut in futures:
@@ -120,7 +121,8 @@ class Copies:
                     continue
                 if anchors[chat] is None:  # under the file; with an anchor, both go under it
                     above = shown
-            sent[chat] = self.outbox.send(chat, reply, priority=Priority.URGENT, reply_to=above)
+            sent[chat] = self.outbox.send(chat, reply, priority=Priority.URGENT, reply_to=above,
+                                          silent=render.quiet(row))
         for chat, fut in sent.items():
             try:
                 message = await fut

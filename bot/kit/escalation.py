@@ -46,6 +46,23 @@ def needs_answer(row: Escalation) -> bool:
     return row.kind != Kind.NOTICE and row.status == "open"
 
 
+# A notice whose title says one of these (or starts with a warning mark) is news the operator
+# should hear at once: it rings the phone. Every other notice (an agent finished, a session
+# started fresh, a bucket works again) arrives silently; what needs an answer always rings.
+_LOUD_MARKS = ("🛑", "⚠", "⏰")
+_LOUD_WORDS = ("error", "fail", "stopped", "crossed", "paused", "refused", "blocked",
+               "cut off", "not delivered", "conflict", "no answer", "cannot", "could not",
+               "alarm", "expired", "ttl", "killed", "crash", "interrupted", "not ")
+
+
+def quiet(row: Escalation) -> bool:
+    """Whether the row is sent without a notification (Telegram's disable_notification)."""
+    if row.kind != Kind.NOTICE:
+        return False
+    title = row.title.lower()
+    return not (row.title.startswith(_LOUD_MARKS) or any(w in title for w in _LOUD_WORDS))
+
+
 def is_long_notice(row: Escalation) -> bool:
     return row.kind == Kind.NOTICE and len(row.body) > LONG_NOTICE_CHARS and not row.detail
 

@@ -247,11 +247,13 @@ class Outbox:
         return lambda a: a.send_document(chat, document, caption=caption, reply_to=reply_to)
 
     def reply(self, chat: ChatId, reply: Reply, *, priority: Priority = Priority.REPLY,
-              reply_to: MessageId | None = None) -> list[asyncio.Future[Any]]:
+              reply_to: MessageId | None = None,
+              silent: bool = False) -> list[asyncio.Future[Any]]:
         """A whole Reply as the platform lays it out: its messages, then its files."""
         layout = self.adapter.layout(reply)
         futures: list[asyncio.Future[Any]] = [
-            self.send(chat, m, priority=priority, reply_to=reply_to) for m in layout.messages]
+            self.send(chat, m, priority=priority, reply_to=reply_to, silent=silent)
+            for m in layout.messages]
         futures += [self.document(chat, f, priority=priority, reply_to=reply_to)
                     for f in layout.files]
         return futures

@@ -259,3 +259,27 @@ async def test_under_a_429_storm_a_commands_reply_comes_before_what_the_command_
     finished = next(i for i, t in enumerate(texts) if "w finished" in t)
     assert spawned < finished, texts
     assert "No agents running" in texts[0]
+
+
+async def test_routine_notices_arrive_silently_and_what_needs_you_rings(kit, chat):
+    """Issue 27: a push that needs an answer, and news of trouble, notify the phone; an agent
+    finishing (and other routine news) is sent without a notification."""
+    app, desk = kit
+    row = await ask(app)
+    esc = app.pool.escalations
+    await esc.notify(None, "w finished", "all done")
+    await esc.notify(None, "w ended with an error", "boom")
+    await esc.notify(None, "🛑 Kill switch triggered", "by alice")
+    await esc.notify(None, "w starts a fresh session", "asked by alice")
+    await copies_of(app, row.id, 2)
+
+    def shown(needle):
+        return [m for m in chat.sent(dm(ALICE)) if needle in m.text]
+
+    await wait_for(lambda: shown("fresh session"), 10, "the last notice")
+    await desk.flush(5)
+    assert [m.silent for m in shown("wants to use Bash")] == [False]
+    assert [m.silent for m in shown("w finished")] == [True]
+    assert [m.silent for m in shown("fresh session")] == [True]
+    assert [m.silent for m in shown("ended with an error")] == [False]
+    assert [m.silent for m in shown("Kill switch triggered")] == [False]
