@@ -43,6 +43,7 @@ from supervisor.guard.learned import (
 from supervisor.guard.mcp_server import tool_server
 from supervisor.guard.policy import Action, Policy
 from supervisor.guard.policy import Decision as PolicyDecision
+from supervisor.guard.recommend import marked, recommend
 from supervisor.guard.sendback import send_back, turn_scope
 from supervisor.guard.unsolicited import REFUSED
 from supervisor.guard.unusual import unusual
@@ -118,6 +119,11 @@ class ToolGate:
                     "question": {"type": "string", "description": "the question, self-contained"},
                     "options": {"type": "array", "items": {"type": "string"},
                                 "description": "suggested answers (optional)"},
+                    "recommended": {"type": "string",
+                                    "description": "the answer you recommend (optional): "
+                                                   "shown first, so one tap accepts it"},
+                    "why": {"type": "string",
+                            "description": "why you recommend it, in a sentence (optional)"},
                 },
                 "required": ["question"],
             },
@@ -131,8 +137,11 @@ class ToolGate:
             back = await self._send_back(question)
             if back is not None:
                 return {"content": [{"type": "text", "text": back}]}
+            options, line = recommend(options, str(args.get("recommended") or ""),
+                                      str(args.get("why") or ""))
             answer = await self._escalate(
-                Kind.QUESTION, f"{self.agent.name} asks", question, None, None, options, True
+                Kind.QUESTION, f"{self.agent.name} asks",
+                "\n\n".join(p for p in (line, question) if p), None, None, options, True
             )
             return {"content": [{"type": "text", "text": answer.to_agent()}]}
 
@@ -246,7 +255,9 @@ class ToolGate:
             text = str(q.get("question") or "")
             labels = tuple(str(o.get("label", o)) if isinstance(o, dict) else str(o)
                            for o in q.get("options") or [])
-            answer = await self._escalate(Kind.QUESTION, f"{self.agent.name} asks", text,
+            labels, line = recommend(labels, marked(labels))
+            answer = await self._escalate(Kind.QUESTION, f"{self.agent.name} asks",
+                                          "\n\n".join(p for p in (line, text) if p),
                                           "AskUserQuestion", tool_input, labels, True)
             if answer.decision == Decision.DENY:
                 return PermissionResultDeny(
