@@ -62,8 +62,12 @@ class Pending:
             return Reply.text("Nothing is waiting for you.")
         blocks = [Text(f"{len(rows)} waiting", "title")]
         blocks += [b for r in rows[:30] for b in escalation_blocks(r)]
+        # Several requests of one agent for one tool: one tap answers them all.
+        groups = tuple((Button(f"✅ All {n} of {name}'s {tool}",
+                               f"/approve all {name} {tool}"),)
+                       for name, tool, n in await ctx.api.pending_groups())
         return Reply(blocks=tuple(blocks),
-                     buttons=tuple(escalation_buttons(r) for r in rows[:10]))
+                     buttons=groups + tuple(escalation_buttons(r) for r in rows[:10]))
 
 
 class Approve:
@@ -76,24 +80,31 @@ class Approve:
         Rest("scope", "'session' to allow the same call for the rest of the session; "
                       "'always' to add the rule the request offers (admins; offered after "
                       "the same call was allowed three times in a row) (after 'all': the "
-                      "agent, then optionally 'session')", required=False),
+                      "agent, then optionally a tool name and 'session')", required=False),
     )
     examples: ClassVar[tuple[str, ...]] = ("/approve ab3k", "/approve ab3k session",
-                                           "/approve ab3k always", "/approve all fixer")
+                                           "/approve ab3k always", "/approve all fixer",
+                                           "/approve all fixer Bash")
 
     async def execute(self, ctx: Context, args: dict[str, Any]) -> Reply:
         words = (args["scope"] or "").split()
         if args["id"] == "all":
             if not words:
                 raise UsageError("after 'all' name the agent whose requests to approve")
-            session = words[1:] == ["session"]
-            if words[1:] and not session:
-                raise UsageError(f"expected 'session' after the agent, got {' '.join(words[1:])!r}")
-            approved = await ctx.api.approve_all(words[0], by=ctx.caller, session=session)
+            rest = words[1:]
+            session = rest[-1:] == ["session"]
+            rest = rest[:-1] if session else rest
+            if len(rest) > 1:
+                raise UsageError("after the agent, expected a tool name and/or 'session', got "
+                                 f"{' '.join(words[1:])!r}")
+            tool = rest[0] if rest else None
+            approved = await ctx.api.approve_all(words[0], by=ctx.caller, session=session,
+                                                 tool=tool)
             rows, name = approved.escalations, approved.agent.name
+            what = f"{tool} " if tool else ""
             if not rows:
-                return Reply.text(f"{name} has no open permission requests.")
-            return Reply.text(f"Approved {len(rows)} request(s) of {name}: "
+                return Reply.text(f"{name} has no open {what}permission requests.")
+            return Reply.text(f"Approved {len(rows)} {what}request(s) of {name}: "
                               + ", ".join(r.id for r in rows))
         if words not in ([], ["session"], ["always"]):
             raise UsageError("expected nothing, 'session' or 'always' after the id, got "

@@ -364,6 +364,18 @@ class SupervisorAPI(OperatorAdmin):
         return tuple(await self._escalations.pending(agent_id))
 
     @store_errors
+    async def pending_groups(self) -> tuple[tuple[str, str, int], ...]:
+        """(agent name, tool, how many) for each agent and tool with several open permission
+        requests: what `/approve all <agent> <tool>` answers at once."""
+        counts: dict[tuple[str, str], int] = {}
+        for row in await self._escalations.pending():
+            runner = self._pool.fleet.find(row.agent_id) if row.agent_id else None
+            if row.kind == Kind.PERMISSION and runner is not None and row.tool_name:
+                key = (runner.name, row.tool_name)
+                counts[key] = counts.get(key, 0) + 1
+        return tuple((name, tool, n) for (name, tool), n in counts.items() if n > 1)
+
+    @store_errors
     async def escalation(self, esc_id: str) -> EscalationView | None:
         return await self._escalations.get(esc_id)
 
@@ -388,12 +400,14 @@ class SupervisorAPI(OperatorAdmin):
                                                              by.platform))
 
     @store_errors
-    async def approve_all(self, agent: str, *, by: Actor, session: bool = False) -> Approved:
-        """Allow every open permission request of one agent."""
+    async def approve_all(self, agent: str, *, by: Actor, session: bool = False,
+                          tool: str | None = None) -> Approved:
+        """Allow every open permission request of one agent (of one tool, if named)."""
         self._not_halted()
         r = await self._pool.fleet.get(agent)
         rows = [row for row in await self._escalations.pending(r.id)
-                if row.kind == Kind.PERMISSION]
+                if row.kind == Kind.PERMISSION
+                and (tool is None or (row.tool_name or "").lower() == tool.lower())]
         decision = Decision.ALLOW_SESSION if session else Decision.ALLOW
         closed = [await self._escalations.answer(row.id, Answer(decision, "", by.name,
                                                                 by.platform)) for row in rows]

@@ -77,3 +77,32 @@ async def test_a_question_without_a_recommendation_is_unchanged(desk_with):  # n
         row = await question(app)
         assert row.options == ("main", "dev") and row.body == "Which branch?"
         await says(desk, ALICE, f"/answer {row.id} 2")
+
+
+async def test_pending_answers_several_requests_of_one_agent_and_tool_at_once(desk_with):  # noqa: F811
+    """Issue 27: "approve all three of dev's Bash requests" is one tap from /pending."""
+    from supervisor.guard.escalations import Kind
+    from supervisor.guard.gate import PERMISSION_OPTIONS
+
+    async with desk_with() as (app, desk, chat):
+        await idle_agent(app, desk, chat, "dev")
+        r = await app.pool.fleet.get("dev")
+        for tool, what in [("Bash", "make a"), ("Bash", "make b"), ("Write", "/w/x"),
+                           ("Bash", "make c")]:
+            await app.pool.escalations.open(
+                agent_id=r.id, kind=Kind.PERMISSION, title=f"dev wants to use {tool}",
+                body="Why asked: no rule decides it", tool_name=tool, tool_input={"x": what},
+                options=PERMISSION_OPTIONS, detail=what)
+        await says(desk, ALICE, "/pending")
+        listing = next(m for m in reversed(chat.sent(dm(ALICE))) if "4 waiting" in m.text)
+        labels = [label for row in listing.buttons for label, _ in row]
+        assert labels[0] == "✅ All 3 of dev's Bash" and "All 1" not in " ".join(labels)
+        await taps(desk, ALICE, listing, listing.buttons[0][0][1])
+        assert any(t.startswith("Approved 3 Bash request(s) of dev: ")
+                   for t in chat.texts(dm(ALICE)))
+        left = await app.api.pending()
+        assert [row.tool_name for row in left] == ["Write"]
+        await says(desk, ALICE, "/approve all dev Bash Write")
+        assert "expected a tool name and/or 'session'" in chat.texts(dm(ALICE))[-1]
+        await says(desk, ALICE, "/approve all dev Bash session")
+        assert "dev has no open Bash permission requests." in chat.texts(dm(ALICE))
