@@ -24,6 +24,7 @@ import json
 import os
 import runpy
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -187,6 +188,7 @@ class Forked:
     def __init__(self, zygote: Zygote, argv: list[str], env: dict[str, str], cwd: Path) -> None:
         self.args = [sys.executable, "-m", "bot.cli", *argv]
         self.returncode: int | None = None
+        self._log = zygote.log
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -211,7 +213,7 @@ class Forked:
                 raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
             chunk = self._conn.recv(4096)
             if not chunk:
-                raise RuntimeError("the test zygote went away (see its log in the pytest tmp)")
+                raise RuntimeError(f"the test zygote went away: its log is {self._log}")
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         return json.loads(line)  # type: ignore[no-any-return]
@@ -250,9 +252,9 @@ class Zygote:
     def __init__(self) -> None:
         import tempfile
 
-        where = Path(tempfile.mkdtemp(prefix="sbz", dir="/tmp"))
-        self.path = str(where / "z.sock")
-        self.log = where / "zygote.log"
+        self.where = Path(tempfile.mkdtemp(prefix="sbz", dir="/tmp"))
+        self.path = str(self.where / "z.sock")
+        self.log = self.where / "zygote.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
         env["PYTHONDONTWRITEBYTECODE"] = ""
         with self.log.open("w") as log:
@@ -276,6 +278,7 @@ class Zygote:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
+        shutil.rmtree(self.where, ignore_errors=True)
 
     @classmethod
     def get(cls) -> Zygote:
