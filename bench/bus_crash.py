@@ -39,7 +39,8 @@ def main() -> int:
     parser.add_argument("--per-agent", type=int, default=PER_AGENT)
     args = parser.parse_args()
     with scratch_dir("sbbc") as home:
-        out = bus_crash.run(home / "sb", args.agents, args.per_agent, timeout_s=180.0)
+        out = bus_crash.run(home / "sb", args.agents, args.per_agent, timeout_s=180.0,
+                             cold=True)  # timed: supervisors from a cold interpreter
     print(f"{out}", flush=True)
     result(f"crash mid-flood, {out.messages:,} bus messages: acknowledged and lost", 0, "messages",
            goal="= 0", passed=True,

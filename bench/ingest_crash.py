@@ -44,7 +44,7 @@ def main() -> int:
     n = args.agents
     with scratch_dir("sbic") as home:
         out = ingest_crash.run(
-            home / "sb", n, CHUNKS, TURNS, timeout_s=TIMEOUT_S,
+            home / "sb", n, CHUNKS, TURNS, timeout_s=TIMEOUT_S, cold=True,  # timed: cold starts
             max_agents=n + 10, spawns_per_minute=100_000, commands_per_minute=100_000,
             messages_per_minute=100_000, memory_refuse_pct=100.0, memory_warn_pct=100.0,
             stall_s=3600.0)

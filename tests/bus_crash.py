@@ -43,10 +43,12 @@ def ids(home: Path, name: str) -> list[str]:
     return out
 
 
-def run(home: Path, agents: int, per_agent: int, *, timeout_s: float = 120.0) -> Outcome:
+def run(home: Path, agents: int, per_agent: int, *, timeout_s: float = 120.0,
+        cold: bool = False) -> Outcome:
     """Spawn `agents` agents, have each send `per_agent` bus messages to the others, SIGKILL the
     supervisor once 30% of them were acknowledged, restart it, answer each cut turn's question
-    with "run it again", and check (AssertionError on a message lost or stored twice)."""
+    with "run it again", and check (AssertionError on a message lost or stored twice). `cold`
+    starts both supervisors from a cold interpreter, not the tests' zygote: for a bench's times."""
     write_config(home, fake=True, spawns_per_minute=1000, commands_per_minute=10_000,
                  memory_refuse_pct=100, bus_inbox_cap=100_000, bus_pair_limit=10_000,
                  bus_rate_alarm_per_min=1_000_000, max_agents=agents + 10)
@@ -54,7 +56,7 @@ def run(home: Path, agents: int, per_agent: int, *, timeout_s: float = 120.0) ->
     kill_at = int(total * 0.3)
     names = [f"a{i:02d}" for i in range(agents)]
     started = time.monotonic()
-    sup = Supervisor(home)
+    sup = Supervisor(home, cold=cold)
     try:
         sup.expect("Switchboard console", timeout_s)
         for name in names:
@@ -79,7 +81,7 @@ def run(home: Path, agents: int, per_agent: int, *, timeout_s: float = 120.0) ->
     finally:
         db.close()
     assert cut, "the kill cut no turn"
-    sup2 = Supervisor(home)
+    sup2 = Supervisor(home, cold=cold)
     try:
         sup2.expect("Switchboard console", timeout_s)
         # The operator's SPAM turns that the kill cut are reported, not replayed unasked: one

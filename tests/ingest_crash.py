@@ -39,13 +39,14 @@ class Outcome:
 
 
 def run(home: Path, agents: int, chunks: int, turns: int, *, timeout_s: float = 60.0,
-        **config: object) -> Outcome:
+        cold: bool = False, **config: object) -> Outcome:
     """Spawn `agents` agents each streaming `chunks` events a turn with `turns` turns queued,
     SIGKILL the supervisor once `agents` turn ends were shown (the fleet still streaming),
-    restart it, and check the database (AssertionError on anything missing)."""
+    restart it, and check the database (AssertionError on anything missing). `cold` starts both
+    supervisors from a cold interpreter, not the tests' zygote: for a bench's times."""
     write_config(home, fake=True, **{"ingest_window_s": 0.05, **config})
     started = time.monotonic()
-    sup = Supervisor(home)
+    sup = Supervisor(home, cold=cold)
     try:
         sup.expect("Switchboard console", timeout_s)
         for i in range(agents):
@@ -67,7 +68,7 @@ def run(home: Path, agents: int, chunks: int, turns: int, *, timeout_s: float = 
     assert agents <= len(finished) < agents * turns, "the kill was not mid-ingest"
 
     restarted = time.monotonic()
-    sup2 = Supervisor(home)
+    sup2 = Supervisor(home, cold=cold)
     try:
         sup2.expect("Switchboard console", timeout_s)
         ready = time.monotonic()

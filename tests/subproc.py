@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import FAKE_CLAUDE, MODEL, PERMISSIVE_POLICY
+from tests.zygote import Forked, Zygote
 
 
 class Supervisor:
@@ -21,21 +22,27 @@ class Supervisor:
 
     def __init__(self, home: Path, console: bool = True, *, env: dict[str, str] | None = None,
                  preexec_fn: Callable[[], None] | None = None,
-                 prefix: tuple[str, ...] = ()) -> None:
+                 prefix: tuple[str, ...] = (), cold: bool = False) -> None:
         """`env` is added to the test's environment (SWITCHBOARD_* variables dropped);
-        `prefix` runs the supervisor under another command (e.g. without namespaces)."""
+        `prefix` runs the supervisor under another command (e.g. without namespaces). The
+        supervisor is forked from the worker's zygote (tests/zygote.py), a second's CPU less
+        than a cold interpreter; `cold`, a prefix or a preexec_fn start one cold."""
         # PORT too: set, it would turn on every supervisor's HTTP listener on one port.
         full = {k: v for k, v in os.environ.items()
                 if not k.startswith("SWITCHBOARD_") and k != "PORT"}
         full["SWITCHBOARD_HOME"] = str(home)
         full.update(env or {})
-        self.proc = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "bot.cli", "run",
-             "--console" if console else "--headless"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            env=full, text=True, cwd=Path(__file__).resolve().parents[2],
-            preexec_fn=preexec_fn,
-        )
+        args = ["run", "--console" if console else "--headless"]
+        root = Path(__file__).resolve().parents[2]
+        self.proc: subprocess.Popen[str] | Forked
+        if prefix or preexec_fn is not None or cold:
+            self.proc = subprocess.Popen(
+                [*prefix, sys.executable, "-m", "bot.cli", *args],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                env=full, text=True, cwd=root, preexec_fn=preexec_fn,
+            )
+        else:  # forked from a warm interpreter: see tests/zygote.py
+            self.proc = Zygote.get().spawn(args, full, root)
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         self.ended = threading.Event()  # the output is read to its end

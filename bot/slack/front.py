@@ -99,7 +99,9 @@ class SlackFrontend(Lifecycle):
                                                                               or "")
         http = s.slack_mode == "http"
         secret = s.slack_signing_secret.value if s.slack_signing_secret else None
-        self.bolt = AsyncApp(client=self.client, signing_secret=secret,
+        # Named: without a name bolt takes its caller's file name from inspect.stack(), which
+        # reads the source of every frame on the stack (tens of ms at each start).
+        self.bolt = AsyncApp(name="switchboard", client=self.client, signing_secret=secret,
                              request_verification_enabled=http, process_before_response=False,
                              logger=logging.getLogger("slack_bolt.switchboard"))
         self.adapter = SlackAdapter(self.client, s.slack_channel)

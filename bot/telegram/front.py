@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import logging
 import secrets
+import ssl
 from typing import Any
 from urllib.parse import urlparse
 
+import httpx
 from aiohttp import web
 from telegram import Bot, BotCommand, Update, User
 from telegram.error import InvalidToken, TelegramError
@@ -24,6 +27,7 @@ from telegram.ext import (
     MessageHandler,
     filters,
 )
+from telegram.request import HTTPXRequest
 
 from bot.kit import ChatId, FrontDesk, Incoming, LinkState, MessageId, Tap, TapId
 from bot.kit.context import FrontContext
@@ -72,11 +76,28 @@ def api_urls(base: str | None) -> tuple[str, str] | None:
     return f"{root}/bot", f"{root}/file/bot"
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every Bot API client of the process, made as httpx makes its own
+    (certifi's bundle, or SSL_CERT_FILE / SSL_CERT_DIR): httpx would build one per client,
+    loading the CA bundle each time, about 50 ms of CPU, two clients a front end, at every
+    start."""
+    return httpx.create_ssl_context()
+
+
+def _request(pool: int) -> HTTPXRequest:
+    """PTB's own default request (its pool size; every other setting its default) on the
+    shared TLS context."""
+    return HTTPXRequest(connection_pool_size=pool, httpx_kwargs={"verify": _tls()})
+
+
 async def get_me(token: str, base: str | None) -> User:
     """The bot behind `token` (getMe), as `switchboard doctor` checks it. Raises
     BadBaseUrl, InvalidToken (refused) or TelegramError (unreachable)."""
     urls = api_urls(base)
-    bot = Bot(token, base_url=urls[0], base_file_url=urls[1]) if urls else Bot(token)
+    bot = (Bot(token, base_url=urls[0], base_file_url=urls[1], request=_request(1),
+               get_updates_request=_request(1)) if urls
+           else Bot(token, request=_request(1), get_updates_request=_request(1)))
     async with bot:  # initialize() calls getMe: a refused token raises InvalidToken
         return await bot.get_me()
 
@@ -99,7 +120,9 @@ class TelegramFrontend(Lifecycle):
     async def start(self) -> None:
         token = self.settings.telegram_token
         assert token is not None, "TELEGRAM_BOT_TOKEN is not set"
-        builder = ApplicationBuilder().token(token.value).concurrent_updates(True)
+        # PTB's default pool sizes: 256 for the calls, 1 for getUpdates.
+        builder = (ApplicationBuilder().token(token.value).concurrent_updates(True)
+                   .request(_request(256)).get_updates_request(_request(1)))
         urls = api_urls(self.settings.telegram_api_base_url)
         if urls:
             builder = builder.base_url(urls[0]).base_file_url(urls[1])

@@ -131,34 +131,51 @@ class Proc:
             return None
         return st[0]
 
-    def alive(self) -> bool:
-        state = self.state()
-        return state is not None and state not in "ZX"  # a zombie is dead, just not reaped
-
     def __str__(self) -> str:
         return f"{self.pid}:{self.name}[{self.state()}] {self.cmdline[:80]}"
 
 
-def host_processes() -> dict[int, tuple[str, int, int, str]]:
-    table = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            st = _stat(int(entry))
-            if st is not None:
-                table[int(entry)] = st
-    return table
+class HostTable:
+    """One scan of the host's process table, shared by every agent looked at in one round: a
+    fleet of twenty looked at one agent at a time scanned /proc (and read every process's pid
+    namespace) twenty times a round, which cost the suite more CPU than some agents did."""
+
+    __slots__ = ("_ns", "children", "table")
+
+    def __init__(self) -> None:
+        self.table: dict[int, tuple[str, int, int, str]] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                st = _stat(int(entry))
+                if st is not None:
+                    self.table[int(entry)] = st
+        self.children: dict[int, list[int]] = {}
+        for pid, (_state, ppid, _start, _comm) in self.table.items():
+            self.children.setdefault(ppid, []).append(pid)
+        self._ns: dict[int, str | None] = {}
+
+    def ns(self, pid: int) -> str | None:
+        """`pid`'s pid namespace, read once per scan."""
+        if pid not in self._ns:
+            self._ns[pid] = pid_ns(pid)
+        return self._ns[pid]
+
+    def alive(self, proc: Proc) -> bool:
+        """`proc` was alive at the scan (the same pid and start time, not a zombie)."""
+        st = self.table.get(proc.pid)
+        return st is not None and st[2] == proc.start and st[0] not in "ZX"
 
 
 def processes_of(launcher_pid: int, namespace: str | None,
-                 launcher_start: int | None = None) -> list[Proc]:
+                 launcher_start: int | None = None, host: HostTable | None = None
+                 ) -> list[Proc]:
     """Every live process under the launcher (bwrap's outer process) on the host, plus every
     process whose pid namespace is the agent's: two independent views, united. With
     `launcher_start`, a pid reused by another process (pids wrap at 32768 here, and the other
-    tests' agents start all the time) is not walked as the launcher."""
-    table = host_processes()
-    children: dict[int, list[int]] = {}
-    for pid, (_state, ppid, _start, _comm) in table.items():
-        children.setdefault(ppid, []).append(pid)
+    tests' agents start all the time) is not walked as the launcher. `host` is a scan to
+    read (a new one without it)."""
+    host = host or HostTable()
+    table = host.table
     found: set[int] = set()
     ours = launcher_pid in table and launcher_start in (None, table[launcher_pid][2])
     stack = [launcher_pid] if ours else []
@@ -166,9 +183,9 @@ def processes_of(launcher_pid: int, namespace: str | None,
         pid = stack.pop()
         if pid not in found:
             found.add(pid)
-            stack.extend(children.get(pid, ()))
+            stack.extend(host.children.get(pid, ()))
     if namespace is not None:
-        found.update(pid for pid in table if pid_ns(pid) == namespace)
+        found.update(pid for pid in table if host.ns(pid) == namespace)
     out = []
     for pid in sorted(found):
         state, _ppid, start, comm = table[pid]
@@ -205,19 +222,21 @@ class Watched:
     def release(self) -> None:
         os.close(self.ns_fd)
 
-    def look(self) -> list[Proc]:
-        now = processes_of(self.launcher_pid, self.namespace, self.launcher_start)
+    def look(self, host: HostTable | None = None) -> list[Proc]:
+        now = processes_of(self.launcher_pid, self.namespace, self.launcher_start, host)
         for p in now:
             self.seen[(p.pid, p.start)] = p
         return now
 
-    def agent_side(self) -> list[Proc]:
+    def agent_side(self, host: HostTable | None = None) -> list[Proc]:
         """What the agent runs: everything but bwrap's outer process and the init (ours)."""
-        return [p for p in self.look() if p.pid not in (self.launcher_pid, self.init_pid)]
+        return [p for p in self.look(host) if p.pid not in (self.launcher_pid, self.init_pid)]
 
-    def survivors(self) -> list[Proc]:
-        return [p for p in self.seen.values() if p.alive()] + [
-            p for p in processes_of(self.launcher_pid, self.namespace, self.launcher_start)
+    def survivors(self, host: HostTable | None = None) -> list[Proc]:
+        """Everything it ever had that is alive at the scan `host` (a new one without it)."""
+        host = host or HostTable()
+        return [p for p in self.seen.values() if host.alive(p)] + [
+            p for p in processes_of(self.launcher_pid, self.namespace, self.launcher_start, host)
             if (p.pid, p.start) not in self.seen]
 
 
@@ -226,7 +245,8 @@ def wait_dead(watched: list[Watched], bound_s: float) -> tuple[float, list[str]]
     it took and what survived."""
     started = time.monotonic()
     while True:
-        left = [f"{w.runner.name}: {p}" for w in watched for p in w.survivors()]
+        host = HostTable()  # one scan a round for the whole fleet
+        left = [f"{w.runner.name}: {p}" for w in watched for p in w.survivors(host)]
         elapsed = time.monotonic() - started
         if not left or elapsed > bound_s:
             return elapsed, left
@@ -290,8 +310,8 @@ def escaper_prompt(kill_init: bool = False) -> str:
     return bash_script((KILL_INIT if kill_init else "") + ESCAPERS)
 
 
-def escapers_running(w: Watched) -> bool:
-    cmdlines = [p.cmdline for p in w.agent_side()]
+def escapers_running(w: Watched, host: HostTable | None = None) -> bool:
+    cmdlines = [p.cmdline for p in w.agent_side(host)]
     return all(any(s in c for c in cmdlines) for s in SLEEPERS) and all(
         (w.runner.cwd and os.path.exists(os.path.join(w.runner.cwd, c))) for c in COUNTERS)
 
