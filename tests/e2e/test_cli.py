@@ -149,3 +149,14 @@ def test_status_into_a_pipe_closed_early_is_quiet(tmp_path):
     text = (ROOT / "Dockerfile").read_text()
     health = text[text.index("HEALTHCHECK"):].split("\n\n", 1)[0]
     assert "switchboard status --check" in health and "grep" not in health, health
+
+
+def test_the_command_itself_imports_no_agent_sdk():
+    """`switchboard --version`, `status`, `kill` and `doctor` start without the claude-agent-sdk
+    (and the mcp it brings: 0.7 CPU-s): only `run` and `demo` need it, and import it then."""
+    probe = ("import sys, bot.cli; heavy = [m for m in ('claude_agent_sdk', 'mcp', 'telegram', "
+             "'slack_bolt', 'google.cloud.storage') if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
