@@ -19,11 +19,13 @@ from bot.kit.ports import (
     Escalation,
     EscalationClosed,
     FleetEvent,
+    IncomingFile,
     MessageId,
     Operator,
+    Sender,
 )
 from commands.agents import agent_buttons
-from commands.base import Role
+from commands.base import Reply, Role
 from supervisor.api import (
     AgentDetail,
     AgentOutput,
@@ -34,6 +36,7 @@ from supervisor.api import (
     OperatorView,
     StateChanged,
     SupervisorAPI,
+    SupervisorError,
     TurnFinished,
     UnknownAgent,
 )
@@ -181,3 +184,18 @@ class ApiFleet:
 
     def events(self) -> AsyncIterator[Event | EscalationEvent]:
         return self.api.events()
+
+    def attachment_limit(self) -> int:
+        return self.api.files.attachment_max_bytes
+
+    async def attach(self, agent_id: str, sent: IncomingFile, data: bytes, caption: str,
+                     by: Sender, platform: str, /) -> Reply:
+        try:
+            done = await self.api.files.attach(
+                agent_id, sent.name, data, by=_Who(f"{platform}:{by.user_id}", by.name, platform),
+                kind=sent.kind, mime=sent.mime, caption=caption)
+        except SupervisorError as exc:
+            return Reply.error(exc.what, exc.fix)
+        queued = f" ({done.ahead} ahead of it)" if done.ahead else ""
+        return Reply.text(f"📎 Saved for {done.agent.name} as {done.path}; its next turn tells "
+                          f"it so{queued}.")

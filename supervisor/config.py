@@ -130,6 +130,12 @@ class Settings(BaseSettings):
                                 Key("SWITCHBOARD_SHUTDOWN_GRACE_S", "shutdown_grace_s")] = 30.0
     max_prompt_chars: Annotated[Whole,
                                 Key("SWITCHBOARD_MAX_PROMPT_CHARS", "max_prompt_chars")] = 100_000
+    # A file the operator sends an agent (Telegram lets a bot download 20 MB at most).
+    attachment_max_bytes: Annotated[Whole, Key("SWITCHBOARD_ATTACHMENT_MAX_BYTES",
+                                               "attachment_max_bytes")] = 20_000_000
+    # A file an agent sends out with send_file, or /file fetches (Telegram's upload limit).
+    send_file_max_bytes: Annotated[Whole, Key("SWITCHBOARD_SEND_FILE_MAX_BYTES",
+                                              "send_file_max_bytes")] = 50_000_000
     max_line_bytes: Whole = 64 * 1024 * 1024  # not configurable
     policy_file: Annotated[UserPath | None, Key("SWITCHBOARD_POLICY", "policy_file")] = None
     approval_reminder_s: Annotated[Seconds, Key("SWITCHBOARD_APPROVAL_REMINDER_S",

@@ -22,6 +22,7 @@ from store.errors import StoreError
 from supervisor.agents.retention import database_bytes, retention_words
 from supervisor.api.chats import ChatCopiesAPI
 from supervisor.api.errors import store_errors
+from supervisor.api.files import Attached, FilesAPI, WorkspaceFile
 from supervisor.api.operators import INVITE_ALPHABET, INVITE_LENGTH, ROLES, OperatorAdmin
 from supervisor.api.persistence import PersistenceAPI
 from supervisor.api.repos import RepoAPI
@@ -66,6 +67,7 @@ from supervisor.errors import (
     AlreadyAnswered,
     BadSchedule,
     ConfigError,
+    FileRefused,
     Halted,
     InvalidRequest,
     LimitExceeded,
@@ -126,6 +128,8 @@ class SupervisorAPI(OperatorAdmin):
         self.persistence = PersistenceAPI(pool)  # snapshots to the bucket
         # Where each escalation's and agent's chat messages are (supervisor/api/chats.py).
         self.chats = ChatCopiesAPI(store, escalations)
+        # Files into and out of agents' workspaces (supervisor/api/files.py).
+        self.files = FilesAPI(pool, settings, self._not_halted)
 
     @classmethod
     def over(cls, core: Core) -> SupervisorAPI:
@@ -541,11 +545,12 @@ __all__ = [
     "OperatorView", "AuditView", "KillReport", "StatsView", "CostCell", "StoreCheck",
     "TURN_OUTCOMES", "SCHEDULE_OUTCOMES", "BusSent", "BusView", "MessageView", "DeliveryView",
     "TeamView", "TeamStarted", "ScheduleAPI", "ScheduleView", "RunView", "Draft",
+    "Attached", "WorkspaceFile", "FilesAPI",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",
     # errors
     "SupervisorError", "ConfigError", "InvalidRequest", "UnknownAgent", "AgentExists",
     "AgentNotRunning", "UnknownEscalation", "AlreadyAnswered", "UnknownOperator", "Halted",
-    "LimitExceeded", "ShuttingDown", "StoreFailed", "AgentFailed", "BadSchedule",
+    "LimitExceeded", "ShuttingDown", "StoreFailed", "AgentFailed", "BadSchedule", "FileRefused",
 ]
