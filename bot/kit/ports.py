@@ -135,6 +135,7 @@ class Incoming:
     text: str  # with files: their caption
     reply_to: MessageId | None = None  # the message this one answers, if any
     files: tuple[IncomingFile, ...] = ()
+    agent_id: str | None = None  # the agent the platform knows it is for (Slack: the thread's)
 
 
 @dataclass(frozen=True, slots=True)

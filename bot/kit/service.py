@@ -153,7 +153,7 @@ class FrontDesk(Lifecycle):
                                   Reply.error("That message is too long.", cleaned.problem))
             return
         if msg.files:
-            await self.on_files(msg, caller, text)
+            await self.on_files(msg, caller, text, agent_id=msg.agent_id)
             return
         if text.startswith("/") and split_command(text)[0] == "start":
             self.welcome(msg.chat, caller)
