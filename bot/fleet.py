@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import mimetypes
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,7 @@ from bot.kit.ports import (
     Sender,
 )
 from commands.agents import agent_buttons
-from commands.base import Reply, Role
+from commands.base import Attachment, Reply, Role
 from supervisor.api import (
     AgentDetail,
     AgentOutput,
@@ -184,6 +185,14 @@ class ApiFleet:
 
     def events(self) -> AsyncIterator[Event | EscalationEvent]:
         return self.api.events()
+
+    async def outgoing_file(self, file_id: str, /) -> Attachment | None:
+        found = await self.api.files.outgoing(file_id)
+        if found is None:
+            return None
+        name, content = found
+        return Attachment(name, content, mimetypes.guess_type(name)[0] or
+                          "application/octet-stream")
 
     def attachment_limit(self) -> int:
         return self.api.files.attachment_max_bytes

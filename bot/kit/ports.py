@@ -317,6 +317,10 @@ class FleetPort(Protocol):
         """The largest file, in bytes, an operator may send an agent."""
         ...
 
+    async def outgoing_file(self, file_id: str, /) -> Attachment | None:
+        """A file an agent sent out (a notice's ref_id when its tool_name is SENT_FILE)."""
+        ...
+
     async def attach(self, agent_id: str, sent: IncomingFile, data: bytes, caption: str,
                      by: Sender, platform: str, /) -> Reply:
         """Store a file the operator sent in the agent's workspace and queue the turn that

@@ -22,7 +22,7 @@ from store.errors import StoreError
 from supervisor.agents.retention import database_bytes, retention_words
 from supervisor.api.chats import ChatCopiesAPI
 from supervisor.api.errors import store_errors
-from supervisor.api.files import Attached, FilesAPI, WorkspaceFile
+from supervisor.api.files import SENT_FILE, Attached, FilesAPI, SentFile, WorkspaceFile
 from supervisor.api.operators import INVITE_ALPHABET, INVITE_LENGTH, ROLES, OperatorAdmin
 from supervisor.api.persistence import PersistenceAPI
 from supervisor.api.repos import RepoAPI
@@ -129,7 +129,7 @@ class SupervisorAPI(OperatorAdmin):
         # Where each escalation's and agent's chat messages are (supervisor/api/chats.py).
         self.chats = ChatCopiesAPI(store, escalations)
         # Files into and out of agents' workspaces (supervisor/api/files.py).
-        self.files = FilesAPI(pool, settings, self._not_halted)
+        self.files = FilesAPI(pool, settings, self._not_halted, store, escalations)
 
     @classmethod
     def over(cls, core: Core) -> SupervisorAPI:
@@ -545,7 +545,7 @@ __all__ = [
     "OperatorView", "AuditView", "KillReport", "StatsView", "CostCell", "StoreCheck",
     "TURN_OUTCOMES", "SCHEDULE_OUTCOMES", "BusSent", "BusView", "MessageView", "DeliveryView",
     "TeamView", "TeamStarted", "ScheduleAPI", "ScheduleView", "RunView", "Draft",
-    "Attached", "WorkspaceFile", "FilesAPI",
+    "Attached", "WorkspaceFile", "FilesAPI", "SentFile", "SENT_FILE",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",

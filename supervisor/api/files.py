@@ -13,22 +13,29 @@ import asyncio
 import contextlib
 import os
 import re
+import secrets
 import stat
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from supervisor.api.views import Actor, AgentView, agent_view
-from supervisor.errors import FileRefused
+from supervisor.errors import FileRefused, SupervisorError
 from supervisor.sanitize import clean, clean_text
 
 if TYPE_CHECKING:
+    from claude_agent_sdk import SdkMcpTool
+
+    from store import Store
     from supervisor.agents.pool import AgentPool
+    from supervisor.agents.runner import AgentRunner
     from supervisor.config import Settings
+    from supervisor.guard.escalations import Escalations
 
 ATTACHMENTS = "attachments"
+SENT_FILE = "send_file"  # the tool_name of a notice that carries a file (its ref_id: the file)
 NAME_MAX = 120  # characters of a stored name, its extension kept
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -46,6 +53,16 @@ class Attached:
     size: int
     kind: str  # photo | document
     ahead: int  # messages (and a running turn) before the turn that announces it
+
+
+@dataclass(frozen=True, slots=True)
+class SentFile:
+    """A file sent out of a workspace to every front end (as a notice carrying it)."""
+
+    agent: AgentView
+    name: str
+    size: int
+    notice_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,11 +265,14 @@ def announce(attached: str, full: str, kind: str, sent_name: str, size: int,
 class FilesAPI:
     """`api.files`: files sent to agents (`attach`) and read out of workspaces (`read`)."""
 
-    def __init__(self, pool: AgentPool, settings: Settings,
-                 not_halted: Callable[[], None]) -> None:
+    def __init__(self, pool: AgentPool, settings: Settings, not_halted: Callable[[], None],
+                 store: Store, escalations: Escalations) -> None:
         self._pool = pool
         self.settings = settings
         self._not_halted = not_halted
+        self._store = store
+        self._escalations = escalations
+        pool.tool_makers["files"] = self.tools
 
     @property
     def attachment_max_bytes(self) -> int:
@@ -290,6 +310,52 @@ class FilesAPI:
                                              "send_file_max_bytes")
         return WorkspaceFile(agent_view(r), path, name, data)
 
+    async def send(self, ref: str, path: str, caption: str = "") -> SentFile:
+        """An agent's `send_file`: the file, read safely out of its own workspace, kept in the
+        store and pushed to every front end as a notice that carries it."""
+        self._not_halted()
+        wf = await self.read(ref, path)
+        file_id = secrets.token_hex(8)
+        await self._store.results.put_file(file_id, wf.agent.id, wf.name, wf.data)
+        note = clean(caption).text.strip()[:1000]
+        body = (f"{note}\n" if note else "") + (
+            f"{_size(len(wf.data))} from {wf.agent.name}'s workspace ({wf.path}); fetch it "
+            f"again with /file {wf.agent.name} {wf.path}")
+        row = await self._escalations.notify(
+            wf.agent.id, clean_text(f"📎 {wf.agent.name} sent {wf.name}"), clean_text(body),
+            file_id, tool_name=SENT_FILE)
+        return SentFile(wf.agent, wf.name, len(wf.data), row.id)
 
-__all__ = ["ATTACHMENTS", "Attached", "FilesAPI", "WorkspaceFile", "announce",
+    async def outgoing(self, file_id: str) -> tuple[str, bytes] | None:
+        """A sent file by its id (a notice's ref_id): its name and bytes."""
+        row = await self._store.results.file(file_id)
+        return (row.name, row.content) if row is not None else None
+
+    def tools(self, runner: AgentRunner) -> list[SdkMcpTool[Any]]:
+        """The agent's `send_file`, bound to it: only its own workspace is ever read."""
+        from claude_agent_sdk import tool  # noqa: PLC0415 - the API loads without the SDK
+
+        async def send_file(args: dict[str, Any]) -> dict[str, Any]:
+            try:
+                sent = await self.send(runner.id, str(args.get("path") or ""),
+                                       str(args.get("caption") or ""))
+            except SupervisorError as exc:
+                text = f"error: {exc.what}" + (f" {exc.fix}" if exc.fix else "")
+                return {"content": [{"type": "text", "text": text}], "is_error": True}
+            return {"content": [{"type": "text", "text": (
+                f"Sent {sent.name} ({_size(sent.size)}) to the operator on every front end.")}]}
+
+        limit = _size(self.settings.send_file_max_bytes)
+        return [tool(
+            SENT_FILE,
+            "Send a file from your workspace to the operator (it reaches every chat they use, "
+            "as a file). `path`: relative to your workspace, or absolute inside it; symbolic "
+            f"links are not followed. At most {limit}. `caption`: one line on what it is.",
+            {"type": "object", "properties": {"path": {"type": "string"},
+                                              "caption": {"type": "string"}},
+             "required": ["path"]})(send_file)]
+
+
+__all__ = ["ATTACHMENTS", "SENT_FILE", "Attached", "FilesAPI", "SentFile", "WorkspaceFile",
+           "announce",
            "read_workspace_file", "safe_name", "store_attachment"]
