@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 
 from tests.fakes.fake_telegram.api import (
     MAX_CAPTION_LENGTH,
-    MAX_MESSAGE_LENGTH,
     MAX_DOWNLOAD_BYTES,
+    MAX_MESSAGE_LENGTH,
     MAX_UPLOAD_BYTES,
     NOT_MODIFIED,
     ApiError,
