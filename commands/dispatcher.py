@@ -21,7 +21,7 @@ from commands.base import (
     usage_line,
 )
 from commands.bus import BusCmd, InboxCmd, Messages, Send, TeamCmd
-from commands.files import FileCmd
+from commands.files import FileCmd, ResultsCmd
 from commands.killswitch import KillAll, KillSwitchCmd
 from commands.operators import Invite, Operators, redact_codes
 from commands.repos import DiffCmd, MergeCmd, RepoCmd
@@ -76,7 +76,7 @@ REGISTRY: tuple[Command, ...] = (
     Spawn(), Agents(), Status(), Ask(), Pause(), Resume(), Stop(), Kill(), Logs(), Cost(),
     Pending(), Approve(), Deny(), AnswerCmd(), KillAll(), KillSwitchCmd(), Invite(), Operators(),
     Send(), InboxCmd(), Messages(), BusCmd(), TeamCmd(), CronCmd(), RemindCmd(),
-    RepoCmd(), DiffCmd(), MergeCmd(), FileCmd(),
+    RepoCmd(), DiffCmd(), MergeCmd(), FileCmd(), ResultsCmd(),
     Help(),
 )
 COMMANDS: dict[str, Command] = {c.name: c for c in REGISTRY}

@@ -136,6 +136,12 @@ class Settings(BaseSettings):
     # A file an agent sends out with send_file, or /file fetches (Telegram's upload limit).
     send_file_max_bytes: Annotated[Whole, Key("SWITCHBOARD_SEND_FILE_MAX_BYTES",
                                               "send_file_max_bytes")] = 50_000_000
+    # A result an agent reports (report_result) under this confidence (0-100) is pushed to
+    # the operator as needing review, with its evidence.
+    review_below_confidence: Annotated[int, _WHOLE, BeforeValidator(_not_a_bool),
+                                       Field(ge=0, le=101),
+                                       Key("SWITCHBOARD_REVIEW_BELOW_CONFIDENCE",
+                                           "review_below_confidence")] = 70
     max_line_bytes: Whole = 64 * 1024 * 1024  # not configurable
     policy_file: Annotated[UserPath | None, Key("SWITCHBOARD_POLICY", "policy_file")] = None
     approval_reminder_s: Annotated[Seconds, Key("SWITCHBOARD_APPROVAL_REMINDER_S",

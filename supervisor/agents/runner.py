@@ -135,6 +135,9 @@ class AgentRunner(TurnExecution):
         # A scheduled run's agent: a turn that went well is no news (the schedule's notify
         # policy says what reaches the operator); a failed one still is.
         self.quiet_turns = False
+        # What the agent reported of this turn's outcome (report_result), shown with the
+        # finished-turn notice and then cleared.
+        self.graded: str | None = None
         self._quiet_turn = False  # this turn: quiet_turns, or only such scheduled messages
         self._unsolicited_told = False  # a turn of the CLI's own was refused, its result unread
         self.gate = ToolGate(self, GateDeps(deps.store, deps.policy, deps.escalations,

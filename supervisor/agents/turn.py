@@ -52,6 +52,7 @@ class TurnExecution:
         last_error: str | None
         budget_blocked: str | None
         quiet_turns: bool
+        graded: str | None
         turn_started_at: float | None
         first_event_at: float | None
         last_activity_at: float
@@ -368,9 +369,11 @@ class TurnExecution:
             self.session_id = msg.session_id
         # The notice is written with the turn's end, in one transaction: a crash right after
         # cannot lose it, and the outbox delivers it after a restart.
+        graded, self.graded = self.graded, None  # report_result during this turn
+        title = f"{self.name} {'finished' if ok else 'ended with an error'}"
         notice = None if self._quiet_turn and ok else await self._deps.escalations.draft_notice(
-            self.id, f"{self.name} {'finished' if ok else 'ended with an error'}",
-            text[:200_000])
+            self.id, f"{title} · {graded.partition(':')[0]}" if graded else title,
+            (f"📊 {graded}\n\n{text}" if graded else text)[:200_000])
         await self._flush_events()
         await self._deps.store.turns.finish(
             turn_id,

@@ -26,6 +26,7 @@ from supervisor.api.files import SENT_FILE, Attached, FilesAPI, SentFile, Worksp
 from supervisor.api.operators import INVITE_ALPHABET, INVITE_LENGTH, ROLES, OperatorAdmin
 from supervisor.api.persistence import PersistenceAPI
 from supervisor.api.repos import RepoAPI
+from supervisor.api.results import ResultsAPI, ResultView
 from supervisor.api.schedules import Draft, RunView, ScheduleAPI, ScheduleView
 from supervisor.api.standing import StandingAPI
 from supervisor.api.views import (
@@ -130,6 +131,8 @@ class SupervisorAPI(OperatorAdmin):
         self.chats = ChatCopiesAPI(store, escalations)
         # Files into and out of agents' workspaces (supervisor/api/files.py).
         self.files = FilesAPI(pool, settings, self._not_halted, store, escalations)
+        # Results agents report with a confidence grade (supervisor/api/results.py).
+        self.results = ResultsAPI(pool, settings, store, escalations)
 
     @classmethod
     def over(cls, core: Core) -> SupervisorAPI:
@@ -545,7 +548,7 @@ __all__ = [
     "OperatorView", "AuditView", "KillReport", "StatsView", "CostCell", "StoreCheck",
     "TURN_OUTCOMES", "SCHEDULE_OUTCOMES", "BusSent", "BusView", "MessageView", "DeliveryView",
     "TeamView", "TeamStarted", "ScheduleAPI", "ScheduleView", "RunView", "Draft",
-    "Attached", "WorkspaceFile", "FilesAPI", "SentFile", "SENT_FILE",
+    "Attached", "WorkspaceFile", "FilesAPI", "SentFile", "SENT_FILE", "ResultsAPI", "ResultView",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",
