@@ -23,6 +23,7 @@ from commands.base import (
 from commands.bus import BusCmd, InboxCmd, Messages, Send, TeamCmd
 from commands.files import FileCmd, ResultsCmd
 from commands.killswitch import KillAll, KillSwitchCmd
+from commands.memory import MemoryCmd
 from commands.operators import Invite, Operators, redact_codes
 from commands.repos import DiffCmd, MergeCmd, RepoCmd
 from commands.schedules import CronCmd, RemindCmd
@@ -76,7 +77,7 @@ REGISTRY: tuple[Command, ...] = (
     Spawn(), Agents(), Status(), Ask(), Pause(), Resume(), Stop(), Kill(), Logs(), Cost(),
     Pending(), Approve(), Deny(), AnswerCmd(), KillAll(), KillSwitchCmd(), Invite(), Operators(),
     Send(), InboxCmd(), Messages(), BusCmd(), TeamCmd(), CronCmd(), RemindCmd(),
-    RepoCmd(), DiffCmd(), MergeCmd(), FileCmd(), ResultsCmd(),
+    RepoCmd(), DiffCmd(), MergeCmd(), FileCmd(), ResultsCmd(), MemoryCmd(),
     Help(),
 )
 COMMANDS: dict[str, Command] = {c.name: c for c in REGISTRY}

@@ -142,6 +142,12 @@ class Settings(BaseSettings):
                                        Field(ge=0, le=101),
                                        Key("SWITCHBOARD_REVIEW_BELOW_CONFIDENCE",
                                            "review_below_confidence")] = 70
+    # Managed project memory (docs/memory.md): the managed region's size, and the slice of
+    # the memory each agent started on the project gets in its system prompt.
+    memory_managed_bytes: Annotated[Whole, Key("SWITCHBOARD_MEMORY_MANAGED_BYTES",
+                                               "memory_managed_bytes")] = 16_000
+    memory_slice_bytes: Annotated[Whole, Key("SWITCHBOARD_MEMORY_SLICE_BYTES",
+                                             "memory_slice_bytes")] = 4_000
     max_line_bytes: Whole = 64 * 1024 * 1024  # not configurable
     policy_file: Annotated[UserPath | None, Key("SWITCHBOARD_POLICY", "policy_file")] = None
     approval_reminder_s: Annotated[Seconds, Key("SWITCHBOARD_APPROVAL_REMINDER_S",
@@ -412,6 +418,11 @@ class Settings(BaseSettings):
     @property
     def agents_dir(self) -> Path:
         return self.home / "agents"
+
+    @property
+    def memory_dir(self) -> Path:
+        """Each project's MEMORY.md and archive (supervisor/repos/memory.py)."""
+        return self.home / "memory"
 
     @property
     def repos_dir(self) -> Path:

@@ -44,6 +44,7 @@ from supervisor.guard.policy import Policy
 from supervisor.process.agent import AgentProcess
 from supervisor.process.sandbox import Isolation
 from supervisor.process.tree import sweep
+from supervisor.repos.memory import AgentMemory
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class RunnerDeps:
     # container lost before the turn ends would come back not knowing which session to resume.
     session_known: Callable[[str], None] | None = None
     ingest: EventIngest | None = None  # batched event writes; None: each event written alone
+    memory: AgentMemory | None = None  # the project memory (supervisor/repos/memory.py)
 
 
 class AgentRunner(TurnExecution):

@@ -23,6 +23,7 @@ from supervisor.agents.retention import database_bytes, retention_words
 from supervisor.api.chats import ChatCopiesAPI
 from supervisor.api.errors import store_errors
 from supervisor.api.files import SENT_FILE, Attached, FilesAPI, SentFile, WorkspaceFile
+from supervisor.api.memory import MemoryAPI, MemoryView, UnknownProject
 from supervisor.api.operators import INVITE_ALPHABET, INVITE_LENGTH, ROLES, OperatorAdmin
 from supervisor.api.persistence import PersistenceAPI
 from supervisor.api.repos import RepoAPI
@@ -133,6 +134,7 @@ class SupervisorAPI(OperatorAdmin):
         self.files = FilesAPI(pool, settings, self._not_halted, store, escalations)
         # Results agents report with a confidence grade (supervisor/api/results.py).
         self.results = ResultsAPI(pool, settings, store, escalations)
+        self.memory = MemoryAPI(pool, store)  # project memory (supervisor/api/memory.py)
 
     @classmethod
     def over(cls, core: Core) -> SupervisorAPI:
@@ -549,6 +551,7 @@ __all__ = [
     "TURN_OUTCOMES", "SCHEDULE_OUTCOMES", "BusSent", "BusView", "MessageView", "DeliveryView",
     "TeamView", "TeamStarted", "ScheduleAPI", "ScheduleView", "RunView", "Draft",
     "Attached", "WorkspaceFile", "FilesAPI", "SentFile", "SENT_FILE", "ResultsAPI", "ResultView",
+    "MemoryAPI", "MemoryView", "UnknownProject",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",

@@ -16,6 +16,7 @@ file (supervisor/agents/cli_launch.py), never on its command line.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import hashlib
@@ -213,5 +214,33 @@ class ProjectMemory:
         return out
 
 
-__all__ = ["HEADER", "SENTINEL", "Memory", "ProjectMemory", "entry_line", "join",
+class AgentMemory:
+    """The memory of the project each agent works on: its repository's (`repo:<name>`), or
+    its working directory's (`dir:<path>`) when the operator gave one; an agent in a fresh
+    workspace of its own has none."""
+
+    def __init__(self, memory: ProjectMemory, repo_of: Callable[[str], str | None],
+                 workspaces: Path) -> None:
+        self.memory = memory
+        self.repo_of = repo_of
+        self.workspaces = workspaces.resolve()
+
+    def project_of(self, agent_id: str, cwd: str) -> str | None:
+        repo = self.repo_of(agent_id)
+        if repo:
+            return f"repo:{repo}"
+        path = Path(cwd).resolve()
+        return None if path.is_relative_to(self.workspaces) else f"dir:{path}"
+
+    def slice(self, agent_id: str, cwd: str) -> str:
+        project = self.project_of(agent_id, cwd)
+        return self.memory.slice(project) if project else ""
+
+    async def checkpoint(self, agent_id: str, cwd: str, name: str, text: str) -> None:
+        project = self.project_of(agent_id, cwd)
+        if project and text.strip():
+            await asyncio.to_thread(self.memory.checkpoint, project, name, text)
+
+
+__all__ = ["HEADER", "SENTINEL", "AgentMemory", "Memory", "ProjectMemory", "entry_line", "join",
            "project_key", "slice_of", "split"]
