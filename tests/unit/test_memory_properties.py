@@ -82,7 +82,7 @@ def test_five_agents_a_thousand_writes(curated: bytes, texts: list[str], managed
 
         def agent(n: int) -> None:
             for i in range(WRITES // AGENTS):
-                trimmed[n] += memory.checkpoint(project, f"agent{n}", f"{texts[n]} #{n}-{i}")
+                trimmed[n] += memory.checkpoint(project, f"agent{n}", f"{texts[n]} [{n}:{i}]")
 
         watch = threading.Thread(target=reader)
         watch.start()
@@ -104,6 +104,6 @@ def test_five_agents_a_thousand_writes(curated: bytes, texts: list[str], managed
         assert len(gone) + len(final.managed) == WRITES
         assert gone, "the budget is small enough that lines were trimmed"
         for line in (gone[0], gone[-1]):
-            marker = line.rsplit(" ", 1)[-1]  # "#n-i": unique to one write
+            marker = line.rsplit(" ", 1)[-1]  # "[n:i]": unique to one write
             assert line in memory.search(project, marker)
         assert len(memory.slice(project).encode()) <= slice_bytes
