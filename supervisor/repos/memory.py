@@ -4,8 +4,8 @@ directory), kept in the data directory where agents cannot reach it.
 The file has two regions. Above the sentinel, the curated region: the operator's (`/memory
 edit`), never rewritten by Switchboard, byte for byte. Below it, the managed region: one line per
 finished turn (what the agent reported, or the first line of its answer), newest last, trimmed
-to `memory_managed_bytes`; what is trimmed is appended to `ARCHIVE.md` first, which `/memory
-search` reads too. Every write holds the project's lock (an flock on its `.lock`, so threads and
+to `memory_managed_bytes` (down to three quarters of it once over); what is trimmed is
+appended to `ARCHIVE.md` first, which `/memory search` reads too. Every write holds the project's lock (an flock on its `.lock`, so threads and
 processes queue alike) and replaces the file atomically (a temporary file, fsync, rename), so a
 reader sees the old file or the new one, never a torn one.
 
@@ -164,7 +164,10 @@ class ProjectMemory:
             managed = [*managed_raw.decode(errors="replace").splitlines(), line]
             trimmed: list[str] = []
             size = sum(len(m.encode()) + 1 for m in managed)
-            while managed and size > self.managed_bytes:
+            # Over the budget: down to three quarters of it, so the archive (and its fsync) is
+            # written once in many turns, not at every one.
+            floor = self.managed_bytes * 3 // 4 if size > self.managed_bytes else size
+            while managed and size > floor:
                 gone = managed.pop(0)
                 size -= len(gone.encode()) + 1
                 trimmed.append(gone)
