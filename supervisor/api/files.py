@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 import stat
+import time
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from supervisor.guard.escalations import Escalations
 
 ATTACHMENTS = "attachments"
+KEEP_SENT_S = 7 * 86400  # how long a sent file is kept for the front ends
 SENT_FILE = "send_file"  # the tool_name of a notice that carries a file (its ref_id: the file)
 NAME_MAX = 120  # characters of a stored name, its extension kept
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -316,6 +318,9 @@ class FilesAPI:
         self._not_halted()
         wf = await self.read(ref, path)
         file_id = secrets.token_hex(8)
+        # Kept for a front end that is down, for a week; older ones go as new ones come (a
+        # notice whose file is gone still says how to fetch it again with /file).
+        await self._store.results.prune_files(time.time() - KEEP_SENT_S)
         await self._store.results.put_file(file_id, wf.agent.id, wf.name, wf.data)
         note = clean(caption).text.strip()[:1000]
         body = (f"{note}\n" if note else "") + (

@@ -5,9 +5,10 @@ The file has two regions. Above the sentinel, the curated region: the operator's
 edit`), never rewritten by Switchboard, byte for byte. Below it, the managed region: one line per
 finished turn (what the agent reported, or the first line of its answer), newest last, trimmed
 to `memory_managed_bytes` (down to three quarters of it once over); what is trimmed is
-appended to `ARCHIVE.md` first, which `/memory search` reads too. Every write holds the project's lock (an flock on its `.lock`, so threads and
-processes queue alike) and replaces the file atomically (a temporary file, fsync, rename), so a
-reader sees the old file or the new one, never a torn one.
+appended to `ARCHIVE.md` first, which `/memory search` reads too. Every write holds the
+project's lock (an flock on its `.lock`, so threads and processes queue alike) and replaces
+the file atomically (a temporary file, fsync, rename), so a reader sees the old file or the new
+one, never a torn one.
 
 Each agent started on the project gets a slice of it (the curated region, then the newest
 managed lines that fit) of at most `memory_slice_bytes`, appended to its system prompt through a

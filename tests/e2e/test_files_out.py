@@ -11,6 +11,7 @@ import json
 import pytest
 
 from bot.telegram.front import TelegramFrontend
+from supervisor.api import FileRefused
 from supervisor.config_types import Secret
 from tests.conftest import PERMISSIVE_POLICY, make_settings, wait_for
 from tests.e2e.test_slack import ADMIN, card_of, recorded, slack_settings, start, stop
@@ -20,6 +21,10 @@ from tests.fakes.fake_telegram import FakeTelegram
 pytestmark = [pytest.mark.timeout(180), pytest.mark.real_cli]
 
 TG_ADMIN = 100
+
+
+class Who:
+    id, name, platform = "telegram:100", "alice", "telegram"
 
 
 @pytest.fixture
@@ -125,6 +130,16 @@ async def test_send_file_reaches_telegram_and_slack_and_paths_out_are_refused(
     assert "too big" in said and "send_file_max_bytes" in said
     sent = {f["filename"] for f in slack.files} | {d["filename"] for d in tg.documents}
     assert sent == {"report.md"}
+
+    # Files in: the agent makes attachments/ a link out; the operator's file is refused there
+    # and nothing is written through it.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    made = await turn(app, r, f"BASH: ln -s {outside} attachments && echo linked")
+    assert "linked" in made
+    with pytest.raises(FileRefused, match="not a directory"):
+        await app.api.files.attach("writer", "notes.txt", b"hello", by=Who())
+    assert list(outside.iterdir()) == []
 
 
 async def test_the_operator_fetches_a_workspace_file_with_file(two_fronts, tmp_path):
