@@ -83,6 +83,8 @@ def _fit(text: str, budget: int) -> str:
 def slice_of(memory: Memory, budget: int) -> str:
     """What an agent is given: a header, the curated region (cut if it alone is too big), then
     the newest managed lines that fit, in order. Never more than `budget` bytes."""
+    if not memory.curated.strip() and not memory.managed:
+        return ""  # nothing to give: no flag, no file
     head = f"{HEADER} ({memory.project}): notes kept across agents; the newest last.\n"
     if len(head.encode()) >= budget:
         return _fit(head, budget)
