@@ -70,8 +70,9 @@ async def turn(app, r, line):
     before = len(await app.store.turns.recent(r.id, 100))
     await app.api.ask(r.id, line)
 
-    async def done():
-        return r.state == "idle" and len(await app.store.turns.recent(r.id, 100)) > before
+    async def done():  # the new turn's row, ended (its row exists while it runs)
+        rows = await app.store.turns.recent(r.id, 100)
+        return len(rows) > before and rows[0].status != "running"
 
     await wait_for(done, 60, f"the turn on {line[:40]!r}")
     return (await app.store.turns.recent(r.id, 1))[0].result_text or ""

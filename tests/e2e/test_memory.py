@@ -68,7 +68,8 @@ async def test_memory_reaches_the_next_agent_and_is_kept_trimmed_and_searchable(
         await app.api.ask(r.id, f"TEXT: step {i} done with the exporter")
 
         async def more(before=before):
-            return len(await app.store.turns.recent(r.id, 50)) > before
+            rows = await app.store.turns.recent(r.id, 50)
+            return len(rows) > before and rows[0].status != "running"
 
         await wait_for(more, 60, f"turn {i}")
     await wait_for(lambda: r.state == "idle", 60, "the last turn")

@@ -48,7 +48,8 @@ def hits(fake, chat, needle):
 
 async def turns_done(app, r, n):
     async def done():
-        return r.state == "idle" and len(await app.store.turns.recent(r.id, 50)) >= n
+        rows = await app.store.turns.recent(r.id, 50)  # n turns, the newest ended
+        return len(rows) >= n and rows[0].status != "running"
     await wait_for(done, 60, f"{n} turns")
 
 
