@@ -62,6 +62,10 @@ async def app_tg(short_home, mock_api, fake_tg):
     await stop(app, front)
 
 
+async def _at_least(rows, n):
+    return len(await rows) >= n
+
+
 def hits(fake, chat, needle):
     return [m for m in fake.sent(chat) if needle in (m.get("text") or "")]
 
@@ -152,5 +156,8 @@ async def test_refusals_say_why_and_write_nothing(app_tg, tmp_path):
     assert not (tmp_path / "etc").exists()
     r = await app.pool.fleet.get("guarded")
     assert len(await app.store.turns.recent(r.id, 50)) == asked  # no turn for a refused file
-    rows = [a for a in await app.store.audit.recent(50) if a.action == "file"]
-    assert len(rows) >= 7 and not any(a.ok for a in rows)
+    async def audited():  # the audit row is written after the reply is on its way
+        return [a for a in await app.store.audit.recent(50) if a.action == "file"]
+
+    await wait_for(lambda: _at_least(audited(), 7), 10, "seven file audit rows")
+    assert not any(a.ok for a in await audited())
