@@ -287,6 +287,7 @@ class FilesAPI:
         tells the agent where it is and what it is."""
         self._not_halted()
         r = await self._pool.fleet.get(ref)
+        r.admit()  # killed, resume failed, over budget: refused before anything is written
         limit = self.settings.attachment_max_bytes
         if len(data) > limit:
             raise too_big(len(data), limit, "attachment_max_bytes")

@@ -152,6 +152,12 @@ async def test_refusals_say_why_and_write_nothing(app_tg, tmp_path):
                          reply_to_message_id=viewer_card["message_id"])
     await said(fake, VIEWER, "Viewers cannot send files")
 
+    # A killed agent takes no file.
+    await app.api.kill("guarded")
+    fake.user_sends_file(ADMIN, b"late", filename="late.txt",
+                         reply_to_message_id=card["message_id"])
+    await said(fake, ADMIN, "is killed")
+
     assert not (work / "attachments").exists() or list((work / "attachments").iterdir()) == []
     assert not (tmp_path / "etc").exists()
     r = await app.pool.fleet.get("guarded")
@@ -159,5 +165,5 @@ async def test_refusals_say_why_and_write_nothing(app_tg, tmp_path):
     async def audited():  # the audit row is written after the reply is on its way
         return [a for a in await app.store.audit.recent(50) if a.action == "file"]
 
-    await wait_for(lambda: _at_least(audited(), 7), 10, "seven file audit rows")
+    await wait_for(lambda: _at_least(audited(), 8), 10, "eight file audit rows")
     assert not any(a.ok for a in await audited())
