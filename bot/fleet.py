@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import mimetypes
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,11 +20,13 @@ from bot.kit.ports import (
     Escalation,
     EscalationClosed,
     FleetEvent,
+    IncomingFile,
     MessageId,
     Operator,
+    Sender,
 )
 from commands.agents import agent_buttons
-from commands.base import Role
+from commands.base import Attachment, Reply, Role
 from supervisor.api import (
     AgentDetail,
     AgentOutput,
@@ -34,6 +37,7 @@ from supervisor.api import (
     OperatorView,
     StateChanged,
     SupervisorAPI,
+    SupervisorError,
     TurnFinished,
     UnknownAgent,
 )
@@ -181,3 +185,26 @@ class ApiFleet:
 
     def events(self) -> AsyncIterator[Event | EscalationEvent]:
         return self.api.events()
+
+    async def outgoing_file(self, file_id: str, /) -> Attachment | None:
+        found = await self.api.files.outgoing(file_id)
+        if found is None:
+            return None
+        name, content = found
+        return Attachment(name, content, mimetypes.guess_type(name)[0] or
+                          "application/octet-stream")
+
+    def attachment_limit(self) -> int:
+        return self.api.files.attachment_max_bytes
+
+    async def attach(self, agent_id: str, sent: IncomingFile, data: bytes, caption: str,
+                     by: Sender, platform: str, /) -> Reply:
+        try:
+            done = await self.api.files.attach(
+                agent_id, sent.name, data, by=_Who(f"{platform}:{by.user_id}", by.name, platform),
+                kind=sent.kind, mime=sent.mime, caption=caption)
+        except SupervisorError as exc:
+            return Reply.error(exc.what, exc.fix)
+        queued = f" ({done.ahead} ahead of it)" if done.ahead else ""
+        return Reply.text(f"📎 Saved for {done.agent.name} as {done.path}; its next turn tells "
+                          f"it so{queued}.")

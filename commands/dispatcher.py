@@ -21,7 +21,9 @@ from commands.base import (
     usage_line,
 )
 from commands.bus import BusCmd, InboxCmd, Messages, Send, TeamCmd
+from commands.files import FileCmd, ResultsCmd
 from commands.killswitch import KillAll, KillSwitchCmd
+from commands.memory import MemoryCmd
 from commands.operators import Invite, Operators, redact_codes
 from commands.policy import PolicyCmd
 from commands.record import AuditCmd, SearchCmd
@@ -77,7 +79,8 @@ REGISTRY: tuple[Command, ...] = (
     Spawn(), Agents(), Status(), Ask(), Pause(), Resume(), Stop(), Kill(), Logs(), Cost(),
     Pending(), Approve(), Deny(), AnswerCmd(), KillAll(), KillSwitchCmd(), Invite(), Operators(),
     Send(), InboxCmd(), Messages(), BusCmd(), TeamCmd(), CronCmd(), RemindCmd(),
-    RepoCmd(), DiffCmd(), MergeCmd(), PolicyCmd(), AuditCmd(), SearchCmd(),
+    RepoCmd(), DiffCmd(), MergeCmd(), PolicyCmd(), AuditCmd(), SearchCmd(), FileCmd(),
+    ResultsCmd(), MemoryCmd(),
     Help(),
 )
 COMMANDS: dict[str, Command] = {c.name: c for c in REGISTRY}

@@ -18,6 +18,7 @@ from store.events import EventRepo
 from store.kv import KvRepo
 from store.operators import OperatorRepo
 from store.repos import RepoRepo
+from store.results import ResultRepo
 from store.schedules import ScheduleRepo
 from store.turns import TurnRepo
 
@@ -36,6 +37,7 @@ class Store:
     charters: CharterRepo
     repos: RepoRepo
     schedules: ScheduleRepo
+    results: ResultRepo
 
     @classmethod
     def on(cls, db: Database, *, redact: Callable[[str], str] | None = None,
@@ -44,7 +46,8 @@ class Store:
         return cls(db, AgentRepo(db, now=now), EventRepo(db, now=now), TurnRepo(db, now=now),
                    AuditRepo(db, redact, now=now), EscalationRepo(db, now=now),
                    KvRepo(db, now=now), OperatorRepo(db, now=now), BusRepo(db),
-                   CharterRepo(db), RepoRepo(db, now=now), ScheduleRepo(db))
+                   CharterRepo(db), RepoRepo(db, now=now), ScheduleRepo(db),
+                   ResultRepo(db, now=now))
 
 
 async def open_store(path: Path, *, read_only: bool = False,

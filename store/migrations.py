@@ -448,4 +448,27 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX turn_messages_turn ON turn_messages(turn_id);
     """,
+    # 18 (issue 28): files agents send out (send_file, /file), kept until every front end has
+    # them, and the results agents report with a confidence grade (report_result).
+    """
+    CREATE TABLE outgoing_files (
+        id         TEXT PRIMARY KEY,
+        agent_id   TEXT NOT NULL,
+        name       TEXT NOT NULL,
+        content    BLOB NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE results (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent_id    TEXT NOT NULL,
+        agent_name  TEXT NOT NULL,
+        turn_id     INTEGER,
+        summary     TEXT NOT NULL,
+        confidence  INTEGER NOT NULL CHECK (confidence BETWEEN 0 AND 100),
+        evidence    TEXT NOT NULL DEFAULT '',
+        needs_review INTEGER NOT NULL DEFAULT 0,
+        created_at  REAL NOT NULL
+    );
+    CREATE INDEX results_recent ON results(created_at);
+    """,
 )

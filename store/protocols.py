@@ -27,6 +27,7 @@ from store.events import EventRepo, EventRow, RawEvent, ToolCall
 from store.kv import KvRepo
 from store.operators import OperatorRepo, OperatorRow
 from store.repos import ArchiveRow, RepoRepo, RepoRow, WorktreeRow
+from store.results import OutgoingFile, ResultRepo, ResultRow
 from store.schedules import NewRun, RunRow, ScheduleRepo, ScheduleRow
 from store.turns import CostLine, Tally, TurnRepo, TurnRow
 
@@ -176,6 +177,17 @@ class RepoStore(Protocol):
     async def archives(self, repo: str | None = None) -> builtins.list[ArchiveRow]: ...
 
 
+class ResultStore(Protocol):
+    async def put_file(self, file_id: str, agent_id: str, name: str, content: bytes) -> None: ...
+    async def file(self, file_id: str) -> OutgoingFile | None: ...
+    async def prune_files(self, before: float) -> int: ...
+    async def add(self, *, agent_id: str, agent_name: str, summary: str, confidence: int,
+                  evidence: str, needs_review: bool, turn_id: int | None = None) -> ResultRow: ...
+    async def recent(self, n: int = 20, *,
+                     agent_id: str | None = None) -> builtins.list[ResultRow]: ...
+    async def latest(self, agent_id: str) -> ResultRow | None: ...
+
+
 class ScheduleStore(Protocol):
     async def create(self, row: ScheduleRow) -> None: ...
     async def get(self, schedule_id: str, *, deleted: bool = False) -> ScheduleRow | None: ...
@@ -233,6 +245,8 @@ def _conforms(db: Database) -> None:
     kv: KvStore = KvRepo(db)
     operators: OperatorStore = OperatorRepo(db)
     repos: RepoStore = RepoRepo(db)
+    results: ResultStore = ResultRepo(db)
     schedules: ScheduleStore = ScheduleRepo(db)
     turns: TurnStore = TurnRepo(db)
-    del agents, audit, bus, charters, escalations, events, kv, operators, repos, schedules, turns
+    del agents, audit, bus, charters, escalations, events, kv, operators, repos, results
+    del schedules, turns

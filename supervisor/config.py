@@ -132,6 +132,24 @@ class Settings(BaseSettings):
                                 Key("SWITCHBOARD_SHUTDOWN_GRACE_S", "shutdown_grace_s")] = 30.0
     max_prompt_chars: Annotated[Whole,
                                 Key("SWITCHBOARD_MAX_PROMPT_CHARS", "max_prompt_chars")] = 100_000
+    # A file the operator sends an agent (Telegram lets a bot download 20 MB at most).
+    attachment_max_bytes: Annotated[Whole, Key("SWITCHBOARD_ATTACHMENT_MAX_BYTES",
+                                               "attachment_max_bytes")] = 20_000_000
+    # A file an agent sends out with send_file, or /file fetches (Telegram's upload limit).
+    send_file_max_bytes: Annotated[Whole, Key("SWITCHBOARD_SEND_FILE_MAX_BYTES",
+                                              "send_file_max_bytes")] = 50_000_000
+    # A result an agent reports (report_result) under this confidence (0-100) is pushed to
+    # the operator as needing review, with its evidence.
+    review_below_confidence: Annotated[int, _WHOLE, BeforeValidator(_not_a_bool),
+                                       Field(ge=0, le=101),
+                                       Key("SWITCHBOARD_REVIEW_BELOW_CONFIDENCE",
+                                           "review_below_confidence")] = 70
+    # Managed project memory (docs/memory.md): the managed region's size, and the slice of
+    # the memory each agent started on the project gets in its system prompt.
+    memory_managed_bytes: Annotated[Whole, Key("SWITCHBOARD_MEMORY_MANAGED_BYTES",
+                                               "memory_managed_bytes")] = 16_000
+    memory_slice_bytes: Annotated[Whole, Key("SWITCHBOARD_MEMORY_SLICE_BYTES",
+                                             "memory_slice_bytes")] = 4_000
     max_line_bytes: Whole = 64 * 1024 * 1024  # not configurable
     policy_file: Annotated[UserPath | None, Key("SWITCHBOARD_POLICY", "policy_file")] = None
     approval_reminder_s: Annotated[Seconds, Key("SWITCHBOARD_APPROVAL_REMINDER_S",
@@ -402,6 +420,11 @@ class Settings(BaseSettings):
     @property
     def agents_dir(self) -> Path:
         return self.home / "agents"
+
+    @property
+    def memory_dir(self) -> Path:
+        """Each project's MEMORY.md and archive (supervisor/repos/memory.py)."""
+        return self.home / "memory"
 
     @property
     def repos_dir(self) -> Path:

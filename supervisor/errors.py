@@ -20,7 +20,9 @@ can do about it (`fix`), so the command dispatcher turns any of them into text i
     ├── AgentFailed(exit_code, stderr_tail)  the CLI process failed
     ├── UnknownRepo(name)                 no registered repository by that name
     ├── RepoFailed(what, detail)          a git operation on a repository failed
-    └── ResumeFailed(name, reason)        its session could not be resumed (resume failed)
+    ├── ResumeFailed(name, reason)        its session could not be resumed (resume failed)
+    └── FileRefused(what, fix)            a file sent to or from an agent was refused (too
+                                          big, a name or path that leaves the workspace)
 """
 
 from __future__ import annotations
@@ -203,3 +205,11 @@ class ResumeFailed(SupervisorError):
                              f"of its work, or /kill {name}.")
         self.name = name
         self.reason = reason
+
+
+class FileRefused(SupervisorError):
+    """A file into or out of an agent's workspace was refused: too big, a name with a path in
+    it, a path outside the workspace or through a symbolic link. Nothing was written or sent."""
+
+    def __init__(self, what: str, fix: str = "") -> None:
+        super().__init__(what, what=what, fix=fix)

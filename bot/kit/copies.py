@@ -13,7 +13,7 @@ from bot.kit.access import Access
 from bot.kit.outbox import Outbox, Priority
 from bot.kit.ports import ChatCopy, ChatError, ChatId, Escalation, FleetPort, MessageId
 from commands.base import Role
-from supervisor.api import Kind
+from supervisor.api import SENT_FILE, Kind
 
 logger = logging.getLogger(__name__)
 
@@ -107,9 +107,16 @@ class Copies:
         # The files go first and the card replies to them, so by the time its buttons show,
         # the whole text is already in the chat, right above them.
         caption = f"The whole text of {row.id} · {row.title}"[:1000]
+        attached = list(card.files)
+        if row.kind == Kind.NOTICE and row.tool_name == SENT_FILE and row.ref_id:
+            # A file an agent sent (send_file): the file itself, its notice under it.
+            out = await self.fleet.outgoing_file(row.ref_id)
+            if out is not None:
+                attached.insert(0, out)
+                caption = row.title[:1000]
         files = {chat: [self.outbox.document(chat, f, caption=caption, priority=Priority.URGENT,
                                              reply_to=anchors[chat])
-                        for f in card.files] for chat in chats}
+                        for f in attached] for chat in chats}
         sent: dict[ChatId, asyncio.Future[MessageId]] = {}
         for chat in chats:
             above: MessageId | None = anchors[chat]

@@ -34,8 +34,9 @@ class ChatError(Exception):
     ChatError
     ├── RateLimited(retry_after_s)   the platform said "not now": wait that long, then retry
     ├── ChatUnavailable              timeouts, 5xx, connection refused: retry with backoff
-    └── ChatRefused                  the platform will never take this call (bad request,
-                                     blocked by the user): fail it, keep going
+    ├── ChatRefused                  the platform will never take this call (bad request,
+    │                                blocked by the user): fail it, keep going
+    └── FileTooBig(size)             a file to download is over the limit
     """
 
 
@@ -51,6 +52,14 @@ class ChatUnavailable(ChatError):
 
 class ChatRefused(ChatError):
     pass
+
+
+class FileTooBig(ChatError):
+    """A file to download is over the limit (the platform said how big: `size`)."""
+
+    def __init__(self, size: int | None) -> None:
+        super().__init__(f"the file is too big ({size} bytes)" if size else "the file is too big")
+        self.size = size
 
 
 # -- the platform side ---------------------------------------------------------------------------
@@ -101,12 +110,32 @@ class Sender:
     name: str  # what the platform calls them (username, else first name, else the id)
 
 
+class FileFetch(Protocol):
+    """Download a file the operator sent: at most `limit` + 1 bytes (more means too big).
+    Raises ChatError when the platform will not give it."""
+
+    async def __call__(self, limit: int, /) -> bytes: ...
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingFile:
+    """A photo or file attached to a message, not downloaded yet."""
+
+    name: str  # as sent: untrusted, checked by the supervisor
+    kind: str  # photo | document
+    size: int | None  # as the platform declares it, if it does
+    mime: str | None
+    fetch: FileFetch
+
+
 @dataclass(frozen=True, slots=True)
 class Incoming:
     chat: ChatId
     sender: Sender
-    text: str
+    text: str  # with files: their caption
     reply_to: MessageId | None = None  # the message this one answers, if any
+    files: tuple[IncomingFile, ...] = ()
+    agent_id: str | None = None  # the agent the platform knows it is for (Slack: the thread's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +309,22 @@ class FleetPort(Protocol):
 
     async def pending(self, agent_id: str | None = None, /) -> Sequence[Escalation]:
         """Open escalations: one agent's, or every one."""
+        ...
+
+    # -- files --------------------------------------------------------------------------------
+
+    def attachment_limit(self) -> int:
+        """The largest file, in bytes, an operator may send an agent."""
+        ...
+
+    async def outgoing_file(self, file_id: str, /) -> Attachment | None:
+        """A file an agent sent out (a notice's ref_id when its tool_name is SENT_FILE)."""
+        ...
+
+    async def attach(self, agent_id: str, sent: IncomingFile, data: bytes, caption: str,
+                     by: Sender, platform: str, /) -> Reply:
+        """Store a file the operator sent in the agent's workspace and queue the turn that
+        tells the agent; the reply says where it went, or why it was refused."""
         ...
 
     # -- what a front end's own surfaces show (Slack's App Home and modals, the console) -------

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from enum import StrEnum
 
 from bot.kit import escalation as render
+from bot.kit import files
 from bot.kit.access import BAD_INVITE, NOT_AN_OPERATOR, Access
 from bot.kit.actions import CANCEL, clean_action, parse_action
 from bot.kit.cards import StatusCards
@@ -151,6 +152,9 @@ class FrontDesk(Lifecycle):
             await self._bad_input(msg.chat, msg.sender, f"{len(msg.text):,} characters",
                                   Reply.error("That message is too long.", cleaned.problem))
             return
+        if msg.files:
+            await self.on_files(msg, caller, text, agent_id=msg.agent_id)
+            return
         if text.startswith("/") and split_command(text)[0] == "start":
             self.welcome(msg.chat, caller)
             return
@@ -167,6 +171,24 @@ class FrontDesk(Lifecycle):
                 "I only understand text.", "Send /help for the commands."))
             return
         await self.command(msg.chat, caller, text, note=cleaned.note)
+
+    async def on_files(self, msg: Incoming, caller: Caller, caption: str, *,
+                       agent_id: str | None = None) -> None:
+        """Files sent to an agent (bot/kit/files.py), each answered and audited. `agent_id`:
+        the agent the front end knows them to be for (Slack: the thread's)."""
+        agent = agent_id or await files.agent_of(
+            self.fleet, self.platform, msg.chat, msg.reply_to,
+            self.cards.agent_shown(msg.chat, msg.reply_to) if msg.reply_to else None)
+        for sent in msg.files:
+            slot = self.outbox.reserve(msg.chat)
+            try:
+                reply = await files.receive(self.fleet, self.platform, caller, msg.sender, agent,
+                                            sent, caption)
+                slot.fill(reply)
+            finally:
+                slot.release()
+            await self.access.audit(msg.sender, "file", f"{agent or '-'} {sent.name}"[
+                :AUDIT_CHARS], reply.ok, reply.plain()[:AUDIT_CHARS])
 
     async def command(self, chat: ChatId, caller: Caller, text: CleanText, *,
                       note: str | None = None) -> Reply:

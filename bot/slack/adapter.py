@@ -5,13 +5,27 @@ as files, and button presses answered only where the presser must read something
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any
+from urllib.parse import urlsplit
 
+import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.kit import ChatId, Layout, MessageId, TapId
+from bot.kit import (
+    ChatId,
+    ChatRefused,
+    ChatUnavailable,
+    FileTooBig,
+    IncomingFile,
+    Layout,
+    MessageId,
+    TapId,
+)
 from bot.slack import render
 from bot.slack.base import PLATFORM, Route, call, is_ts
 from commands.base import Attachment, Reply
+
+FILE_HOST = "files.slack.com"
 
 
 class SlackAdapter:
@@ -73,6 +87,52 @@ class SlackAdapter:
             filename=document.filename, title=document.filename,
             initial_comment=render.escape(caption) or None))
         return MessageId(str((done.get("file") or {}).get("id") or ""))
+
+    def incoming_files(self, event: dict[str, Any]) -> tuple[IncomingFile, ...]:
+        """The files of a `file_share` message, each downloaded on demand."""
+        out = []
+        for f in event.get("files") or []:
+            if not isinstance(f, dict):
+                continue
+            url = str(f.get("url_private_download") or f.get("url_private") or "")
+            mime = str(f.get("mimetype") or "") or None
+            kind = "photo" if (mime or "").startswith("image/") else "document"
+            size = f.get("size")
+            out.append(IncomingFile(str(f.get("name") or ""), kind,
+                                    int(size) if isinstance(size, int) else None, mime,
+                                    self._fetcher(url, size if isinstance(size, int) else None)))
+        return tuple(out)
+
+    def _trusted(self, url: str) -> bool:
+        """Our bot token goes only to Slack's file host or the API's own host (a test fake, an
+        Enterprise Grid host): never to whatever host an event names."""
+        host = urlsplit(url).hostname or ""
+        api = urlsplit(self.client.base_url).hostname or ""
+        return urlsplit(url).scheme in ("https", "http") and host in (FILE_HOST, api)
+
+    def _fetcher(self, url: str, declared: int | None) -> Any:
+        async def fetch(limit: int, /) -> bytes:
+            if declared is not None and declared > limit:
+                raise FileTooBig(declared)
+            if not self._trusted(url):
+                raise ChatRefused(f"the file's address is not Slack's ({urlsplit(url).hostname})")
+            headers = {"Authorization": f"Bearer {self.client.token}"}
+            try:
+                async with aiohttp.ClientSession() as session, session.get(
+                        url, headers=headers, allow_redirects=False) as resp:
+                    if resp.status != 200:
+                        raise ChatUnavailable(f"Slack answered {resp.status} for the file")
+                    if resp.content_type == "text/html":
+                        # Slack's answer to a download it will not authorise: a sign-in page.
+                        raise ChatRefused("Slack sent a sign-in page instead of the file; the "
+                                          "app needs the files:read scope")
+                    data = await resp.content.read(limit + 1)
+            except aiohttp.ClientError as exc:
+                raise ChatUnavailable(str(exc)) from exc
+            if len(data) > limit:
+                raise FileTooBig(None)
+            return data
+        return fetch
 
     def tap(self, chat: ChatId) -> TapId:
         """A button press, answered (if at all) with a message only its presser sees."""

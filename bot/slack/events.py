@@ -129,7 +129,8 @@ class Listeners:
     async def message(self, body: dict[str, Any], event: dict[str, Any], client: Any) -> None:
         if self.desk is None or not self._ours(body.get("team_id")):
             return
-        if event.get("bot_id") or event.get("subtype") or not event.get("user"):
+        shared = event.get("subtype") == "file_share"
+        if event.get("bot_id") or (event.get("subtype") and not shared) or not event.get("user"):
             return  # bots (ourselves too), edits, joins: not the operator talking
         if event.get("user") == self.front.bot_user_id:
             return
@@ -145,6 +146,15 @@ class Listeners:
         user = str(event["user"])
         sender = await self.sender(user, client)
         chat = ephemeral(channel, user, thread if is_ts(thread) else None)
+        adapter = self.front.adapter
+        if shared and adapter is not None:
+            agent = None
+            if thread and not dm_chat:
+                agent = await self.front.fleet.agent_for_card(PLATFORM, ChatId(channel),
+                                                              MessageId(str(thread)))
+            await self.desk.on_message(Incoming(chat, sender, text, None,
+                                                adapter.incoming_files(event), agent))
+            return
         line = None
         if thread and not dm_chat and not text.startswith("!"):
             # A plain reply in a thread: what it means is the kit's rule (an agent's thread: a

@@ -14,6 +14,7 @@ from telegram import (
     InlineKeyboardButton,
     InlineKeyboardMarkup,
     KeyboardButton,
+    Message,
     ReplyKeyboardMarkup,
     ReplyParameters,
     User,
@@ -25,6 +26,9 @@ from bot.kit import (
     ChatId,
     ChatRefused,
     ChatUnavailable,
+    FileFetch,
+    FileTooBig,
+    IncomingFile,
     Layout,
     MessageId,
     RateLimited,
@@ -163,6 +167,33 @@ class TelegramAdapter:
 
     async def answer_tap(self, tap: TapId, text: str = "", /, *, alert: bool = False) -> None:
         await call(self.bot.answer_callback_query(tap, text or None, show_alert=alert))
+
+
+def incoming_files(bot: Bot, msg: Message) -> tuple[IncomingFile, ...]:
+    """The photo (its largest size) or document of a message, to be downloaded on demand."""
+    if msg.photo:
+        best = msg.photo[-1]
+        return (IncomingFile(f"photo-{best.file_unique_id}.jpg", "photo", best.file_size,
+                             "image/jpeg", _fetcher(bot, best.file_id, best.file_size)),)
+    doc = msg.document
+    if doc is not None:
+        return (IncomingFile(doc.file_name or "", "document", doc.file_size, doc.mime_type,
+                             _fetcher(bot, doc.file_id, doc.file_size)),)
+    return ()
+
+
+def _fetcher(bot: Bot, file_id: str, declared: int | None) -> FileFetch:
+    async def fetch(limit: int, /) -> bytes:
+        if declared is not None and declared > limit:
+            raise FileTooBig(declared)
+        found = await call(bot.get_file(file_id))  # Telegram refuses one over 20 MB itself
+        assert found is not None
+        if found.file_size is not None and found.file_size > limit:
+            raise FileTooBig(found.file_size)
+        data = await call(found.download_as_bytearray())
+        assert data is not None
+        return bytes(data)
+    return fetch
 
 
 def sender(user: User) -> Sender:

@@ -31,7 +31,14 @@ from telegram.request import HTTPXRequest
 
 from bot.kit import ChatId, FrontDesk, Incoming, LinkState, MessageId, Tap, TapId
 from bot.kit.context import FrontContext
-from bot.telegram.adapter import KILL_TEXT, PLATFORM, CallbackCodec, TelegramAdapter, sender
+from bot.telegram.adapter import (
+    KILL_TEXT,
+    PLATFORM,
+    CallbackCodec,
+    TelegramAdapter,
+    incoming_files,
+    sender,
+)
 from bot.telegram.settings import TelegramSettings
 from commands.dispatcher import REGISTRY
 from supervisor.clock import backoff_s
@@ -216,13 +223,14 @@ class TelegramFrontend(Lifecycle):
         chat = update.effective_chat
         if msg is None or chat is None or user is None or self.desk is None:
             return
-        text = (msg.text or "").strip()
+        text = (msg.text or msg.caption or "").strip()
         if text == KILL_TEXT:
             text = "/killall"
         above = msg.reply_to_message
         await self.desk.on_message(Incoming(
             ChatId(str(chat.id)), sender(user), text,
-            MessageId(str(above.message_id)) if above is not None else None))
+            MessageId(str(above.message_id)) if above is not None else None,
+            incoming_files(msg.get_bot(), msg)))
 
     async def _on_callback(self, update: Update, context: Any) -> None:
         query = update.callback_query

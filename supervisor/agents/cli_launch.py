@@ -18,7 +18,13 @@ from supervisor.config import Settings
 from supervisor.errors import AgentFailed, InvalidRequest
 from supervisor.guard.charter import system_prompt as charter_prompt
 from supervisor.process.agent import launcher_files
-from supervisor.process.sandbox import agent_dirs, bwrap_args, prepare, sandbox_env
+from supervisor.process.sandbox import (
+    _place_file,
+    agent_dirs,
+    bwrap_args,
+    prepare,
+    sandbox_env,
+)
 from supervisor.process.workdir import examine
 
 if TYPE_CHECKING:
@@ -103,7 +109,27 @@ def cli_options(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> Claude
         session_store=cast(SessionStore, MirrorOnly(deps.session_store))
         if deps.session_store is not None else None,
         session_store_flush="eager",
+        extra_args=memory_prompt(r, deps),
     )
+
+
+MEMORY_FILE = ".switchboard-memory.md"
+
+
+def memory_prompt(r: AgentRunner, deps: RunnerDeps) -> dict[str, str | None]:
+    """The project memory's slice, appended to the system prompt from a file in the agent's
+    own home (never on its command line, where every process could read it): the flag that
+    names the file, or nothing when the agent has no project or its memory is empty."""
+    text = deps.memory.slice(r.id, r.cwd) if deps.memory is not None else ""
+    if not text:
+        return {}
+    home = agent_dirs(deps.settings, r.id).home
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / MEMORY_FILE
+    # Placed, not written: the agent could have left a link by that name in its home.
+    # (0600 and the agent uid's through its descriptor: no chmod by name after the rename.)
+    _place_file(text.encode(), path, deps.isolation)
+    return {"append-system-prompt-file": str(path)}
 
 
 def system_prompt(settings: Settings, charter: str | None) -> SystemPromptPreset:

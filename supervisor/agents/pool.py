@@ -37,6 +37,7 @@ from supervisor.process.sandbox import Isolation, describe, hide_in, probe
 from supervisor.process.tree import no_cyclic_gc, sweep
 from supervisor.process.workdir import examine
 from supervisor.repos import Repos
+from supervisor.repos.memory import AgentMemory, ProjectMemory
 from supervisor.repos.tools import repo_tools
 
 if TYPE_CHECKING:
@@ -116,6 +117,12 @@ class AgentPool:
         self.isolation: Isolation | None = None
         # More in-process MCP tools per agent (the scheduler's schedule_wakeup), besides the bus's.
         self.tool_makers: dict[str, Callable[[AgentRunner], list[Any]]] = {}
+        # Each project's memory (supervisor/repos/memory.py): a slice to every agent started
+        # on it, a line from each finished turn.
+        self.project_memory = AgentMemory(
+            ProjectMemory(self.settings.memory_dir, self.settings.memory_managed_bytes,
+                          self.settings.memory_slice_bytes),
+            self.repos.repo_of, self.settings.workspaces)
         self._rows: list[AgentRow] = []
         self._swept: list[int] = []
         self._interrupted = 0
@@ -157,6 +164,7 @@ class AgentPool:
             before_start=self._before_start,
             session_known=self._session_known,
             ingest=self.ingest,
+            memory=self.project_memory,
         )
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
         self.settings.context_dir.mkdir(parents=True, exist_ok=True)  # the shared context

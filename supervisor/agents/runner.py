@@ -44,6 +44,7 @@ from supervisor.guard.policy import Policy
 from supervisor.process.agent import AgentProcess
 from supervisor.process.sandbox import Isolation
 from supervisor.process.tree import sweep
+from supervisor.repos.memory import AgentMemory
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class RunnerDeps:
     # container lost before the turn ends would come back not knowing which session to resume.
     session_known: Callable[[str], None] | None = None
     ingest: EventIngest | None = None  # batched event writes; None: each event written alone
+    memory: AgentMemory | None = None  # the project memory (supervisor/repos/memory.py)
 
 
 class AgentRunner(TurnExecution):
@@ -135,6 +137,9 @@ class AgentRunner(TurnExecution):
         # A scheduled run's agent: a turn that went well is no news (the schedule's notify
         # policy says what reaches the operator); a failed one still is.
         self.quiet_turns = False
+        # What the agent reported of this turn's outcome (report_result), shown with the
+        # finished-turn notice and then cleared.
+        self.graded: str | None = None
         self._quiet_turn = False  # this turn: quiet_turns, or only such scheduled messages
         self._unsolicited_told = False  # a turn of the CLI's own was refused, its result unread
         self.gate = ToolGate(self, GateDeps(deps.store, deps.policy, deps.escalations,

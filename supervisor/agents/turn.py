@@ -52,6 +52,8 @@ class TurnExecution:
         last_error: str | None
         budget_blocked: str | None
         quiet_turns: bool
+        graded: str | None
+        cwd: str
         turn_started_at: float | None
         first_event_at: float | None
         last_activity_at: float
@@ -106,6 +108,17 @@ class TurnExecution:
             origin_kind(msg.origin), "its result",
             {"result": (msg.result or "")[:500], "cost_usd": msg.total_cost_usd}, tell=not told,
             outcome="it asked to run nothing, and its answer was not taken for any turn's.")
+
+    async def _remember(self, summary: str) -> None:
+        """The turn's line in its project's memory (supervisor/repos/memory.py); a memory that
+        cannot be written is logged, never a turn's failure."""
+        memory = self._deps.memory
+        if memory is None:
+            return
+        try:
+            await memory.checkpoint(self.id, self.cwd, self.name, summary)
+        except OSError:
+            logger.exception("project memory not written agent=%s", self.id)
 
     async def _record_unsolicited(self, kind: str | None, what: str, detail: dict[str, Any], *,
                                   tell: bool, outcome: str) -> None:
@@ -368,9 +381,11 @@ class TurnExecution:
             self.session_id = msg.session_id
         # The notice is written with the turn's end, in one transaction: a crash right after
         # cannot lose it, and the outbox delivers it after a restart.
+        graded, self.graded = self.graded, None  # report_result during this turn
+        title = f"{self.name} {'finished' if ok else 'ended with an error'}"
         notice = None if self._quiet_turn and ok else await self._deps.escalations.draft_notice(
-            self.id, f"{self.name} {'finished' if ok else 'ended with an error'}",
-            text[:200_000])
+            self.id, f"{title} · {graded.partition(':')[0]}" if graded else title,
+            (f"📊 {graded}\n\n{text}" if graded else text)[:200_000])
         await self._flush_events()
         await self._deps.store.turns.finish(
             turn_id,
@@ -390,6 +405,8 @@ class TurnExecution:
         self._deps.hub.publish(TurnFinished(self.id, self.name, turn_id, ok, text, cost))
         if notice is not None:
             await self._deps.escalations.published(notice.id)
+        if ok and not self._quiet_turn:
+            await self._remember(graded or text.strip().split("\n", 1)[0])
         if self.state in (AgentState.WORKING, AgentState.STALLED):
             await self._set_state(AgentState.IDLE, "turn finished" if ok else f"turn ended: {text}")
         # The mixin is only ever an AgentRunner.

@@ -22,11 +22,14 @@ from store.errors import StoreError
 from supervisor.agents.retention import database_bytes, retention_words
 from supervisor.api.chats import ChatCopiesAPI
 from supervisor.api.errors import store_errors
+from supervisor.api.files import SENT_FILE, Attached, FilesAPI, SentFile, WorkspaceFile
+from supervisor.api.memory import MemoryAPI, MemoryView, UnknownProject
 from supervisor.api.operators import INVITE_ALPHABET, INVITE_LENGTH, ROLES, OperatorAdmin
 from supervisor.api.persistence import PersistenceAPI
 from supervisor.api.policy import ChangedCall, LearnedRuleView, PolicyAPI, PolicyTestView
 from supervisor.api.record import Hit, RecordAPI, SearchView
 from supervisor.api.repos import RepoAPI
+from supervisor.api.results import ResultsAPI, ResultView
 from supervisor.api.schedules import Draft, RunView, ScheduleAPI, ScheduleView
 from supervisor.api.standing import StandingAPI
 from supervisor.api.views import (
@@ -68,6 +71,7 @@ from supervisor.errors import (
     AlreadyAnswered,
     BadSchedule,
     ConfigError,
+    FileRefused,
     Halted,
     InvalidRequest,
     LimitExceeded,
@@ -133,6 +137,11 @@ class SupervisorAPI(OperatorAdmin):
         self.policy = PolicyAPI(settings, store, pool.policy)
         # The audit and the search from chat (supervisor/api/record.py).
         self.record = RecordAPI(store)
+        # Files into and out of agents' workspaces (supervisor/api/files.py).
+        self.files = FilesAPI(pool, settings, self._not_halted, store, escalations)
+        # Results agents report with a confidence grade (supervisor/api/results.py).
+        self.results = ResultsAPI(pool, settings, store, escalations)
+        self.memory = MemoryAPI(pool, store)  # project memory (supervisor/api/memory.py)
 
     @classmethod
     def over(cls, core: Core) -> SupervisorAPI:
@@ -572,11 +581,13 @@ __all__ = [
     "TURN_OUTCOMES", "SCHEDULE_OUTCOMES", "BusSent", "BusView", "MessageView", "DeliveryView",
     "TeamView", "TeamStarted", "ScheduleAPI", "ScheduleView", "RunView", "Draft",
     "LearnedRuleView", "ALWAYS_ALLOW", "PolicyTestView", "ChangedCall", "SearchView", "Hit",
+    "Attached", "WorkspaceFile", "FilesAPI", "SentFile", "SENT_FILE", "ResultsAPI", "ResultView",
+    "MemoryAPI", "MemoryView", "UnknownProject",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",
     # errors
     "SupervisorError", "ConfigError", "InvalidRequest", "UnknownAgent", "AgentExists",
     "AgentNotRunning", "UnknownEscalation", "AlreadyAnswered", "UnknownOperator", "Halted",
-    "LimitExceeded", "ShuttingDown", "StoreFailed", "AgentFailed", "BadSchedule",
+    "LimitExceeded", "ShuttingDown", "StoreFailed", "AgentFailed", "BadSchedule", "FileRefused",
 ]

@@ -216,27 +216,29 @@ class Escalations:
 
     async def notify(self, agent_id: str | None, title: str, body: str = "",
                      ref_id: str | None = None, *, detail: str | None = None,
-                     detail_name: str | None = None) -> EscalationRow:
+                     detail_name: str | None = None,
+                     tool_name: str | None = None) -> EscalationRow:
         """A notice: pushed to the operator like an escalation, needs no answer. If the store
         cannot take it, it is held in memory and delivered from there (never dropped)."""
         try:
             row = await self.store.escalations.create(
                 id=await self._new_id(), agent_id=agent_id, kind=Kind.NOTICE, title=title,
                 body=body, ref_id=ref_id, status="info", detail=detail,
-                detail_name=detail_name, now=self.clock.now(),
+                detail_name=detail_name, tool_name=tool_name, now=self.clock.now(),
             )
         except StoreError as exc:
             logger.warning("notice held in memory: the store refused it title=%r: %s", title,
                            exc)
-            row = self._hold(agent_id, title, body, ref_id, detail, detail_name)
+            row = self._hold(agent_id, title, body, ref_id, detail, detail_name, tool_name)
         self._publish("created", row)
         return row
 
     def _hold(self, agent_id: str | None, title: str, body: str, ref_id: str | None,
-              detail: str | None, detail_name: str | None) -> EscalationRow:
+              detail: str | None, detail_name: str | None,
+              tool_name: str | None = None) -> EscalationRow:
         row = EscalationRow(
             seq=0, id="m" + "".join(secrets.choice(ID_ALPHABET) for _ in range(7)),
-            agent_id=agent_id, kind=Kind.NOTICE, title=title, body=body, tool_name=None,
+            agent_id=agent_id, kind=Kind.NOTICE, title=title, body=body, tool_name=tool_name,
             tool_input=None, options=(), free_text=False, ref_id=ref_id, status="info",
             answer=None, answered_by=None, answered_via=None, answered_at=None,
             created_at=self.clock.now(), detail=detail, detail_name=detail_name)

@@ -59,7 +59,8 @@ if __package__:
 else:  # run as a script: python tests/fakes/mock_anthropic.py [port]
     from _http import ClientGone, LoopbackServer, QuietHandler, serve_in_thread, stop_serving
 
-__all__ = ["MockAnthropic", "directive_of", "unpaired_tool_uses", "user_directives"]
+__all__ = ["MockAnthropic", "directive_of", "image_blocks", "unpaired_tool_uses",
+           "user_directives"]
 
 SYSTEM_REMINDER = "<system-reminder>"
 TOOL_RESULT_MAX = 2000
@@ -145,6 +146,21 @@ def user_directives(body: dict[str, Any]) -> list[str]:
         if isinstance(message, dict) and message.get("role") == "user":
             out.extend(_user_texts_of(message))
     return out
+
+
+def image_blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every ``image`` content block the request carries in its user messages, at the top
+    level or inside a ``tool_result`` (where the CLI's Read tool puts an image file it read),
+    as the real API receives them: ``{"type": "image", "source": {"type": "base64",
+    "media_type": ..., "data": ...}}``."""
+    found: list[dict[str, Any]] = []
+    for message in body.get("messages") or []:
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        for block in _blocks(message.get("content")):
+            inner = _blocks(block.get("content")) if block.get("type") == "tool_result" else []
+            found += [b for b in (block, *inner) if b.get("type") == "image"]
+    return found
 
 
 def unpaired_tool_uses(body: dict[str, Any]) -> list[str]:

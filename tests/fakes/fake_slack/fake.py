@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote
 
 import aiohttp
 from aiohttp import web
@@ -69,6 +69,8 @@ class FakeSlack:
         self._buckets: dict[str, tuple[float, float]] = {}  # per channel, all paced methods
         self._seq = itertools.count(1)
         self._uploads: dict[str, dict[str, Any]] = {}
+        self._shared: dict[str, dict[str, Any]] = {}  # files users shared, by id
+        self.downloads: list[tuple[str, bool]] = []  # (file id, authorised) of each GET
         self._sockets: list[web.WebSocketResponse] = []
         self._waiting: dict[str, asyncio.Future[Any]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -103,6 +105,8 @@ class FakeSlack:
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/api/{method}", self._api)
         app.router.add_post("/upload/{file_id}", self._upload)
+        app.router.add_get("/files-pri/{team_file}/{name}", self._download)
+        app.router.add_get("/files-pri/{team_file}/download/{name}", self._download)
         app.router.add_get("/link/", self._socket)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
@@ -362,6 +366,50 @@ class FakeSlack:
                 return web.Response(status=404, text="not found")
             self._uploads[fid]["content"] = data
         return web.Response(text=f"OK - {len(data)}")
+
+    def user_file(self, user: str, content: bytes, name: str,
+                  mimetype: str = "application/octet-stream") -> dict[str, Any]:
+        """A file a user uploads into Slack, as a `file_share` message's `files` carry it:
+        `url_private` and `url_private_download` on the fake's host, which serve the bytes
+        only with the bot token as a Bearer header (without it, as Slack does, a sign-in page
+        in HTML with status 200)."""
+        fid = f"F{next(self._seq):08d}"
+        with self.lock:
+            self._shared[fid] = {"content": content, "mimetype": mimetype}
+        quoted = quote(name or "file", safe="")
+        base = f"{self.base}/files-pri/{TEAM}-{fid}"
+        filetype = name.rsplit(".", 1)[-1].lower() if "." in name else "binary"
+        return {"id": fid, "created": int(time.time()), "timestamp": int(time.time()),
+                "name": name, "title": name, "mimetype": mimetype, "filetype": filetype,
+                "pretty_type": filetype.upper(), "user": user, "user_team": TEAM,
+                "editable": False, "size": len(content), "mode": "hosted",
+                "is_external": False, "external_type": "", "is_public": False,
+                "public_url_shared": False, "display_as_bot": False, "username": "",
+                "url_private": f"{base}/{quoted}",
+                "url_private_download": f"{base}/download/{quoted}",
+                "permalink": f"{self.base}/files/{user}/{fid}/{quoted}",
+                "is_starred": False, "has_rich_preview": False, "file_access": "visible"}
+
+    def file_share_event(self, user: str, text: str, files: list[dict[str, Any]], *,
+                         channel: str = CHANNEL, thread_ts: str | None = None,
+                         **extra: Any) -> dict[str, Any]:
+        """The `message` event (subtype `file_share`) of a user sharing files."""
+        return self.message_event(user, text, channel=channel, thread_ts=thread_ts,
+                                  subtype="file_share", files=files, upload=False,
+                                  display_as_bot=False, **extra)
+
+    async def _download(self, request: web.Request) -> web.Response:
+        fid = request.match_info["team_file"].rsplit("-", 1)[-1]
+        authorised = request.headers.get("Authorization") == f"Bearer {BOT_TOKEN}"
+        with self.lock:
+            self.downloads.append((fid, authorised))
+            shared = self._shared.get(fid)
+        if not authorised:
+            return web.Response(text="<!DOCTYPE html><html><body>Sign in to Slack</body></html>",
+                                content_type="text/html")
+        if shared is None:
+            return web.Response(status=404, text="file not found")
+        return web.Response(body=shared["content"], content_type=shared["mimetype"])
 
     def m_files_completeUploadExternal(self, params: dict[str, Any]) -> dict[str, Any]:
         out = []

@@ -12,6 +12,7 @@ from typing import Any
 from tests.fakes._http import LoopbackServer, serve_in_thread, stop_serving
 from tests.fakes.fake_telegram.dispatch import _Dispatch
 from tests.fakes.fake_telegram.keyboards import _callback_datas
+from tests.fakes.fake_telegram.messages import _document
 from tests.fakes.fake_telegram.server import _Handler
 from tests.fakes.fake_telegram.state import _Bucket, _Fault, _method_set, _Stored
 from tests.fakes.fake_telegram.text import utf16_len
@@ -138,6 +139,42 @@ class FakeTelegram(_Dispatch):
                                      "length": utf16_len(word.group(0))})
             if entities:
                 msg["entities"] = copy.deepcopy(entities)
+            if reply_to_message_id is not None:
+                replied = self._messages.get((chat_id, int(reply_to_message_id)))
+                if replied is None or replied.deleted:
+                    raise ValueError(f"no message {reply_to_message_id} in chat {chat_id}")
+                msg["reply_to_message"] = self._reply_copy(replied.message)
+            self._messages[(chat_id, msg["message_id"])] = _Stored(msg, by_bot=False)
+            return self._queue_update("message", msg)
+
+    def user_sends_file(self, user_id: int, content: bytes, *, filename: str = "file.bin",
+                        photo: bool = False, caption: str | None = None,
+                        mime_type: str | None = None, chat_id: int | None = None,
+                        reply_to_message_id: int | None = None) -> dict[str, Any]:
+        """Queue an Update carrying a Message with a document (``file_name``, ``mime_type``,
+        ``file_size``) or, with ``photo``, a photo (PhotoSize array, largest last, no name:
+        Telegram drops a photo's name), as the real Bot API delivers them; the bytes are then
+        served by getFile and ``/file/bot<token>/<file_path>``. Returns the Update."""
+        with self._cond:
+            user = self._user(user_id)
+            chat_id = int(user_id if chat_id is None else chat_id)
+            chat = self._chat_for_update(chat_id)
+            msg = self._new_message(chat_id, chat, user)
+            if photo:
+                info = self._new_file("photo.jpg", content, mime_type or "image/jpeg",
+                                      folder="photos")
+                small = {"file_id": info["file_id"] + "s", "file_unique_id":
+                         info["file_unique_id"] + "s", "width": 90, "height": 90,
+                         "file_size": min(len(content), 1000)}
+                msg["photo"] = [small, {"file_id": info["file_id"],
+                                        "file_unique_id": info["file_unique_id"],
+                                        "width": 800, "height": 600,
+                                        "file_size": len(content)}]
+            else:
+                info = self._new_file(filename, content, mime_type)
+                msg["document"] = _document(info)
+            if caption is not None:
+                msg["caption"] = caption
             if reply_to_message_id is not None:
                 replied = self._messages.get((chat_id, int(reply_to_message_id)))
                 if replied is None or replied.deleted:

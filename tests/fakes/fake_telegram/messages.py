@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from tests.fakes.fake_telegram.api import (
     MAX_CAPTION_LENGTH,
+    MAX_DOWNLOAD_BYTES,
     MAX_MESSAGE_LENGTH,
     MAX_UPLOAD_BYTES,
     NOT_MODIFIED,
@@ -106,7 +107,7 @@ class _MessageMethods(_Helpers):
         return info
 
     def _new_file(self, filename: str, content: bytes | None,
-                  content_type: str | None) -> dict[str, Any]:
+                  content_type: str | None, *, folder: str = "documents") -> dict[str, Any]:
         n = next(self._file_ids)
         mime = content_type
         if not mime or mime == "application/octet-stream":
@@ -118,7 +119,7 @@ class _MessageMethods(_Helpers):
             "file_name": filename,
             "mime_type": mime,
             "bytes": content,
-            "file_path": f"documents/file_{n}.{suffix}",
+            "file_path": f"{folder}/file_{n}.{suffix}",
         }
         self._files[info["file_id"]] = info
         return info
@@ -131,6 +132,8 @@ class _MessageMethods(_Helpers):
             out = {"file_id": info["file_id"], "file_unique_id": info["file_unique_id"],
                    "file_path": info["file_path"]}
             if info["bytes"] is not None:
+                if len(info["bytes"]) > MAX_DOWNLOAD_BYTES:  # a bot downloads 20 MB at most
+                    raise _bad("file is too big")
                 out["file_size"] = len(info["bytes"])
             return out
 
