@@ -11,7 +11,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from supervisor.guard.learned import Learned, find, learnable
 from supervisor.guard.learned import parse as parse_learned
@@ -90,6 +90,14 @@ def _tool_paths(tool: str, inp: Mapping[str, Any], cwd: str) -> tuple[str, ...] 
     return tuple(dict.fromkeys(found))
 
 
+class PolicyParts(NamedTuple):
+    source: str
+    base: _Section
+    agents: tuple[tuple[str, _Section], ...]
+    standing: _Section | None
+    learned: tuple[Learned, ...]
+
+
 class Policy:
     """Decides tool calls from the call alone (tool, input, cwd), never from prompts. Some
     checks are built in, so that no policy file can drop them: Switchboard's own files (see
@@ -114,11 +122,14 @@ class Policy:
         return Policy(self._base, self._agents, self.source, protected, self._standing,
                       self.learned)
 
+    def parts(self) -> PolicyParts:
+        """What this policy decides by, for another policy to take (`adopt`)."""
+        return PolicyParts(self.source, self._base, self._agents, self._standing, self.learned)
+
     def adopt(self, other: Policy) -> None:
         """Take `other`'s rules in place (a policy file edited while running: every gate holds
         this object). The protected paths stay this policy's."""
-        self.source, self._base, self._agents = other.source, other._base, other._agents
-        self._standing, self.learned = other._standing, other.learned
+        self.source, self._base, self._agents, self._standing, self.learned = other.parts()
 
     def learnable(self, agent: str, tool_name: str, tool_input: dict[str, Any], cwd: str,
                   decision: Decision, irreversible: bool = False) -> bool:
