@@ -358,6 +358,12 @@ class Settings(BaseSettings):
     sandbox_uid: Annotated[Whole | None, Key("SWITCHBOARD_SANDBOX_UID", "sandbox_uid")] = None
     sandbox_gid: Annotated[Whole | None, Key("SWITCHBOARD_SANDBOX_GID", "sandbox_gid")] = None
     sandbox_hide: Annotated[Paths, Key("SWITCHBOARD_SANDBOX_HIDE", "sandbox_hide")] = ()
+    # The model gateway (supervisor/guard/gateway.py, docs/gateway.md): agents hold a token of
+    # their own, the supervisor the key; and each agent's model requests per minute.
+    model_gateway: Annotated[Flag, Key("SWITCHBOARD_MODEL_GATEWAY", "model_gateway")] = True
+    gateway_requests_per_minute: Annotated[Whole, Key("SWITCHBOARD_GATEWAY_REQUESTS_PER_MINUTE",
+                                                      "limits.gateway_requests_per_minute",
+                                                      "gateway_requests_per_minute")] = 120
 
     _env_secrets: tuple[Secret, ...] = PrivateAttr(default=())
 

@@ -26,7 +26,8 @@ from supervisor.config import Settings
 from supervisor.errors import ConfigError
 from supervisor.events import EventHub
 from supervisor.guard.escalations import Escalations, Kind, Timeouts
-from supervisor.guard.guardrails import CrashTracker, MemoryProbe, RateLimiter
+from supervisor.guard.gateway import ModelGateway
+from supervisor.guard.guardrails import CrashTracker, MemoryProbe, RateLimiter, day_start
 from supervisor.guard.killswitch import KillSwitch
 from supervisor.guard.policy import Policy, PolicyError
 from supervisor.guard.protected import ProtectedPaths
@@ -41,8 +42,8 @@ from supervisor.service import FnService, Service, Services, TaskGroup, loop_ser
 logger = logging.getLogger(__name__)
 
 # The order the core's services start in (and stop in reverse). A test holds it.
-SERVICE_ORDER = ("storage", "ingest", "killswitch", "recovery", "bus", "agents", "timers",
-                 "repos", "watchdog", "retention")
+SERVICE_ORDER = ("storage", "ingest", "killswitch", "gateway", "recovery", "bus", "agents",
+                 "timers", "repos", "watchdog", "retention")
 
 
 def load_policy(settings: Settings) -> Policy:
@@ -83,6 +84,12 @@ class Core:
         self.memory = MemoryProbe(settings.cgroup_dir)
         self.watchdog = Watchdog(settings, self.fleet, self.escalations, store, self.memory,
                                  clock)
+        # Agents' model requests: the key stays here, each agent holds a token that dies with
+        # it; the kill switch revokes them all (layer 3) and refuses every request while on.
+        self.gateway = ModelGateway(settings, halted=lambda: self.killswitch.halted,
+                                    budget=self._budget_of,
+                                    day=lambda: int(day_start(clock.now())))
+        self.killswitch.revokers.append(self.gateway.revoke_everything)
         self.bus = Bus(store, settings, BusMembers(self.fleet), clock=clock,
                        notify=self.escalations.notify,
                        halted=lambda: self.killswitch.halted,
@@ -101,7 +108,7 @@ class Core:
             killswitch=self.killswitch,
             crashes=CrashTracker(settings.crash_loop_max, settings.crash_loop_window_s, clock),
             rates=RateLimiter(clock), memory=self.memory, watchdog=self.watchdog, bus=self.bus,
-            ingest=self.ingest, repos=self.repos, storage=self.storage,
+            ingest=self.ingest, repos=self.repos, storage=self.storage, gateway=self.gateway,
         ), clock, persistence)
         self.escalations.on_answer(RERUN_TOOL, answer_hook(store, self.escalations,
                                                            self.pool.ask))
@@ -122,6 +129,9 @@ class Core:
 
         async def stop_killswitch() -> None:
             self.killswitch.close()
+
+        async def start_gateway(_group: TaskGroup) -> None:
+            await self.gateway.start()
 
         async def prepare(_group: TaskGroup) -> None:
             await self.pool.prepare()
@@ -145,6 +155,8 @@ class Core:
             FnService("storage", start_storage, self.storage.close),
             FnService("ingest", start_ingest, self.ingest.close),  # the last events written
             FnService("killswitch", start_killswitch, stop_killswitch),
+            # Before any agent starts: their CLIs are pointed at it; stopped after them.
+            FnService("gateway", start_gateway, self.gateway.close),
             # The host probed, leftovers swept, leases taken, interrupted turns reported;
             # stopped: the bucket's transcript client closed, a last sweep.
             FnService("recovery", prepare, self.pool.release),
@@ -160,6 +172,13 @@ class Core:
             loop_service("watchdog", self.watchdog.run, after=self.watchdog.close),
             loop_service("retention", self.retention.run),
         ]
+
+    async def _budget_of(self, agent_id: str) -> tuple[float, float] | None:
+        """(today's budget, today's recorded spend) of an agent with a budget, for the gateway."""
+        budget = await self.watchdog.budget_for(agent_id)
+        if budget is None:
+            return None
+        return budget, await self.store.turns.spent_since(day_start(self.clock.now()), agent_id)
 
     async def _ask_operator(self, agent_id: str, title: str,
                             question: str) -> tuple[str, bool]:

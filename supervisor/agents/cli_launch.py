@@ -6,6 +6,7 @@ in the bucket). Kept apart from supervisor/agents/runner.py, which decides when 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -57,7 +58,8 @@ def _sandbox(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> dict[str,
         except InvalidRequest as exc:
             raise AgentFailed(None, "", str(exc)) from None
     dirs = agent_dirs(deps.settings, r.id)
-    prepare(deps.settings, iso, dirs, Path(r.cwd), env)
+    gateway = deps.gateway is not None and deps.gateway.active
+    prepare(deps.settings, iso, dirs, Path(r.cwd), env, login=not gateway)
     wall = deps.repo_wall(r.id)
     argv = bwrap_args(deps.settings, iso, dirs, Path(r.cwd), env, deps.real_cli,
                       ro_extra=launcher_files(deps.launcher),
@@ -114,11 +116,34 @@ def system_prompt(settings: Settings, charter: str | None) -> SystemPromptPreset
     return {"type": "preset", "preset": "claude_code", "append": "\n\n".join(notes)}
 
 
+# Every credential the CLI could use. With the model gateway, none reaches the agent: it gets
+# the gateway's address and a token of its own instead (supervisor/guard/gateway.py).
+CREDENTIAL_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
+                   "ANTHROPIC_BASE_URL")
+
+
 def agent_env(r: AgentRunner, deps: RunnerDeps) -> dict[str, str]:
-    """The agent's environment: the allowlist, then what puts it in its sandbox."""
+    """The agent's environment: the allowlist, the gateway's token in place of the key, then
+    what puts it in its sandbox."""
     env = deps.settings.agent_environment()
+    gateway = deps.gateway
+    if gateway is not None and gateway.active:
+        for name in CREDENTIAL_VARS:
+            env.pop(name, None)
+        env.update(gateway.issue(r.id, r.name))
     cwd = Path(r.cwd)
     if not cwd.is_dir() and cwd.is_relative_to(deps.settings.workspaces.resolve()):
         cwd.mkdir(parents=True)  # a new container: the workspace comes back empty
     env.update(_sandbox(r, deps, env))
     return env
+
+
+def token_revoker(r: AgentRunner, deps: RunnerDeps,
+                  env: dict[str, str]) -> Callable[[], None] | None:
+    """What revokes the token this process was started with (and no later one of the agent's)
+    when the process is ended: None without the gateway."""
+    gateway = deps.gateway
+    if gateway is None or gateway.upstream is None:
+        return None
+    token = env.get(gateway.upstream.var)
+    return lambda: gateway.revoke(r.id, token)

@@ -26,6 +26,7 @@ from supervisor.config import PERMISSION_MODES, Settings
 from supervisor.errors import AgentExists, InvalidRequest, ShuttingDown
 from supervisor.events import AgentState, EventHub, StateChanged
 from supervisor.guard.escalations import Escalations
+from supervisor.guard.gateway import ModelGateway
 from supervisor.guard.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
 from supervisor.guard.killswitch import KillSwitch
 from supervisor.guard.policy import Policy
@@ -79,6 +80,7 @@ class PoolParts:
     ingest: EventIngest
     repos: Repos
     storage: StorageGuard
+    gateway: ModelGateway | None = None
 
 
 class AgentPool:
@@ -105,6 +107,7 @@ class AgentPool:
         self.ingest = parts.ingest
         self.repos = parts.repos
         self.storage = parts.storage
+        self.gateway = parts.gateway
         # The bucket's side (leases), when a bucket is configured.
         self.persistence = persistence
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -157,6 +160,7 @@ class AgentPool:
             before_start=self._before_start,
             session_known=self._session_known,
             ingest=self.ingest,
+            gateway=self.gateway,
         )
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
         self.settings.context_dir.mkdir(parents=True, exist_ok=True)  # the shared context

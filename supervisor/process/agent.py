@@ -150,8 +150,12 @@ class AgentProcess:
         tag: str,
         options: ClaudeAgentOptions,
         on_stderr: Callable[[str], None] | None = None,
+        on_end: Callable[[], None] | None = None,
     ) -> None:
         self.tag = tag
+        # Called once, as the process is ended on purpose (kill, close): the model gateway
+        # revokes its token, so a response in flight ends before the signals even go out.
+        self._on_end = on_end
         self.options = options
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
         self._on_stderr = on_stderr
@@ -166,6 +170,11 @@ class AgentProcess:
         self.paused = False
         self._closed = False
         self._terminated_at: float | None = None  # when the polite SIGTERM went out
+
+    def _ended(self) -> None:
+        on_end, self._on_end = self._on_end, None
+        if on_end is not None:
+            on_end()
 
     def _stderr(self, line: str) -> None:
         self.stderr_tail.append(line)
@@ -317,6 +326,7 @@ class AgentProcess:
         Every /proc read is a snapshot shared with the other agents being killed at the same
         time (`table`, the loop's by default), taken in a thread: killing N agents at once
         costs a few scans, and none of them on the event loop."""
+        self._ended()
         table = table or proctable.shared()
         last: set[int] = set()
         try:
@@ -411,6 +421,7 @@ class AgentProcess:
     def kill_now(self) -> list[int]:
         """Immediate SIGKILL of the whole tree and every tagged process (no await). Sandboxed,
         the init goes first: the kernel then ends every process of the namespace at once."""
+        self._ended()
         forced: list[int] = []
         if self.sandboxed and self.launcher_pid:
             forced = self.members()
@@ -421,6 +432,7 @@ class AgentProcess:
 
     async def close(self, *, kill: bool = True, timeout_s: float = 10.0) -> None:
         """Disconnect the SDK client (it closes stdin, waits, then terminates), bounded."""
+        self._ended()
         if self._closed:
             return
         self._closed = True

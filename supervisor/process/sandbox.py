@@ -187,9 +187,11 @@ def _closed_ancestor(iso: Isolation, ws: Path, hidden: list[Path]) -> Path | Non
 
 
 def prepare(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: Path,
-            agent_env: Mapping[str, str]) -> None:
+            agent_env: Mapping[str, str], *, login: bool = True) -> None:
     """Create the agent's private directory and hand it (and a workspace we created) to the
-    agent uid; copy the CLI's login credentials in, so the operator's config dir stays hidden."""
+    agent uid; copy the CLI's login credentials in (`login`), so the operator's config dir
+    stays hidden. Without `login` (the model gateway holds the key) a copy left from before
+    is removed: the agent holds no credential at all."""
     # The root stays ours (0700, never shown to the agent: only its subdirectories are bound
     # into the sandbox), so the agent cannot swap home/ or claude/ for a link elsewhere.
     for d in (dirs.root, dirs.home, dirs.config, dirs.tmp, dirs.etc):
@@ -201,7 +203,10 @@ def prepare(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: Path
         or Path.home() / ".claude"
     for name in CREDENTIAL_FILES:
         src = Path(source).expanduser() / name
-        if src.is_file():
+        if not login:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(dirs.config / name)
+        elif src.is_file():
             _place_file(src.read_bytes(), dirs.config / name, iso)
     shared = settings.context_dir
     shared.mkdir(parents=True, exist_ok=True)

@@ -200,6 +200,7 @@ class _Handler(QuietHandler):
         path = urlsplit(self.path).path.rstrip("/")
         raw = self._read_body()
         if path == "/v1/messages":
+            self.server.owner.record_headers(dict(self.headers.items()))
             try:
                 body = json.loads(raw or b"{}")
             except ValueError:
@@ -284,6 +285,7 @@ class MockAnthropic:
         self.port = port
         self.url = ""
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []  # each /v1/messages request's headers, in order
         self.errors: list[str] = []
         self.on_request: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
         self._cond = threading.Condition()
@@ -382,6 +384,10 @@ class MockAnthropic:
         }
 
     # -- the model -------------------------------------------------------------------
+    def record_headers(self, headers: dict[str, str]) -> None:
+        with self._cond:
+            self.headers.append({k.lower(): v for k, v in headers.items()})
+
     def _record(self, body: dict[str, Any]) -> None:
         with self._cond:
             self.requests.append(body)
