@@ -146,4 +146,7 @@ def token_revoker(r: AgentRunner, deps: RunnerDeps,
     if gateway is None or gateway.upstream is None:
         return None
     token = env.get(gateway.upstream.var)
-    return lambda: gateway.revoke(r.id, token)
+
+    def revoke() -> None:
+        gateway.revoke(r.id, token)
+    return revoke

@@ -198,7 +198,8 @@ class StoreCheck:
     detail: str  # "writable", or what failed
 
 
-__all__ = ["AgentCounts", "GatewayView", "CostCell", "StatsView", "StoreCheck", "AgentView", "AgentDetail", "FleetView", "Sent",
+__all__ = ["AgentCounts", "GatewayView",
+           "CostCell", "StatsView", "StoreCheck", "AgentView", "AgentDetail", "FleetView", "Sent",
            "Paused", "Killed", "LogEntry", "AgentLog", "SpendLine", "SpendReport", "Approved",
            "HaltView", "InviteView", "EscalationView", "OperatorView", "AuditView",
            "DeliveryView", "MessageView", "BusSent", "BusView", "TeamView", "TeamStarted"]

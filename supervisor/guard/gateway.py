@@ -187,10 +187,7 @@ class ModelGateway:
             await runner.cleanup()
             raise
         self._runner = runner
-        server = site._server  # noqa: SLF001 - the one way to learn the port asked of the OS
-        assert server is not None and server.sockets
-        port = server.sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
         self._session = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
             connector=aiohttp.TCPConnector(limit=0), auto_decompress=True)
@@ -386,7 +383,7 @@ class ModelGateway:
             async for chunk in resp.content.iter_any():
                 reader.feed(chunk)
                 await out.write(chunk)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             cut = True
             if grant.live:
                 logger.warning("model stream from upstream broke agent=%s: %s",
