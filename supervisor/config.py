@@ -60,6 +60,7 @@ SlackMode = Literal["socket", "http"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 LogFormat = Literal["auto", "text", "json"]
 MergeMode = Literal["ff", "merge"]
+Egress = Literal["auto", "model-only", "allowlist", "open"]
 
 # Variables an agent may see. Everything else in the supervisor's environment (chat tokens,
 # cloud credentials, our own secrets) is withheld.
@@ -364,6 +365,10 @@ class Settings(BaseSettings):
     gateway_requests_per_minute: Annotated[Whole, Key("SWITCHBOARD_GATEWAY_REQUESTS_PER_MINUTE",
                                                       "limits.gateway_requests_per_minute",
                                                       "gateway_requests_per_minute")] = 120
+    # Each agent's network (supervisor/process/network.py): auto is model-only where the
+    # gateway and network namespaces are there, else open; egress_allow: allowlist's hosts.
+    egress: Annotated[Egress, Choice, Key("SWITCHBOARD_EGRESS", "egress")] = "auto"
+    egress_allow: Annotated[Names, Key("SWITCHBOARD_EGRESS_ALLOW", "egress_allow")] = ()
 
     _env_secrets: tuple[Secret, ...] = PrivateAttr(default=())
 

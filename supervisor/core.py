@@ -88,7 +88,8 @@ class Core:
         # it; the kill switch revokes them all (layer 3) and refuses every request while on.
         self.gateway = ModelGateway(settings, halted=lambda: self.killswitch.halted,
                                     budget=self._budget_of,
-                                    day=lambda: int(day_start(clock.now())))
+                                    day=lambda: int(day_start(clock.now())),
+                                    on_refused=self._egress_refused)
         self.killswitch.revokers.append(self.gateway.revoke_everything)
         self.bus = Bus(store, settings, BusMembers(self.fleet), clock=clock,
                        notify=self.escalations.notify,
@@ -179,6 +180,14 @@ class Core:
         if budget is None:
             return None
         return budget, await self.store.turns.spent_since(day_start(self.clock.now()), agent_id)
+
+    async def _egress_refused(self, agent_id: str, name: str, host: str) -> None:
+        """An agent's first connection to a host it may not reach: the operator is told once."""
+        await self.escalations.notify(
+            agent_id, f"{name} tried to reach {host}: refused",
+            f"egress = allowlist, and {host} is not in egress_allow. If {name} should reach "
+            f"it, add it to egress_allow in the settings (docs/gateway.md#egress). Further "
+            f"attempts at {host} by {name} are refused without a notice.")
 
     async def _ask_operator(self, agent_id: str, title: str,
                             question: str) -> tuple[str, bool]:

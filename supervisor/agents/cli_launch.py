@@ -19,6 +19,7 @@ from supervisor.config import Settings
 from supervisor.errors import AgentFailed, InvalidRequest
 from supervisor.guard.charter import system_prompt as charter_prompt
 from supervisor.process.agent import launcher_files
+from supervisor.process.network import NetPlan, mode_for, plan
 from supervisor.process.sandbox import agent_dirs, bwrap_args, prepare, sandbox_env
 from supervisor.process.workdir import examine
 
@@ -46,6 +47,7 @@ def context_note(settings: Settings) -> str:
 def _sandbox(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> dict[str, str]:
     """Prepare the agent's private directory; the variables that put it in its sandbox."""
     iso = deps.isolation
+    net = network_plan(r, deps, env)
     if not iso.ok:
         if not deps.settings.allow_unisolated_agents:
             raise AgentFailed(None, "", f"agents are not started unisolated: {iso.problem}")
@@ -64,8 +66,24 @@ def _sandbox(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> dict[str,
     argv = bwrap_args(deps.settings, iso, dirs, Path(r.cwd), env, deps.real_cli,
                       ro_extra=launcher_files(deps.launcher),
                       peers=(Path(p) for p in deps.peer_dirs(r.id)),
-                      binds=wall.binds if wall is not None else ())
-    return sandbox_env(iso, dirs, argv, Path(r.cwd), idmap) | (wall.env if wall else {})
+                      binds=wall.binds if wall is not None else (),
+                      net=net.binds if net.mode != "open" else None)
+    return sandbox_env(iso, dirs, argv, Path(r.cwd), idmap) | (wall.env if wall else {}) \
+        | net.env
+
+
+def network_plan(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> NetPlan:
+    """The agent's network (supervisor/process/network.py); refused when the mode the operator
+    asked for cannot be made here."""
+    gateway = deps.gateway
+    socket = gateway.socket if gateway is not None and gateway.active else None
+    mode, why = mode_for(deps.settings, deps.isolation, socket)
+    if not mode:
+        raise AgentFailed(None, "", f"{why}. Fix that, or set egress = open.")
+    if mode == "open" or gateway is None or gateway.upstream is None:
+        return NetPlan("open")
+    return plan(mode, socket, gateway.port, launcher_files(deps.launcher)[2],
+                gateway.proxy.socket, env.get(gateway.upstream.var, ""))
 
 
 def cli_options(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> ClaudeAgentOptions:

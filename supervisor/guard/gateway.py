@@ -14,11 +14,13 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import os
 import secrets
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -26,6 +28,7 @@ import orjson
 from aiohttp import web
 
 from supervisor.config import Settings
+from supervisor.guard.egress import EgressProxy, Refusal
 from supervisor.guard.gateway_usage import StreamUsage, Usage, usage_of_body
 
 logger = logging.getLogger(__name__)
@@ -40,6 +43,7 @@ _HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-autho
 _REQUEST_DROP = _HOP | {"x-api-key", "authorization", "accept-encoding"}
 _RESPONSE_DROP = _HOP | {"content-encoding"}
 MAX_BODY_BYTES = 64 << 20  # a long conversation with images; the API's own limit is 32 MB
+MAX_SOCKET_PATH = 107  # sun_path, less its terminating NUL
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +155,8 @@ class ModelGateway:
     def __init__(self, settings: Settings, *, halted: Callable[[], bool],
                  budget: BudgetLookup | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 day: Callable[[], int] | None = None) -> None:
+                 day: Callable[[], int] | None = None,
+                 on_refused: Refusal | None = None) -> None:
         self.settings = settings
         self.upstream = upstream_of(settings)
         self._halted = halted
@@ -166,6 +171,13 @@ class ModelGateway:
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self.url = ""
+        self.port = 0
+        # The same server on a Unix socket: an agent in a network namespace of its own reaches
+        # it through the relay bound to this (supervisor/process/network.py); None if the path
+        # is too long for a socket.
+        self.socket: Path | None = None
+        # allowlist mode's way to other hosts, for agents with a live token (guard/egress.py)
+        self.proxy = EgressProxy(settings, self.agent_of, on_refused)
 
     @property
     def active(self) -> bool:
@@ -187,7 +199,12 @@ class ModelGateway:
             await runner.cleanup()
             raise
         self._runner = runner
-        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        self.port = int(runner.addresses[0][1])
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.socket = await unix_site(runner, self.settings.run_dir / "gateway.sock")
+        proxy_path = self.settings.run_dir / "egress.sock"
+        if self.settings.egress == "allowlist" and len(os.fsencode(proxy_path)) <= MAX_SOCKET_PATH:
+            await self.proxy.start(proxy_path)
         self._session = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
             connector=aiohttp.TCPConnector(limit=0), auto_decompress=True)
@@ -197,10 +214,14 @@ class ModelGateway:
         self.revoke_all()
         runner, self._runner = self._runner, None
         session, self._session = self._session, None
+        await self.proxy.close()
         if runner is not None:
             await runner.cleanup()
         if session is not None:
             await session.close()
+        if self.socket is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.socket)
 
     # -- tokens ----------------------------------------------------------------------------
 
@@ -235,6 +256,11 @@ class ModelGateway:
             elif flight.task is not None:
                 flight.task.cancel()
         return 1
+
+    def agent_of(self, token: str) -> tuple[str, str] | None:
+        """(agent id, name) a live token was issued to (the egress proxy's credential)."""
+        grant = self._grants.get(_digest(token)) if token.startswith(TOKEN_PREFIX) else None
+        return (grant.agent_id, grant.name) if grant is not None and grant.live else None
 
     def revoke_all(self) -> int:
         return sum(self.revoke(a) for a in list(self._by_agent))
@@ -404,6 +430,20 @@ class ModelGateway:
         with contextlib.suppress(ConnectionError, RuntimeError):
             await out.write_eof()
         return out
+
+
+async def unix_site(runner: web.AppRunner, path: Path) -> Path | None:
+    """Serve `runner` on a Unix socket at `path` too, connectable by the agents' uid (it is seen
+    only where it is bound into a sandbox: the data directory is hidden). None if too long."""
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        logger.warning("socket path too long for a Unix socket, not served: %s", path)
+        return None
+    os.makedirs(path.parent, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    await web.UnixSite(runner, str(path)).start()
+    os.chmod(path, 0o666)
+    return path
 
 
 def _digest(token: str) -> bytes:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from supervisor import egress_relay
 from supervisor import launcher as launcher_module
 from supervisor.errors import ConfigError
 from supervisor.process import proctable
@@ -115,9 +116,11 @@ with open(__file__ + ".code", "rb") as fh:
 """
 
 
-def launcher_files(launcher: Path) -> tuple[Path, Path]:
-    """The launcher's executable and its compiled code: what a sandbox needs to see of it."""
-    return launcher, launcher.with_name(launcher.name + ".code")
+def launcher_files(launcher: Path) -> tuple[Path, Path, Path]:
+    """The launcher's executable, its compiled code and the egress relay it starts in a sandbox
+    with a network of its own: what a sandbox needs to see of them."""
+    return (launcher, launcher.with_name(launcher.name + ".code"),
+            launcher.with_name("egress-relay.py"))
 
 
 def install_launcher(run_dir: Path) -> Path:
@@ -126,12 +129,13 @@ def install_launcher(run_dir: Path) -> Path:
     import marshal
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    target, code_file = launcher_files(run_dir / "claude-launcher")
+    target, code_file, relay = launcher_files(run_dir / "claude-launcher")
     source = Path(launcher_module.__file__).read_text()
     code = marshal.dumps(compile(source, launcher_module.__file__, "exec", dont_inherit=True))
     # The code first: a stub is never there without the code it loads.
     for path, data, mode in ((code_file, code, 0o644),
-                             (target, LAUNCHER_STUB.format(python=sys.executable).encode(), 0o755)):
+                             (target, LAUNCHER_STUB.format(python=sys.executable).encode(), 0o755),
+                             (relay, Path(egress_relay.__file__).read_bytes(), 0o644)):
         if not path.exists() or path.read_bytes() != data:
             tmp = path.with_name(path.name + ".tmp")
             tmp.write_bytes(data)
