@@ -5,9 +5,10 @@ in allowlist mode the egress proxy). The namespace has no other interface than i
 loopback, so nothing else is reachable: not the host's ports, not another loopback service, not
 a DNS server.
 
-Run as `python -S -E egress_relay.py <ready fd> <port>=<socket path> ...`; standard library
-only. It writes one byte to <ready fd> once every port listens, so the CLI, started after,
-never finds a port closed. It dies with the namespace.
+Run as `python -S -E egress_relay.py <ready fd> <uid:gid or -> <port>=<socket path> ...`;
+standard library only. Started by the init (which can read the interpreter wherever it lies),
+it binds its ports, then drops to the agent's uid and gid for good, then writes one byte to
+<ready fd>, so the CLI, started after, never finds a port closed. It dies with the namespace.
 """
 
 import _thread
@@ -60,15 +61,22 @@ def _serve(listener, path):  # type: (socket.socket, str) -> None
 
 
 def main(argv):  # type: (list[str]) -> int
-    ready = int(argv[1])
+    ready, ids = int(argv[1]), argv[2]
     listeners = []
-    for spec in argv[2:]:
+    for spec in argv[3:]:
         port, _, path = spec.partition("=")
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", int(port)))
         s.listen(256)
         listeners.append((s, path))
+    if ids != "-":
+        uid, gid = (int(x) for x in ids.split(":"))
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+        if os.getuid() != uid or os.geteuid() != uid:
+            return 1
     os.write(ready, b"1")
     os.close(ready)
     for s, path in listeners[1:]:

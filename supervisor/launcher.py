@@ -399,8 +399,9 @@ def _inner(argv, real_cli):  # type: (list[str], str) -> int
 
 
 def _start_relay(ids):  # type: (str | None) -> None
-    """The egress relay, as the agent's uid, listening before the CLI starts (it says so on a
-    pipe; a relay that failed closes it unsaid, and the CLI then finds no way out at all)."""
+    """The egress relay, listening before the CLI starts (it says so on a pipe; a relay that
+    failed closes it unsaid, and the CLI then finds no way out at all). Started as we are, so
+    the interpreter can be read wherever it lies; it drops to the agent's uid itself."""
     spec = os.environ.get(RELAY_VAR)
     if not spec:
         return
@@ -411,10 +412,8 @@ def _start_relay(ids):  # type: (str | None) -> None
             os.close(r)
             os.set_inheritable(w, True)
             signal.pthread_sigmask(signal.SIG_SETMASK, [])
-            if ids:
-                _drop_to(ids)
-            os.execve(sys.executable, [sys.executable, "-S", "-E", parts[0], str(w)] + parts[1:],
-                      {"PATH": "/usr/bin:/bin"})
+            os.execve(sys.executable, [sys.executable, "-S", "-E", parts[0], str(w), ids or "-"]
+                      + parts[1:], {"PATH": "/usr/bin:/bin"})
         except OSError as exc:
             sys.stderr.write("switchboard launcher: cannot start the egress relay: %s\n" % exc)
         os._exit(127)

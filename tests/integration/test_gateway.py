@@ -264,3 +264,26 @@ def test_stream_usage_reads_events_split_anywhere():
             ("claude-sonnet-4-5", 7, 100, 42), step
     assert usage_of_body(b"not json") is None
     assert usage_of_body(b'{"type":"error"}') is None
+
+
+async def test_metrics_show_each_agents_requests_tokens_cost_and_streams(world, mock_api):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from bot.metrics import Metrics, Sample
+    from supervisor.api import StatsView
+
+    token = token_of(world.gateway.issue("a1", "alice"))
+    await world.post(token, body("TEXT: hello"))
+    await world.post("sbg-bogus", body("TEXT: hello"))
+    stats = StatsView(agents=(), turns=(), costs=(), open_escalations=0,
+                      oldest_escalation_age_s=0.0, halted=False, bus_depth=0, schedule_runs=(),
+                      gateway=world.gateway.view())
+    text = Metrics().render(Sample(stats, (), 0.0)).decode()
+    got = {(s.name, tuple(s.labels.values())): s.value
+           for f in text_string_to_metric_families(text) for s in f.samples}
+    assert got[("switchboard_gateway_active", ())] == 1
+    assert got[("switchboard_gateway_requests_total", ("alice", "a1", "ok"))] == 1
+    assert got[("switchboard_gateway_tokens_total", ("alice", "a1", "output"))] == OUTPUT_TOKENS
+    assert got[("switchboard_gateway_cost_usd_total", ("alice", "a1"))] > 0
+    assert got[("switchboard_gateway_streams", ("alice", "a1"))] == 0
+    assert got[("switchboard_gateway_refused_unknown_token_total", ())] == 1
