@@ -9,8 +9,8 @@ process's event loop, as in the supervisor. Figures:
 
 * time to first token (the first SSE event's bytes): p50 through the gateway minus p50 direct,
   requests alternated one by one (goal: +5 ms at most);
-* throughput of a long streamed answer (256 KiB in 1 KiB deltas, to a short request): through
-  the gateway over direct (goal >= 0.9);
+* throughput of a long streamed answer (1 MiB in 1 KiB deltas, to a short request), from its
+  first bytes to its end: through the gateway over direct (goal >= 0.9);
 * 50 agents streaming at once (each its own token, answers back to back from a client process
   of its own, as the agents' CLIs are): the gateway's event loop lag p99 while they stream
   (goal < 50 ms), with the requests per second it forwarded.
@@ -39,7 +39,7 @@ from supervisor.guard.gateway import ModelGateway  # noqa: E402
 
 SUITE = {"timeout_s": 300}
 TTFT_N = 20 if smoke() else 300
-BIG_BYTES = 256 * 1024
+BIG_BYTES = 1024 * 1024
 BIG_N = 3 if smoke() else 30
 AGENTS = 5 if smoke() else 50
 WINDOW_S = 2.0 if smoke() else 10.0
@@ -73,14 +73,22 @@ async def first_byte(http: aiohttp.ClientSession, url: str, token: str, data: by
     return took
 
 
-async def whole(http: aiohttp.ClientSession, url: str, token: str, data: bytes) -> tuple[float,
-                                                                                          int]:
-    started = time.perf_counter()
+async def whole(http: aiohttp.ClientSession, url: str, token: str,
+                data: bytes) -> tuple[float, int, float, int]:
+    """(seconds from the first bytes of the answer to its end, bytes after the first read):
+    the stream's own rate; what comes before it is the time to first token, measured apart.
+    Then (seconds from the request to the end, all bytes): the whole answer."""
+    asked = time.perf_counter()
     async with http.post(url + "/v1/messages", data=data,
                          headers={"x-api-key": token, "content-type": "application/json"}) as r:
-        got = len(await r.read())
+        first = len(await r.content.readany())
+        started = time.perf_counter()
+        got = 0
+        async for chunk in r.content.iter_any():
+            got += len(chunk)
         assert r.status == 200, r.status
-    return time.perf_counter() - started, got
+    end = time.perf_counter()
+    return end - started, got, end - asked, got + first
 
 
 async def probe(window_s: float) -> list[float]:
@@ -139,15 +147,19 @@ async def measure(gateway: ModelGateway, mock_url: str) -> None:
            note=f"direct p50 {d50:.2f} ms, through {g50:.2f} ms; p99 "
            f"{percentile(direct, 99):.2f} / {percentile(through, 99):.2f} ms")
     dr, gr = percentile(m["direct_rate"], 50), percentile(m["gateway_rate"], 50)
-    result("throughput of a 256 KiB streamed answer through the gateway (p50)", gr, "MB/s",
+    result("throughput of a 1 MiB streamed answer through the gateway (p50)", gr, "MB/s",
            goal=f">= {THROUGHPUT_GOAL:g}x direct", baseline=dr, ratio=gr / dr,
-           passed=None if smoke() else gr / dr >= THROUGHPUT_GOAL)
+           passed=None if smoke() else gr / dr >= THROUGHPUT_GOAL,
+           note="from the answer's first bytes to its end")
+    dw, gw = percentile(m["direct_whole"], 50), percentile(m["gateway_whole"], 50)
+    result("the same answer from the request to its end (p50), reported", gw, "MB/s",
+           baseline=dw, ratio=gw / dw, note="includes the hop's time to first byte once")
 
 
 async def measure_client(spec: dict[str, Any]) -> None:
     paths = (("direct", spec["mock"], KEY), ("gateway", spec["gateway"], spec["token"]))
     out: dict[str, list[float]] = {f"{n}_{k}": [] for n, _u, _t in paths
-                                   for k in ("ttft", "rate")}
+                                   for k in ("ttft", "rate", "whole")}
     async with aiohttp.ClientSession() as http:
         small = body("TEXT: hello")
         for _ in range(10):  # connections warmed on both paths
@@ -159,8 +171,9 @@ async def measure_client(spec: dict[str, Any]) -> None:
         big = long_answer(BIG_BYTES)
         for _ in range(BIG_N):
             for name, url, cred in paths:
-                took, got = await whole(http, url, cred, big)
+                took, got, total_s, total = await whole(http, url, cred, big)
                 out[f"{name}_rate"].append(got / took / 1e6)
+                out[f"{name}_whole"].append(total / total_s / 1e6)
     sys.stdout.write(json.dumps(out) + "\n")
 
 
