@@ -25,7 +25,7 @@ from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import ConfigError
 from supervisor.events import EventHub
-from supervisor.guard.escalations import Escalations, Kind, Timeouts
+from supervisor.guard.escalations import Decision, Escalations, Kind, Timeouts
 from supervisor.guard.gateway import ModelGateway
 from supervisor.guard.guardrails import CrashTracker, MemoryProbe, RateLimiter, day_start
 from supervisor.guard.killswitch import KillSwitch
@@ -33,7 +33,7 @@ from supervisor.guard.policy import Policy, PolicyError
 from supervisor.guard.protected import ProtectedPaths
 from supervisor.guard.storage import StorageGuard
 from supervisor.guard.timers import EscalationTimers
-from supervisor.guard.watchdog import Watchdog
+from supervisor.guard.watchdog import NO_TIMEOUT, Watchdog
 from supervisor.persistence.bucket import Persistence
 from supervisor.repos import Repos
 from supervisor.schedule.standing import StandingAgents
@@ -182,12 +182,20 @@ class Core:
         return budget, await self.store.turns.spent_since(day_start(self.clock.now()), agent_id)
 
     async def _egress_refused(self, agent_id: str, name: str, host: str) -> None:
-        """An agent's first connection to a host it may not reach: the operator is told once."""
-        await self.escalations.notify(
-            agent_id, f"{name} tried to reach {host}: refused",
-            f"egress = allowlist, and {host} is not in egress_allow. If {name} should reach "
-            f"it, add it to egress_allow in the settings (docs/gateway.md#egress). Further "
-            f"attempts at {host} by {name} are refused without a notice.")
+        """An agent's first connection to a host it may not reach: the operator is asked once,
+        with one tap to allow that host for that agent (until the supervisor restarts)."""
+        allow = f"Allow {host} for {name}"
+        row = await self.escalations.open(
+            agent_id=agent_id, kind=Kind.QUESTION, title=f"{name} tried to reach {host}: refused",
+            body=f"egress = allowlist, and {host} is not in egress_allow. Further attempts at "
+                 f"{host} by {name} are refused without asking again. To allow it for every "
+                 "agent and for good, add it to egress_allow in the settings.",
+            options=(allow, "Keep refusing"), timeouts=NO_TIMEOUT)
+        answer = await self.escalations.wait(row)
+        if answer.decision == Decision.ANSWER and answer.text == allow:
+            self.gateway.proxy.allow(agent_id, host)
+            await self.escalations.notify(agent_id, f"{name} may now reach {host}",
+                                          "Until Switchboard restarts; egress_allow keeps it.")
 
     async def _ask_operator(self, agent_id: str, title: str,
                             question: str) -> tuple[str, bool]:

@@ -56,7 +56,7 @@ class EgressProxy:
         self.socket: Path | None = None
 
     def allow(self, agent_id: str, host: str) -> None:
-        """One more host for one agent (the operator's answer to a refusal)."""
+        """One more host for one agent (the operator's answer to a refusal); held in memory."""
         self.allowed.setdefault(agent_id, set()).add(host.lower())
 
     async def start(self, path: Path) -> None:
@@ -147,10 +147,19 @@ class EgressProxy:
         await _answer(writer, 403, f"{host} is not among the hosts {name} may reach (egress = "
                       "allowlist); the operator can add it to egress_allow")
         if first and self._on_refused is not None:
-            try:
-                await self._on_refused(agent_id, name, host)
-            except Exception:  # noqa: BLE001 - a failed notice never breaks the proxy
-                logger.exception("egress refusal notice failed agent=%s", agent_id)
+            # The operator's answer may take hours: asked in a task of the proxy's own (ended
+            # with it), not on this connection.
+            task = asyncio.create_task(self._ask(agent_id, name, host),
+                                       name=f"egress-refused-{agent_id}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _ask(self, agent_id: str, name: str, host: str) -> None:
+        assert self._on_refused is not None
+        try:
+            await self._on_refused(agent_id, name, host)
+        except Exception:  # noqa: BLE001 - a failed question never breaks the proxy
+            logger.exception("egress refusal question failed agent=%s", agent_id)
 
 
 def _password(header: str) -> str:

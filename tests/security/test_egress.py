@@ -1,7 +1,8 @@
 """Hostile agents against the egress policy (docs/gateway.md#egress): the real CLI, every tool
 allowed, each agent in a network namespace of its own whose only ways out are the supervisor's
 sockets. In `model-only` mode it reaches the model and nothing else; in `allowlist` mode a named
-host is reached through the proxy and an unnamed one is refused, recorded and reported once.
+host is reached through the proxy and an unnamed one is refused, recorded and asked about once,
+and one tap allows it for that agent.
 
 Before this, every probe below connected: the sandbox shared the host's network."""
 
@@ -19,7 +20,7 @@ import pytest
 
 from bot.app import Switchboard
 from supervisor.config import Settings
-from tests.conftest import wait_for
+from tests.conftest import run, wait_for
 from tests.security.conftest import bash_script, spawn_fleet, tool_calls
 
 pytestmark = [pytest.mark.real_cli, pytest.mark.timeout(240)]
@@ -190,5 +191,16 @@ echo "== done"
         rows = await app.store.escalations.undelivered("test-view", 1000)
         return [r.title for r in rows if "tried to reach" in r.title]
 
-    await wait_for(notices, 10, "the refusal notice")
-    assert await notices() == ["fetcher tried to reach 127.0.0.1: refused"]
+    await wait_for(notices, 10, "the refusal question")
+    assert await notices() == ["fetcher tried to reach 127.0.0.1: refused"]  # once, not twice
+    # One tap allows that host for that agent.
+    [row] = [r for r in await app.pool.escalations.pending() if "tried to reach" in r.title]
+    assert row.options == ("Allow 127.0.0.1 for fetcher", "Keep refusing")
+    assert (await run(app, f"/answer {row.id} 1")).ok
+    await wait_for(lambda: "127.0.0.1" in proxy.allowed.get(agent.id, ()), 10, "the allowance")
+    before = len(tool_calls(mock_api))
+    again = f"curl -sS -m 10 -p --noproxy '' -x \"$HTTPS_PROXY\" http://127.0.0.1:{host_service}/"
+    assert (await run(app, f"/ask fetcher {bash_script(again)}")).ok
+    await wait_for(lambda: len(tool_calls(mock_api)) > before and agent.state == "idle", 60,
+                   "the second fetch")
+    assert SECRET_PAGE in tool_calls(mock_api)[-1].result
