@@ -203,8 +203,11 @@ class ModelGateway:
         self.url = f"http://127.0.0.1:{self.port}"
         self.socket = await unix_site(runner, self.settings.run_dir / "gateway.sock")
         proxy_path = self.settings.run_dir / "egress.sock"
-        if self.settings.egress == "allowlist" and len(os.fsencode(proxy_path)) <= MAX_SOCKET_PATH:
-            await self.proxy.start(proxy_path)
+        if self.settings.egress == "allowlist":
+            if len(os.fsencode(proxy_path)) <= MAX_SOCKET_PATH:
+                await self.proxy.start(proxy_path)
+            else:  # agents then reach the model alone, as in model-only
+                logger.warning("egress proxy not started: socket path too long: %s", proxy_path)
         self._session = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
             connector=aiohttp.TCPConnector(limit=0), auto_decompress=True)

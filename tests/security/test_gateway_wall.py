@@ -58,11 +58,13 @@ for p in /proc/[0-9]*; do
     tr '\0' '\n' < $p/environ 2>/dev/null; tr '\0' ' ' < $p/cmdline 2>/dev/null; echo
 done
 echo "== grep mark"
-timeout 100 grep -rIao 'SBKEY-[0-9a-f]*' "$HOME" "$PWD" "$CLAUDE_CONFIG_DIR" /tmp /etc /run \
+timeout 100 grep -rIaoE 'SBKEY-[0-9a-f]{24}' "$HOME" "$PWD" "$CLAUDE_CONFIG_DIR" /tmp /etc /run \
     /var /dev/shm /root /home /opt /srv 2>/dev/null | head -20
 echo "== grep everything else"
-timeout 100 grep -rIlao 'SBKEY-[0-9a-f]*' / --exclude-dir=proc --exclude-dir=sys \
-    --exclude-dir=dev --exclude-dir=usr 2>/dev/null | head -20
+echo "SBKEY-$(printf '0%.0s' $(seq 24))" > "$PWD/control.txt"  # a control it must find
+timeout 150 grep -rIlaE 'SBKEY-[0-9a-f]{24}' / --exclude-dir=proc --exclude-dir=sys \
+    --exclude-dir=dev --exclude-dir=usr > /tmp/found 2>/dev/null
+echo "grep rc=$?"; head -20 /tmp/found
 echo "== done"
 """
     [spy] = await spawn_fleet(app, ["spy"], bash_script(script))
@@ -74,7 +76,11 @@ echo "== done"
     assert f"ANTHROPIC_API_KEY={TOKEN_PREFIX}" in env_part
     assert f"ANTHROPIC_BASE_URL={gw.url}" in env_part
     assert f"ANTHROPIC_BASE_URL={mock_api.url}" not in out  # not even where the upstream is
-    # ... and never the key.
+    # ... and never the key, in any file it can read: grep ran to its end (not 124, timeout's)
+    # and listed no file (its 2 is for the files the agent may not read).
+    found = out.split("== grep everything else", 1)[1].split("== done", 1)[0]
+    assert "grep rc=124" not in found and "grep rc=0" not in found, found
+    assert found.strip().splitlines()[1:] == [f"{spy.cwd}/control.txt"], found
     assert KEY not in out, out
     # Every request reached the upstream with the key, added by the gateway; none with a token.
     assert mock_api.headers and all(h.get("x-api-key") == KEY for h in mock_api.headers)
