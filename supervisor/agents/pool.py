@@ -34,6 +34,7 @@ from supervisor.guard.storage import StorageGuard
 from supervisor.guard.watchdog import Watchdog
 from supervisor.names import check_names, new_agent_id
 from supervisor.process.agent import install_launcher, resolve_cli
+from supervisor.process.network import netns_problem
 from supervisor.process.sandbox import Isolation, describe, hide_in, probe
 from supervisor.process.tree import no_cyclic_gc, sweep
 from supervisor.process.workdir import examine
@@ -129,6 +130,8 @@ class AgentPool:
         bus then drops the operator's messages they held, and delivers agents' again)."""
         real_cli = resolve_cli(self.settings)
         self.isolation = iso = await asyncio.to_thread(probe, self.settings, real_cli)
+        if iso.ok and self.settings.egress != "open":  # asked at every start: known from here
+            await asyncio.to_thread(netns_problem, iso)
         if self.settings.gcs_bucket:
             await self._connect_session_store()
         if iso.ok:
