@@ -139,8 +139,12 @@ async def test_the_kill_switch_ends_streams_and_revokes_every_token(keyed_app, m
     app, gw = keyed_app, gateway_of(keyed_app)
     _a, token_a = await _streaming(app, mock_api, "one")
     b, token_b = await _streaming(app, mock_api, "two")
-    assert (await run(app, "/killall confirm")).ok
+    started = time.monotonic()
+    halt = asyncio.create_task(run(app, "/killall confirm"))
     await wait_for(lambda: all(c.streams == 0 for _, c in gw.view().agents), 10, "streams end")
+    took = time.monotonic() - started
+    assert (await halt).ok
+    assert took < 1.0, f"a stream outlived the kill switch by {took:.2f}s"
     assert await _refused(gw, token_a) == 401 and await _refused(gw, token_b) == 401
     assert (await run(app, "/killswitch off confirm")).ok
     assert await _refused(gw, token_b) == 401  # lifting the switch brings no token back
