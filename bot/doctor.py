@@ -8,6 +8,7 @@ import asyncio
 import base64
 import http.client
 import json
+import os
 import subprocess
 import time
 import urllib.error
@@ -17,6 +18,7 @@ from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 from supervisor.config import Settings
 from supervisor.errors import ConfigError, StoreFailed
+from supervisor.guard.gateway import MAX_SOCKET_PATH, upstream_of
 from supervisor.persistence.offline import (
     HaltState,
     find_cli,
@@ -25,6 +27,8 @@ from supervisor.persistence.offline import (
     running_pid,
     schema_version,
 )
+from supervisor.process.network import mode_for, netns_problem
+from supervisor.process.sandbox import Isolation
 from supervisor.process.sandbox import describe as describe_isolation
 from supervisor.process.sandbox import probe as probe_isolation
 from supervisor.redact import SECRETS
@@ -58,7 +62,7 @@ def cmd_doctor(settings: Settings) -> int:
     _check_credentials(settings, doctor)
     _check_model_api(settings, doctor)
     cli = _check_cli(settings, doctor)
-    _check_isolation(settings, cli, doctor)
+    _check_network(settings, _check_isolation(settings, cli, doctor), doctor)
     _check_database(settings, doctor)
     _check_policy(settings, doctor)
     _check_fronts(settings, doctor)
@@ -110,7 +114,10 @@ def _check_credentials(settings: Settings, doctor: Doctor) -> None:
         doctor.report(found, f"credentials: the CLI's own login in {config_dir} "
                       + ("(found)" if found else f"— none found: {NO_CREDENTIALS_FIX}"))
     else:
-        doctor.report(True, f"credentials: {source} is set and will be handed to agents")
+        held = upstream_of(settings) is not None
+        doctor.report(True, f"credentials: {source} is set; " + (
+            "the model gateway holds it and agents get a token of their own" if held
+            else "it is handed to agents"))
     if settings.anthropic_base_url:
         doctor.say(f"       using ANTHROPIC_BASE_URL={settings.anthropic_base_url}")
 
@@ -197,7 +204,7 @@ def _check_cli(settings: Settings, doctor: Doctor) -> Path | None:
     return cli
 
 
-def _check_isolation(settings: Settings, cli: Path | None, doctor: Doctor) -> None:
+def _check_isolation(settings: Settings, cli: Path | None, doctor: Doctor) -> Isolation:
     iso = probe_isolation(settings, cli)
     if iso.ok:
         doctor.report(True, f"isolation: {iso.detail}")
@@ -206,6 +213,36 @@ def _check_isolation(settings: Settings, cli: Path | None, doctor: Doctor) -> No
         doctor.say(f"       to isolate agents: {iso.fix}")
     else:
         doctor.report(False, f"isolation: {describe_isolation(iso, False)}")
+    return iso
+
+
+def _check_network(settings: Settings, iso: Isolation, doctor: Doctor) -> None:
+    """The model gateway, whether network namespaces can be made here, and the egress mode
+    agents get (docs/gateway.md)."""
+    up = upstream_of(settings)
+    if up is not None:
+        doctor.report(True, f"model gateway: on, forwarding to {up.url}; agents hold a token "
+                      "of their own, never the key")
+    elif not settings.model_gateway:
+        doctor.say("model gateway: off (model_gateway = false): agents hold the key")
+    else:
+        doctor.say("model gateway: off: no ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN to hold, "
+                   "so agents get a copy of the CLI's login, which they can read "
+                   "(docs/gateway.md)")
+    netns = netns_problem(iso)
+    doctor.say("network namespaces: " + ("can be made here" if netns is None
+                                          else f"not available ({netns})"))
+    sock = settings.run_dir / "gateway.sock"
+    fits = len(os.fsencode(sock)) <= MAX_SOCKET_PATH
+    mode, why = mode_for(settings, iso, sock if up is not None and fits else None)
+    if not mode:
+        doctor.report(False, f"{why}: agents are refused until it can, or egress = open")
+    elif mode == "open":
+        doctor.say(f"{why}: an agent reaches whatever this host reaches")
+    else:
+        allowed = ", ".join(settings.egress_allow) or "none"
+        doctor.report(True, why + ("" if mode == "model-only" else
+                                   f"; hosts allowed through the proxy: {allowed}"))
 
 
 def _check_database(settings: Settings, doctor: Doctor) -> None:

@@ -11,7 +11,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from bot.kit.links import Link, LinkState
-from supervisor.api import StatsView
+from supervisor.api import GatewayView, StatsView
 
 PREFIX = "switchboard_"
 
@@ -76,6 +76,38 @@ def supervisor_families(stats: StatsView) -> Iterator[Metric]:
     for outcome, n in stats.schedule_runs:
         runs.add_metric([outcome], n)
     yield runs
+    if stats.gateway is not None:
+        yield from gateway_families(stats.gateway)
+
+
+def gateway_families(gw: GatewayView) -> Iterator[Metric]:
+    """The model gateway (docs/gateway.md): requests by outcome, tokens, cost, streams."""
+    yield GaugeMetricFamily(PREFIX + "gateway_active", "1 while agents reach the model "
+                            "through the gateway (the key stays in the supervisor).",
+                            value=1 if gw.active else 0)
+    yield CounterMetricFamily(PREFIX + "gateway_refused_unknown_token", "Model requests "
+                              "refused for a token that is not, or no longer, valid.",
+                              value=gw.refused_unknown)
+    labels = ("agent", "agent_id")
+    requests = _counter("gateway_requests", "Model requests at the gateway, by agent and "
+                        "outcome (ok, refused_rate, refused_budget, refused_halted, revoked, "
+                        "upstream_error, upstream_<status>).", (*labels, "outcome"))
+    tokens = _counter("gateway_tokens", "Tokens in the responses the gateway forwarded, by "
+                      "kind (input, output, cache_read, cache_write).", (*labels, "kind"))
+    cost = _counter("gateway_cost_usd", "What the forwarded responses cost at list prices.",
+                    labels)
+    streams = _gauge("gateway_streams", "Model responses in flight.", labels)
+    for agent_id, c in gw.agents:
+        ids = [c.name, agent_id]
+        for outcome, n in sorted(c.requests.items()):
+            requests.add_metric([*ids, outcome], n)
+        for kind, n in (("input", c.input_tokens), ("output", c.output_tokens),
+                        ("cache_read", c.cache_read_tokens),
+                        ("cache_write", c.cache_write_tokens)):
+            tokens.add_metric([*ids, kind], n)
+        cost.add_metric(ids, c.cost_usd)
+        streams.add_metric(ids, c.streams)
+    yield from (requests, tokens, cost, streams)
 
 
 def link_families(links: tuple[LinkSample, ...]) -> Iterator[Metric]:

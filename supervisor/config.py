@@ -60,6 +60,7 @@ SlackMode = Literal["socket", "http"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 LogFormat = Literal["auto", "text", "json"]
 MergeMode = Literal["ff", "merge"]
+Egress = Literal["auto", "model-only", "allowlist", "open"]
 
 # Variables an agent may see. Everything else in the supervisor's environment (chat tokens,
 # cloud credentials, our own secrets) is withheld.
@@ -378,6 +379,16 @@ class Settings(BaseSettings):
     sandbox_uid: Annotated[Whole | None, Key("SWITCHBOARD_SANDBOX_UID", "sandbox_uid")] = None
     sandbox_gid: Annotated[Whole | None, Key("SWITCHBOARD_SANDBOX_GID", "sandbox_gid")] = None
     sandbox_hide: Annotated[Paths, Key("SWITCHBOARD_SANDBOX_HIDE", "sandbox_hide")] = ()
+    # The model gateway (supervisor/guard/gateway.py, docs/gateway.md): agents hold a token of
+    # their own, the supervisor the key; and each agent's model requests per minute.
+    model_gateway: Annotated[Flag, Key("SWITCHBOARD_MODEL_GATEWAY", "model_gateway")] = True
+    gateway_requests_per_minute: Annotated[Whole, Key("SWITCHBOARD_GATEWAY_REQUESTS_PER_MINUTE",
+                                                      "limits.gateway_requests_per_minute",
+                                                      "gateway_requests_per_minute")] = 120
+    # Each agent's network (supervisor/process/network.py): auto is model-only where the
+    # gateway and network namespaces are there, else open; egress_allow: allowlist's hosts.
+    egress: Annotated[Egress, Choice, Key("SWITCHBOARD_EGRESS", "egress")] = "auto"
+    egress_allow: Annotated[Names, Key("SWITCHBOARD_EGRESS_ALLOW", "egress_allow")] = ()
 
     _env_secrets: tuple[Secret, ...] = PrivateAttr(default=())
 

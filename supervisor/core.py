@@ -25,14 +25,15 @@ from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import ConfigError
 from supervisor.events import EventHub
-from supervisor.guard.escalations import Escalations, Kind, Timeouts
-from supervisor.guard.guardrails import CrashTracker, MemoryProbe, RateLimiter
+from supervisor.guard.escalations import Decision, Escalations, Kind, Timeouts
+from supervisor.guard.gateway import ModelGateway
+from supervisor.guard.guardrails import CrashTracker, MemoryProbe, RateLimiter, day_start
 from supervisor.guard.killswitch import KillSwitch
 from supervisor.guard.policy import Policy, PolicyError
 from supervisor.guard.protected import ProtectedPaths
 from supervisor.guard.storage import StorageGuard
 from supervisor.guard.timers import EscalationTimers
-from supervisor.guard.watchdog import Watchdog
+from supervisor.guard.watchdog import NO_TIMEOUT, Watchdog
 from supervisor.persistence.bucket import Persistence
 from supervisor.repos import Repos
 from supervisor.schedule.standing import StandingAgents
@@ -41,8 +42,8 @@ from supervisor.service import FnService, Service, Services, TaskGroup, loop_ser
 logger = logging.getLogger(__name__)
 
 # The order the core's services start in (and stop in reverse). A test holds it.
-SERVICE_ORDER = ("storage", "ingest", "killswitch", "recovery", "bus", "agents", "timers",
-                 "repos", "watchdog", "retention")
+SERVICE_ORDER = ("storage", "ingest", "killswitch", "gateway", "recovery", "bus", "agents",
+                 "timers", "repos", "watchdog", "retention")
 
 
 def load_policy(settings: Settings) -> Policy:
@@ -83,6 +84,13 @@ class Core:
         self.memory = MemoryProbe(settings.cgroup_dir)
         self.watchdog = Watchdog(settings, self.fleet, self.escalations, store, self.memory,
                                  clock)
+        # Agents' model requests: the key stays here, each agent holds a token that dies with
+        # it; the kill switch revokes them all (layer 3) and refuses every request while on.
+        self.gateway = ModelGateway(settings, halted=lambda: self.killswitch.halted,
+                                    budget=self._budget_of,
+                                    day=lambda: int(day_start(clock.now())),
+                                    on_refused=self._egress_refused)
+        self.killswitch.revokers.append(self.gateway.revoke_everything)
         self.bus = Bus(store, settings, BusMembers(self.fleet), clock=clock,
                        notify=self.escalations.notify,
                        halted=lambda: self.killswitch.halted,
@@ -101,7 +109,7 @@ class Core:
             killswitch=self.killswitch,
             crashes=CrashTracker(settings.crash_loop_max, settings.crash_loop_window_s, clock),
             rates=RateLimiter(clock), memory=self.memory, watchdog=self.watchdog, bus=self.bus,
-            ingest=self.ingest, repos=self.repos, storage=self.storage,
+            ingest=self.ingest, repos=self.repos, storage=self.storage, gateway=self.gateway,
         ), clock, persistence)
         self.escalations.on_answer(RERUN_TOOL, answer_hook(store, self.escalations,
                                                            self.pool.ask))
@@ -122,6 +130,9 @@ class Core:
 
         async def stop_killswitch() -> None:
             self.killswitch.close()
+
+        async def start_gateway(_group: TaskGroup) -> None:
+            await self.gateway.start()
 
         async def prepare(_group: TaskGroup) -> None:
             await self.pool.prepare()
@@ -145,6 +156,8 @@ class Core:
             FnService("storage", start_storage, self.storage.close),
             FnService("ingest", start_ingest, self.ingest.close),  # the last events written
             FnService("killswitch", start_killswitch, stop_killswitch),
+            # Before any agent starts: their CLIs are pointed at it; stopped after them.
+            FnService("gateway", start_gateway, self.gateway.close),
             # The host probed, leftovers swept, leases taken, interrupted turns reported;
             # stopped: the bucket's transcript client closed, a last sweep.
             FnService("recovery", prepare, self.pool.release),
@@ -160,6 +173,29 @@ class Core:
             loop_service("watchdog", self.watchdog.run, after=self.watchdog.close),
             loop_service("retention", self.retention.run),
         ]
+
+    async def _budget_of(self, agent_id: str) -> tuple[float, float] | None:
+        """(today's budget, today's recorded spend) of an agent with a budget, for the gateway."""
+        budget = await self.watchdog.budget_for(agent_id)
+        if budget is None:
+            return None
+        return budget, await self.store.turns.spent_since(day_start(self.clock.now()), agent_id)
+
+    async def _egress_refused(self, agent_id: str, name: str, host: str) -> None:
+        """An agent's first connection to a host it may not reach: the operator is asked once,
+        with one tap to allow that host for that agent (until the supervisor restarts)."""
+        allow = f"Allow {host} for {name}"
+        row = await self.escalations.open(
+            agent_id=agent_id, kind=Kind.QUESTION, title=f"{name} tried to reach {host}: refused",
+            body=f"egress = allowlist, and {host} is not in egress_allow. Further attempts at "
+                 f"{host} by {name} are refused without asking again. To allow it for every "
+                 "agent and for good, add it to egress_allow in the settings.",
+            options=(allow, "Keep refusing"), timeouts=NO_TIMEOUT)
+        answer = await self.escalations.wait(row)
+        if answer.decision == Decision.ANSWER and answer.text == allow:
+            self.gateway.proxy.allow(agent_id, host)
+            await self.escalations.notify(agent_id, f"{name} may now reach {host}",
+                                          "Until Switchboard restarts; egress_allow keeps it.")
 
     async def _ask_operator(self, agent_id: str, title: str,
                             question: str) -> tuple[str, bool]:

@@ -38,6 +38,9 @@ NICE_VAR = "SWITCHBOARD_AGENT_NICE"  # how much lower than the supervisor's the 
 # "<owner uid>:<owner gid>:<agent uid>:<agent gid>": the operator's --cwd belongs to someone else;
 # mount it idmapped (the agent's ids stand for the owner's there, and only there): _map_workdir.
 IDMAP_VAR = "SWITCHBOARD_AGENT_IDMAP"
+# "<relay script>|<port>=<socket>|...": the agent has a network namespace of its own; the relay
+# (supervisor/egress_relay.py) is its only way out, started before the CLI: _start_relay.
+RELAY_VAR = "SWITCHBOARD_EGRESS_RELAY"
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 MS_REC = 0x4000
@@ -59,7 +62,7 @@ SDK_NAMES = ("CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SDK_READS_SESSION_STATE",
              "CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING", "PWD")
 SDK_PREFIX = "CLAUDE_AGENT_SDK"
 CONTROL = (TAG_VAR, CLI_VAR, PARENT_VAR, STAGE_VAR, SANDBOX_VAR, UID_VAR, CWD_VAR, NICE_VAR,
-           IDMAP_VAR)
+           IDMAP_VAR, RELAY_VAR)
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -333,6 +336,7 @@ def _inner(argv, real_cli):  # type: (list[str], str) -> int
     waited = {signal.SIGCHLD, PAUSE_SIGNAL, RESUME_SIGNAL} | set(FORWARDED)
     signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     _set_name(b"sb-sandbox")
+    _start_relay(ids)
     cli_pid = os.fork()
     if cli_pid == 0:
         try:
@@ -392,6 +396,30 @@ def _inner(argv, real_cli):  # type: (list[str], str) -> int
     if status < 0:
         return 128 - status
     return status
+
+
+def _start_relay(ids):  # type: (str | None) -> None
+    """The egress relay, listening before the CLI starts (it says so on a pipe; a relay that
+    failed closes it unsaid, and the CLI then finds no way out at all). Started as we are, so
+    the interpreter can be read wherever it lies; it drops to the agent's uid itself."""
+    spec = os.environ.get(RELAY_VAR)
+    if not spec:
+        return
+    parts = spec.split("|")
+    r, w = os.pipe()
+    if os.fork() == 0:
+        try:
+            os.close(r)
+            os.set_inheritable(w, True)
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
+            os.execve(sys.executable, [sys.executable, "-S", "-E", parts[0], str(w), ids or "-"]
+                      + parts[1:], {"PATH": "/usr/bin:/bin"})
+        except OSError as exc:
+            sys.stderr.write("switchboard launcher: cannot start the egress relay: %s\n" % exc)
+        os._exit(127)
+    os.close(w)
+    os.read(r, 1)
+    os.close(r)
 
 
 def _kill_all(sig):  # type: (int) -> None

@@ -6,6 +6,7 @@ in the bucket). Kept apart from supervisor/agents/runner.py, which decides when 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -18,6 +19,7 @@ from supervisor.config import Settings
 from supervisor.errors import AgentFailed, InvalidRequest
 from supervisor.guard.charter import system_prompt as charter_prompt
 from supervisor.process.agent import launcher_files
+from supervisor.process.network import NetPlan, mode_for, plan
 from supervisor.process.sandbox import (
     _place_file,
     agent_dirs,
@@ -51,6 +53,7 @@ def context_note(settings: Settings) -> str:
 def _sandbox(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> dict[str, str]:
     """Prepare the agent's private directory; the variables that put it in its sandbox."""
     iso = deps.isolation
+    net = network_plan(r, deps, env)
     if not iso.ok:
         if not deps.settings.allow_unisolated_agents:
             raise AgentFailed(None, "", f"agents are not started unisolated: {iso.problem}")
@@ -63,13 +66,30 @@ def _sandbox(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> dict[str,
         except InvalidRequest as exc:
             raise AgentFailed(None, "", str(exc)) from None
     dirs = agent_dirs(deps.settings, r.id)
-    prepare(deps.settings, iso, dirs, Path(r.cwd), env)
+    gateway = deps.gateway is not None and deps.gateway.active
+    prepare(deps.settings, iso, dirs, Path(r.cwd), env, login=not gateway)
     wall = deps.repo_wall(r.id)
     argv = bwrap_args(deps.settings, iso, dirs, Path(r.cwd), env, deps.real_cli,
                       ro_extra=launcher_files(deps.launcher),
                       peers=(Path(p) for p in deps.peer_dirs(r.id)),
-                      binds=wall.binds if wall is not None else ())
-    return sandbox_env(iso, dirs, argv, Path(r.cwd), idmap) | (wall.env if wall else {})
+                      binds=wall.binds if wall is not None else (),
+                      net=net.binds if net.mode != "open" else None)
+    return sandbox_env(iso, dirs, argv, Path(r.cwd), idmap) | (wall.env if wall else {}) \
+        | net.env
+
+
+def network_plan(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> NetPlan:
+    """The agent's network (supervisor/process/network.py); refused when the mode the operator
+    asked for cannot be made here."""
+    gateway = deps.gateway
+    socket = gateway.socket if gateway is not None and gateway.active else None
+    mode, why = mode_for(deps.settings, deps.isolation, socket)
+    if not mode:
+        raise AgentFailed(None, "", f"{why}. Fix that, or set egress = open.")
+    if mode == "open" or gateway is None or gateway.upstream is None:
+        return NetPlan("open")
+    return plan(mode, socket, gateway.port, launcher_files(deps.launcher)[2],
+                gateway.proxy.socket, env.get(gateway.upstream.var, ""))
 
 
 def cli_options(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> ClaudeAgentOptions:
@@ -140,11 +160,37 @@ def system_prompt(settings: Settings, charter: str | None) -> SystemPromptPreset
     return {"type": "preset", "preset": "claude_code", "append": "\n\n".join(notes)}
 
 
+# Every credential the CLI could use. With the model gateway, none reaches the agent: it gets
+# the gateway's address and a token of its own instead (supervisor/guard/gateway.py).
+CREDENTIAL_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
+                   "ANTHROPIC_BASE_URL")
+
+
 def agent_env(r: AgentRunner, deps: RunnerDeps) -> dict[str, str]:
-    """The agent's environment: the allowlist, then what puts it in its sandbox."""
+    """The agent's environment: the allowlist, the gateway's token in place of the key, then
+    what puts it in its sandbox."""
     env = deps.settings.agent_environment()
+    gateway = deps.gateway
+    if gateway is not None and gateway.active:
+        for name in CREDENTIAL_VARS:
+            env.pop(name, None)
+        env.update(gateway.issue(r.id, r.name))
     cwd = Path(r.cwd)
     if not cwd.is_dir() and cwd.is_relative_to(deps.settings.workspaces.resolve()):
         cwd.mkdir(parents=True)  # a new container: the workspace comes back empty
     env.update(_sandbox(r, deps, env))
     return env
+
+
+def token_revoker(r: AgentRunner, deps: RunnerDeps,
+                  env: dict[str, str]) -> Callable[[], None] | None:
+    """What revokes the token this process was started with (and no later one of the agent's)
+    when the process is ended: None without the gateway."""
+    gateway = deps.gateway
+    if gateway is None or gateway.upstream is None:
+        return None
+    token = env.get(gateway.upstream.var)
+
+    def revoke() -> None:
+        gateway.revoke(r.id, token)
+    return revoke

@@ -26,6 +26,7 @@ from supervisor.config import PERMISSION_MODES, Settings
 from supervisor.errors import AgentExists, InvalidRequest, ShuttingDown
 from supervisor.events import AgentState, EventHub, StateChanged
 from supervisor.guard.escalations import Escalations
+from supervisor.guard.gateway import ModelGateway
 from supervisor.guard.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
 from supervisor.guard.killswitch import KillSwitch
 from supervisor.guard.policy import Policy
@@ -33,6 +34,7 @@ from supervisor.guard.storage import StorageGuard
 from supervisor.guard.watchdog import Watchdog
 from supervisor.names import check_names, new_agent_id
 from supervisor.process.agent import install_launcher, resolve_cli
+from supervisor.process.network import netns_problem
 from supervisor.process.sandbox import Isolation, describe, hide_in, probe
 from supervisor.process.tree import no_cyclic_gc, sweep
 from supervisor.process.workdir import examine
@@ -80,6 +82,7 @@ class PoolParts:
     ingest: EventIngest
     repos: Repos
     storage: StorageGuard
+    gateway: ModelGateway | None = None
 
 
 class AgentPool:
@@ -106,6 +109,7 @@ class AgentPool:
         self.ingest = parts.ingest
         self.repos = parts.repos
         self.storage = parts.storage
+        self.gateway = parts.gateway
         # The bucket's side (leases), when a bucket is configured.
         self.persistence = persistence
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -133,6 +137,8 @@ class AgentPool:
         bus then drops the operator's messages they held, and delivers agents' again)."""
         real_cli = resolve_cli(self.settings)
         self.isolation = iso = await asyncio.to_thread(probe, self.settings, real_cli)
+        if iso.ok and self.settings.egress != "open":  # asked at every start: known from here
+            await asyncio.to_thread(netns_problem, iso)
         if self.settings.gcs_bucket:
             await self._connect_session_store()
         if iso.ok:
@@ -165,6 +171,7 @@ class AgentPool:
             session_known=self._session_known,
             ingest=self.ingest,
             memory=self.project_memory,
+            gateway=self.gateway,
         )
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
         self.settings.context_dir.mkdir(parents=True, exist_ok=True)  # the shared context

@@ -24,7 +24,12 @@ from store import Store
 from store.agents import AgentRow
 from store.errors import StoreError
 from supervisor.agents.api_trouble import ApiTrouble
-from supervisor.agents.cli_launch import NATIVE_TOOLS_DISALLOWED, agent_env, cli_options
+from supervisor.agents.cli_launch import (
+    NATIVE_TOOLS_DISALLOWED,
+    agent_env,
+    cli_options,
+    token_revoker,
+)
 from supervisor.agents.ingest import EventIngest
 from supervisor.agents.lifecycle import check as check_transition
 from supervisor.agents.records import (
@@ -39,6 +44,7 @@ from supervisor.errors import AgentFailed, AgentNotRunning, ResumeFailed
 from supervisor.events import AgentState, EventHub, StateChanged
 from supervisor.guard.escalations import Escalations
 from supervisor.guard.gate import GateDeps, ToolGate
+from supervisor.guard.gateway import ModelGateway
 from supervisor.guard.guardrails import CrashTracker, LimitExceeded, day_start
 from supervisor.guard.policy import Policy
 from supervisor.process.agent import AgentProcess
@@ -80,6 +86,7 @@ class RunnerDeps:
     session_known: Callable[[str], None] | None = None
     ingest: EventIngest | None = None  # batched event writes; None: each event written alone
     memory: AgentMemory | None = None  # the project memory (supervisor/repos/memory.py)
+    gateway: ModelGateway | None = None  # the model gateway: agents' tokens, not the key
 
 
 class AgentRunner(TurnExecution):
@@ -539,7 +546,8 @@ class AgentRunner(TurnExecution):
             if why is not None:
                 await self._resume_failed(why, prompt)
                 return None
-        proc = AgentProcess(tag=self.tag, options=cli_options(self, self._deps, env))
+        proc = AgentProcess(tag=self.tag, options=cli_options(self, self._deps, env),
+                            on_end=token_revoker(self, self._deps, env))
         try:
             await proc.start()
         except (ClaudeSDKError, OSError, TimeoutError) as exc:

@@ -45,6 +45,7 @@ from supervisor.api.views import (
     DeliveryView,
     EscalationView,
     FleetView,
+    GatewayView,
     HaltView,
     InviteView,
     Killed,
@@ -503,6 +504,7 @@ class SupervisorAPI(OperatorAdmin):
             halted=self._killswitch.halted,
             bus_depth=int(self._bus_depth()),
             schedule_runs=tuple(sorted(runs.items())),
+            gateway=self._pool.gateway.view() if self._pool.gateway is not None else None,
         )
 
     async def check_store(self, timeout_s: float = 5.0) -> StoreCheck:
@@ -578,6 +580,7 @@ __all__ = [
     "AgentView", "AgentDetail", "FleetView", "Sent", "Paused", "Killed", "LogEntry", "AgentLog",
     "SpendLine", "SpendReport", "Approved", "HaltView", "InviteView", "EscalationView",
     "OperatorView", "AuditView", "KillReport", "StatsView", "CostCell", "StoreCheck",
+    "GatewayView",
     "TURN_OUTCOMES", "SCHEDULE_OUTCOMES", "BusSent", "BusView", "MessageView", "DeliveryView",
     "TeamView", "TeamStarted", "ScheduleAPI", "ScheduleView", "RunView", "Draft",
     "LearnedRuleView", "ALWAYS_ALLOW", "PolicyTestView", "ChangedCall", "SearchView", "Hit",

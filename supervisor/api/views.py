@@ -10,6 +10,7 @@ from store.audit import AuditRow
 from store.escalations import EscalationRow
 from store.operators import OperatorRow
 from supervisor.events import AgentState
+from supervisor.guard.gateway import AgentCounts, GatewayView
 
 if TYPE_CHECKING:
     from supervisor.agents.runner import AgentRunner
@@ -188,6 +189,7 @@ class StatsView:
     halted: bool
     bus_depth: int  # messages waiting on the agent bus (0 until there is one)
     schedule_runs: tuple[tuple[str, int], ...]  # scheduled runs by outcome (0s until then)
+    gateway: GatewayView | None = None  # the model gateway (docs/gateway.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +198,8 @@ class StoreCheck:
     detail: str  # "writable", or what failed
 
 
-__all__ = ["CostCell", "StatsView", "StoreCheck", "AgentView", "AgentDetail", "FleetView", "Sent",
+__all__ = ["AgentCounts", "GatewayView",
+           "CostCell", "StatsView", "StoreCheck", "AgentView", "AgentDetail", "FleetView", "Sent",
            "Paused", "Killed", "LogEntry", "AgentLog", "SpendLine", "SpendReport", "Approved",
            "HaltView", "InviteView", "EscalationView", "OperatorView", "AuditView",
            "DeliveryView", "MessageView", "BusSent", "BusView", "TeamView", "TeamStarted"]

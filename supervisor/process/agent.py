@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from supervisor import egress_relay
 from supervisor import launcher as launcher_module
 from supervisor.errors import ConfigError
 from supervisor.process import proctable
@@ -115,9 +116,11 @@ with open(__file__ + ".code", "rb") as fh:
 """
 
 
-def launcher_files(launcher: Path) -> tuple[Path, Path]:
-    """The launcher's executable and its compiled code: what a sandbox needs to see of it."""
-    return launcher, launcher.with_name(launcher.name + ".code")
+def launcher_files(launcher: Path) -> tuple[Path, Path, Path]:
+    """The launcher's executable, its compiled code and the egress relay it starts in a sandbox
+    with a network of its own: what a sandbox needs to see of them."""
+    return (launcher, launcher.with_name(launcher.name + ".code"),
+            launcher.with_name("egress-relay.py"))
 
 
 def install_launcher(run_dir: Path) -> Path:
@@ -126,12 +129,13 @@ def install_launcher(run_dir: Path) -> Path:
     import marshal
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    target, code_file = launcher_files(run_dir / "claude-launcher")
+    target, code_file, relay = launcher_files(run_dir / "claude-launcher")
     source = Path(launcher_module.__file__).read_text()
     code = marshal.dumps(compile(source, launcher_module.__file__, "exec", dont_inherit=True))
     # The code first: a stub is never there without the code it loads.
     for path, data, mode in ((code_file, code, 0o644),
-                             (target, LAUNCHER_STUB.format(python=sys.executable).encode(), 0o755)):
+                             (target, LAUNCHER_STUB.format(python=sys.executable).encode(), 0o755),
+                             (relay, Path(egress_relay.__file__).read_bytes(), 0o644)):
         if not path.exists() or path.read_bytes() != data:
             tmp = path.with_name(path.name + ".tmp")
             tmp.write_bytes(data)
@@ -150,8 +154,12 @@ class AgentProcess:
         tag: str,
         options: ClaudeAgentOptions,
         on_stderr: Callable[[str], None] | None = None,
+        on_end: Callable[[], None] | None = None,
     ) -> None:
         self.tag = tag
+        # Called once, as the process is ended on purpose (kill, close): the model gateway
+        # revokes its token, so a response in flight ends before the signals even go out.
+        self._on_end = on_end
         self.options = options
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
         self._on_stderr = on_stderr
@@ -166,6 +174,11 @@ class AgentProcess:
         self.paused = False
         self._closed = False
         self._terminated_at: float | None = None  # when the polite SIGTERM went out
+
+    def _ended(self) -> None:
+        on_end, self._on_end = self._on_end, None
+        if on_end is not None:
+            on_end()
 
     def _stderr(self, line: str) -> None:
         self.stderr_tail.append(line)
@@ -317,6 +330,7 @@ class AgentProcess:
         Every /proc read is a snapshot shared with the other agents being killed at the same
         time (`table`, the loop's by default), taken in a thread: killing N agents at once
         costs a few scans, and none of them on the event loop."""
+        self._ended()
         table = table or proctable.shared()
         last: set[int] = set()
         try:
@@ -411,6 +425,7 @@ class AgentProcess:
     def kill_now(self) -> list[int]:
         """Immediate SIGKILL of the whole tree and every tagged process (no await). Sandboxed,
         the init goes first: the kernel then ends every process of the namespace at once."""
+        self._ended()
         forced: list[int] = []
         if self.sandboxed and self.launcher_pid:
             forced = self.members()
@@ -421,6 +436,7 @@ class AgentProcess:
 
     async def close(self, *, kill: bool = True, timeout_s: float = 10.0) -> None:
         """Disconnect the SDK client (it closes stdin, waits, then terminates), bounded."""
+        self._ended()
         if self._closed:
             return
         self._closed = True

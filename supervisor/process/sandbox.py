@@ -187,9 +187,11 @@ def _closed_ancestor(iso: Isolation, ws: Path, hidden: list[Path]) -> Path | Non
 
 
 def prepare(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: Path,
-            agent_env: Mapping[str, str]) -> None:
+            agent_env: Mapping[str, str], *, login: bool = True) -> None:
     """Create the agent's private directory and hand it (and a workspace we created) to the
-    agent uid; copy the CLI's login credentials in, so the operator's config dir stays hidden."""
+    agent uid; copy the CLI's login credentials in (`login`), so the operator's config dir
+    stays hidden. Without `login` (the model gateway holds the key) a copy left from before
+    is removed: the agent holds no credential at all."""
     # The root stays ours (0700, never shown to the agent: only its subdirectories are bound
     # into the sandbox), so the agent cannot swap home/ or claude/ for a link elsewhere.
     for d in (dirs.root, dirs.home, dirs.config, dirs.tmp, dirs.etc):
@@ -201,7 +203,10 @@ def prepare(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: Path
         or Path.home() / ".claude"
     for name in CREDENTIAL_FILES:
         src = Path(source).expanduser() / name
-        if src.is_file():
+        if not login:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(dirs.config / name)
+        elif src.is_file():
             _place_file(src.read_bytes(), dirs.config / name, iso)
     shared = settings.context_dir
     shared.mkdir(parents=True, exist_ok=True)
@@ -275,11 +280,14 @@ def _write_identity(dirs: AgentDirs, iso: Isolation) -> None:
 def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: Path,
                agent_env: Mapping[str, str], real_cli: Path,
                ro_extra: Iterable[Path] = (), peers: Iterable[Path] = (),
-               binds: Iterable[tuple[Path, Path, bool]] = ()) -> list[str]:
+               binds: Iterable[tuple[Path, Path, bool]] = (),
+               net: Iterable[tuple[Path, Path]] | None = None) -> list[str]:
     """bwrap's argv (up to and without the command) for one agent. `peers` are other agents'
     working directories (an operator's --cwd projects): hidden, so agents that share the
     agent uid cannot read each other's projects. `binds` (source, target, writable) are
-    mounted after the workspace, in order: a worktree's repository (supervisor/repos)."""
+    mounted after the workspace, in order: a worktree's repository (supervisor/repos). `net`
+    (host socket, path inside): the agent gets a network namespace of its own, whose only
+    way out is these Unix sockets (supervisor/process/network.py)."""
     assert iso.bwrap is not None
     m = _Mounts()
     m.args += [iso.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
@@ -305,6 +313,7 @@ def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: P
         m.bind(w, w, writable=True)
     for src, dest, rw in binds:
         m.bind(src, dest, writable=rw)
+    _network(m, net)
     # A hidden file inside a bound directory (a settings file in the workspace's parent...)
     # must stay hidden: blank files after the binds.
     for f in hide_files:
@@ -322,6 +331,15 @@ def bwrap_args(settings: Settings, iso: Isolation, dirs: AgentDirs, workspace: P
         m.args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
                    "--cap-add", "CAP_KILL"]
     return m.args
+
+
+def _network(m: _Mounts, net: Iterable[tuple[Path, Path]] | None) -> None:
+    """A network namespace of its own, with only `net`'s sockets as ways out; None: the
+    host's network."""
+    if net is not None:
+        m.args.append("--unshare-net")
+        for sock, inside in net:
+            m.bind(sock, inside, writable=False)
 
 
 # The namespaces of every sandbox, the probe's included.

@@ -22,6 +22,8 @@ last ``role:"user"`` message (``<system-reminder>`` blocks are skipped). Rules, 
 * ``TOOL <Name> <json input>``  -> a ``<Name>`` tool_use with that input
 * ``RECALL``                   -> ``HISTORY: d1 | d2 | ...`` (every user text, in order)
 * ``TEXT: <t>``                -> exactly ``<t>``
+* ``REPEAT <n>[/<ms>]: <t>``    -> ``<t>`` n times, streamed as n text deltas, ``<ms>`` apart (a
+  long answer to a short request, at full speed or a model's pace: bench/gateway.py)
 * anything else                -> ``ECHO: <directive>``
 
 Like the real API, a request whose ``tool_use`` blocks are not answered by ``tool_result``
@@ -39,6 +41,7 @@ import itertools
 import json
 import re
 import shutil
+import socket
 import sys
 import tempfile
 import threading
@@ -85,6 +88,7 @@ _SLEEP_RE = re.compile(r"^SLEEP\s+(\d+(?:\.\d+)?)\s*(?::\s?(.*))?$", re.DOTALL)
 _BASH_RE = re.compile(r"^BASH:\s?(.*)$", re.DOTALL)
 _TOOL_RE = re.compile(r"^TOOL\s+(\S+)\s+(.*)$", re.DOTALL)
 _TEXT_RE = re.compile(r"^TEXT:\s?(.*)$", re.DOTALL)
+_REPEAT_RE = re.compile(r"^REPEAT\s+(\d+)(?:/(\d+(?:\.\d+)?))?:\s?(.*)$", re.DOTALL)
 _BUS_BODY_RE = re.compile(r"<message [^>]*>\n(.*?)\n</message>", re.DOTALL)
 # The CLI appends reminders to tool_result content ("...\n\n<system-reminder>...</...>").
 _REMINDER_RE = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
@@ -211,11 +215,18 @@ def _tool_result_text(message: dict[str, Any]) -> str | None:
 class _Handler(QuietHandler):
     server_version = "MockAnthropic/1.0"
 
+    def setup(self) -> None:
+        super().setup()
+        # Each SSE event is its own small write: without this, Nagle's algorithm holds one back
+        # until the client's delayed ACK (40 ms), and a benchmark against the mock measures that.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     # -- routing ---------------------------------------------------------------------
     def do_POST(self) -> None:  # noqa: N802
         path = urlsplit(self.path).path.rstrip("/")
         raw = self._read_body()
         if path == "/v1/messages":
+            self.server.owner.record_headers(dict(self.headers.items()))
             try:
                 body = json.loads(raw or b"{}")
             except ValueError:
@@ -306,6 +317,7 @@ class MockAnthropic:
         self.port = port
         self.url = ""
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []  # each /v1/messages request's headers, in order
         self.errors: list[str] = []
         self.on_request: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
         self._cond = threading.Condition()
@@ -408,6 +420,10 @@ class MockAnthropic:
         }
 
     # -- the model -------------------------------------------------------------------
+    def record_headers(self, headers: dict[str, str]) -> None:
+        with self._cond:
+            self.headers.append({k.lower(): v for k, v in headers.items()})
+
     def _record(self, body: dict[str, Any]) -> None:
         with self._cond:
             self.requests.append(body)
@@ -505,6 +521,9 @@ class MockAnthropic:
             return {"text": "HISTORY: " + " | ".join(user_directives(body))}
         if m := _TEXT_RE.match(d):
             return {"text": m.group(1)}
+        if m := _REPEAT_RE.match(d):
+            return {"text": m.group(3) * int(m.group(1)), "pieces": int(m.group(1)),
+                    "pace_s": float(m.group(2) or 0) / 1000}
         return {"text": f"ECHO: {directive}"}
 
     def _wait(self, h: _Handler, seconds: float, ping: bool) -> None:
@@ -563,8 +582,17 @@ class MockAnthropic:
             delta = {"type": "text_delta", "text": block["text"]}
         h._sse("content_block_start", {"type": "content_block_start", "index": 0,
                                        "content_block": start})
-        h._sse("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                       "delta": delta})
+        pieces = int(reply.get("pieces") or 1)
+        if pieces > 1 and block["type"] == "text":
+            size = len(block["text"]) // pieces
+            for i in range(pieces):
+                if i and reply.get("pace_s"):
+                    time.sleep(reply["pace_s"])
+                h._sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
+                    "type": "text_delta", "text": block["text"][i * size:(i + 1) * size]}})
+        else:
+            h._sse("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                           "delta": delta})
         h._sse("content_block_stop", {"type": "content_block_stop", "index": 0})
         h._sse("message_delta", {"type": "message_delta",
                                  "delta": {"stop_reason": stop_reason, "stop_sequence": None},

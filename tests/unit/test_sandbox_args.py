@@ -59,3 +59,32 @@ def test_other_agents_projects_are_hidden_but_not_system_directories(tmp_path):
     tmpfs = [argv[i + 1] for i, a in enumerate(argv) if a == "--tmpfs"]
     assert str(repo.resolve()) in tmpfs
     assert "/usr" not in tmpfs and str(ws.resolve()) not in tmpfs
+
+
+def test_a_walled_network_is_its_own_namespace_with_only_the_sockets_bound(tmp_path):
+    """egress model-only/allowlist (supervisor/process/network.py): --unshare-net, and the
+    supervisor's sockets bound read-only into the agent's /tmp after /tmp itself."""
+    from supervisor.process.network import GATEWAY_INSIDE, PROXY_INSIDE, plan
+
+    settings = Settings(home=tmp_path / "sb")
+    iso = Isolation(True, "test", bwrap="/usr/bin/bwrap")
+    dirs = agent_dirs(settings, "abcdef")
+    ws = tmp_path / "mine"
+    ws.mkdir()
+    gw, proxy, relay = tmp_path / "gw.sock", tmp_path / "egress.sock", tmp_path / "relay.py"
+    open_argv = bwrap_args(settings, iso, dirs, ws, {}, Path("/usr/bin/true"))
+    assert "--unshare-net" not in open_argv
+    net = plan("allowlist", gw, 4242, relay, proxy, "sbg-tok")
+    argv = bwrap_args(settings, iso, dirs, ws, {}, Path("/usr/bin/true"), net=net.binds)
+    assert "--unshare-net" in argv
+    tmp_bind = argv.index("/tmp")
+    for sock, inside in ((gw, GATEWAY_INSIDE), (proxy, PROXY_INSIDE)):
+        at = argv.index(str(inside))
+        assert argv[at - 2:at] == ["--ro-bind", str(sock)] and at > tmp_bind
+    assert net.env["HTTPS_PROXY"] == "http://agent:sbg-tok@127.0.0.1:3128"
+    assert net.env["SWITCHBOARD_EGRESS_RELAY"] == \
+        f"{relay}|4242={GATEWAY_INSIDE}|3128={PROXY_INSIDE}"
+    only = plan("model-only", gw, 4242, relay, proxy, "sbg-tok")
+    assert [inside for _s, inside in only.binds] == [GATEWAY_INSIDE]
+    assert "HTTPS_PROXY" not in only.env
+    assert plan("open", gw, 4242, relay, proxy, "sbg-tok").binds == ()
