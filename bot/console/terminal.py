@@ -1,0 +1,162 @@
+"""The console on a terminal, on prompt_toolkit: line editing, history kept across runs,
+completion of commands and agent names, bracketed paste (a paste is one command, newlines and
+all), a bottom toolbar that moves every second, and output printed above the input line.
+
+Output is written by a thread while the prompt is hidden and its redraw held, with the
+terminal left in raw mode: keys typed (or pasted) meanwhile go into the input line, not into
+the output, and are not subject to a cooked terminal's 4,095-byte line limit. prompt_toolkit's
+own `run_in_terminal` switches to cooked mode and detaches the input for that time, and its
+`patch_stdout` writes on the event loop, which a slow terminal would block."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.output import ColorDepth
+
+from bot.console.output import write_all
+
+logger = logging.getLogger(__name__)
+
+PROMPT = "sb> "
+HISTORY_ENTRY_CHARS = 4096  # a longer command (a paste) is recalled in this run, not stored
+
+
+def complete(text: str, commands: Sequence[str], agents: Sequence[str]) -> list[str]:
+    """What completes the last word of `text`: a command name for the first word, an agent's
+    name or id for the second. Pure, for the completer and its test."""
+    words = text.split(" ")
+    if len(words) == 1:
+        return [f"/{c}" for c in commands if f"/{c}".startswith(words[0])]
+    if len(words) == 2 and words[0].startswith("/"):
+        return [a for a in agents if a.startswith(words[1])]
+    return []
+
+
+class CommandCompleter(Completer):
+    def __init__(self, commands: Sequence[str], agents: Callable[[], Sequence[str]]) -> None:
+        self.commands = commands
+        self.agents = agents
+
+    def get_completions(self, document: Document,
+                        complete_event: CompleteEvent) -> Iterable[Completion]:
+        before = document.text_before_cursor
+        if "\n" in before:
+            return
+        last = before.split(" ")[-1]
+        for word in complete(before, self.commands, self.agents()):
+            yield Completion(word, start_position=-len(last))
+
+
+class BoundedFileHistory(FileHistory):
+    """The history file, without pastes: a command over HISTORY_ENTRY_CHARS is recalled with
+    arrow-up in this run but not written to disk."""
+
+    def store_string(self, string: str) -> None:
+        if len(string) <= HISTORY_ENTRY_CHARS:
+            super().store_string(string)
+
+
+def open_history(path: Path | None) -> History:
+    if path is None:
+        return InMemoryHistory()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.close(fd)
+        return BoundedFileHistory(str(path))
+    except OSError as exc:
+        logger.warning("console: no history across runs, %s cannot be written: %s", path, exc)
+        return InMemoryHistory()
+
+
+def _keys() -> KeyBindings:
+    keys = KeyBindings()
+
+    @keys.add("c-c")
+    def _interrupt(event: KeyPressEvent) -> None:
+        """Ctrl-C clears a half-typed line; on an empty line it shuts down, as /quit."""
+        buffer = event.app.current_buffer
+        if buffer.text:
+            buffer.reset()
+        else:
+            event.app.exit(exception=KeyboardInterrupt())
+
+    return keys
+
+
+class Terminal:
+    """The prompt, the toolbar and printing above them."""
+
+    def __init__(self, *, history: Path | None, commands: Sequence[str],
+                 agents: Callable[[], Sequence[str]], toolbar: Callable[[], list[str]],
+                 stdout: TextIO) -> None:
+        self.stdout = stdout
+        self.toolbar = toolbar
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.set_blocking(stdout.fileno(), True)  # whoever made it non-blocking: not us
+        self.session: PromptSession[str] = PromptSession(
+            history=open_history(history),
+            completer=CommandCompleter(commands, agents),
+            complete_while_typing=False,  # Tab completes; typing is never slowed
+            bottom_toolbar=self._toolbar_text,
+            refresh_interval=1.0,  # the toolbar's times move
+            key_bindings=_keys(),
+            enable_open_in_editor=False,
+            erase_when_done=True,  # the console prints the command itself, stamped
+        )
+        self._printing = asyncio.Lock()
+
+    @property
+    def colour(self) -> bool:
+        return self.session.app.color_depth != ColorDepth.DEPTH_1_BIT
+
+    def _toolbar_text(self) -> str:
+        try:
+            return "\n".join(self.toolbar())
+        except Exception:  # noqa: BLE001 - a toolbar that fails must not end the prompt
+            logger.exception("console: the status toolbar failed")
+            return "(status unavailable: see the log)"
+
+    async def read(self) -> str | None:
+        """The next command, or None: Ctrl-D, or Ctrl-C on an empty line."""
+        try:
+            return await self.session.prompt_async(PROMPT)
+        except (EOFError, KeyboardInterrupt):
+            return None
+
+    async def emit(self, text: str) -> None:
+        """Print `text` above the prompt, off the loop, the prompt hidden meanwhile."""
+        async with self._printing:
+            app = self.session.app
+            if not app.is_running:
+                await asyncio.to_thread(write_all, self.stdout, text)
+                return
+            with self._held(app):
+                await asyncio.to_thread(write_all, self.stdout, text)
+
+    @contextlib.contextmanager
+    def _held(self, app: Any) -> Iterator[None]:
+        """The prompt erased and its redraw held (keys still go into the input line); drawn
+        again after. prompt_toolkit's `in_terminal`, without cooked mode or detaching input."""
+        app.renderer.erase()
+        app.output.enable_autowrap()
+        app.output.flush()
+        app._running_in_terminal = True
+        try:
+            yield
+        finally:
+            app._running_in_terminal = False
+            app.renderer.reset()
+            app._request_absolute_cursor_position()
+            app._redraw()
