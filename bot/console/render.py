@@ -54,7 +54,8 @@ def _asked_at(row: EscalationRow, text: str) -> str:
     if text.startswith(ago_head):
         first, _, rest = text.partition("\n")
         if first.endswith(" ago"):
-            first = f"{ago_head}asked at {clock(row.created_at)}"
+            asked = "at" if row.kind == Kind.NOTICE else "asked at"
+            first = f"{ago_head}{asked} {clock(row.created_at)}"
             return f"{first}\n{rest}" if rest else first
     return text
 

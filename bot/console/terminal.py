@@ -130,8 +130,17 @@ class Terminal:
 
     async def read(self) -> str | None:
         """The next command, or None: Ctrl-D, or Ctrl-C on an empty line."""
+        started = asyncio.Event()
+        # No output while the prompt starts: written then, it would race its first drawing
+        # (the renderer moves the cursor relative to where it thinks it is).
+        async with self._printing:
+            prompt = asyncio.ensure_future(self.session.prompt_async(PROMPT,
+                                                                     pre_run=started.set))
+            ready = asyncio.ensure_future(started.wait())
+            await asyncio.wait({prompt, ready}, return_when=asyncio.FIRST_COMPLETED)
+            ready.cancel()
         try:
-            return await self.session.prompt_async(PROMPT)
+            return await prompt
         except (EOFError, KeyboardInterrupt):
             return None
 
@@ -142,6 +151,10 @@ class Terminal:
             if not app.is_running:
                 await asyncio.to_thread(write_all, self.stdout, text)
                 return
+            if app.output.responds_to_cpr:
+                # Where the prompt starts is asked of the terminal; drawn from an answer
+                # that predates the output, it would land on it.
+                await app.renderer.wait_for_cpr_responses()
             with self._held(app):
                 await asyncio.to_thread(write_all, self.stdout, text)
 

@@ -22,6 +22,8 @@ last ``role:"user"`` message (``<system-reminder>`` blocks are skipped). Rules, 
 * ``TOOL <Name> <json input>``  -> a ``<Name>`` tool_use with that input
 * ``RECALL``                   -> ``HISTORY: d1 | d2 | ...`` (every user text, in order)
 * ``TEXT: <t>``                -> exactly ``<t>``
+* ``LONG <n>``                 -> an answer of exactly n characters, ``long_text(n)``: numbered
+  lines of 100 characters, so a reader can tell it arrived whole and in order
 * anything else                -> ``ECHO: <directive>``
 
 Like the real API, a request whose ``tool_use`` blocks are not answered by ``tool_result``
@@ -59,7 +61,7 @@ if __package__:
 else:  # run as a script: python tests/fakes/mock_anthropic.py [port]
     from _http import ClientGone, LoopbackServer, QuietHandler, serve_in_thread, stop_serving
 
-__all__ = ["MockAnthropic", "directive_of", "unpaired_tool_uses", "user_directives"]
+__all__ = ["MockAnthropic", "directive_of", "long_text", "unpaired_tool_uses", "user_directives"]
 
 SYSTEM_REMINDER = "<system-reminder>"
 TOOL_RESULT_MAX = 2000
@@ -84,6 +86,7 @@ _SLEEP_RE = re.compile(r"^SLEEP\s+(\d+(?:\.\d+)?)\s*(?::\s?(.*))?$", re.DOTALL)
 _BASH_RE = re.compile(r"^BASH:\s?(.*)$", re.DOTALL)
 _TOOL_RE = re.compile(r"^TOOL\s+(\S+)\s+(.*)$", re.DOTALL)
 _TEXT_RE = re.compile(r"^TEXT:\s?(.*)$", re.DOTALL)
+_LONG_RE = re.compile(r"^LONG\s+(\d+)$")
 _BUS_BODY_RE = re.compile(r"<message [^>]*>\n(.*?)\n</message>", re.DOTALL)
 # The CLI appends reminders to tool_result content ("...\n\n<system-reminder>...</...>").
 _REMINDER_RE = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
@@ -92,6 +95,12 @@ _REMINDER_RE = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.DO
 # ---------------------------------------------------------------------------------------
 # Request-body helpers (pure functions; exported for tests that want them)
 # ---------------------------------------------------------------------------------------
+
+
+def long_text(n: int) -> str:
+    """Exactly `n` characters: lines `L000000 ....` of 100 characters each (newline included),
+    the last one cut."""
+    return "".join(f"L{i:06d} {'.' * 91}\n" for i in range(n // 100 + 1))[:n]
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
@@ -466,6 +475,8 @@ class MockAnthropic:
             return {"text": "HISTORY: " + " | ".join(user_directives(body))}
         if m := _TEXT_RE.match(d):
             return {"text": m.group(1)}
+        if m := _LONG_RE.match(d):
+            return {"text": long_text(int(m.group(1)))}
         return {"text": f"ECHO: {directive}"}
 
     def _wait(self, h: _Handler, seconds: float, ping: bool) -> None:
