@@ -56,6 +56,7 @@ FRONTEND = "console"
 BANNER = "Switchboard console. Type /help for commands, /quit to shut down."
 ECHO_CHARS = 300  # a typed command is echoed above the prompt, this much of it
 DRAIN_S = 30.0  # at exit, how long output still queued may take to reach the terminal
+QUIT = ("/quit", "/exit", "quit", "exit")
 
 
 class Console:
@@ -132,21 +133,35 @@ class Console:
         return term
 
     async def _read_terminal(self, term: Terminal) -> None:
-        while True:
-            line = await term.read()
-            if line is None:
-                return
-            size = len(line.encode("utf-8", "surrogatepass"))
-            if line.strip():
-                shown = one_line(line, ECHO_CHARS)
-                more = f"  [{len(line):,} characters]" if len(shown) < len(line) else ""
-                self.write(Line(f"› {shown}{more}", "state"))
-            if size > MAX_LINE_BYTES:
-                self.write(Line(render_reply(too_long(size)), "error"))
-                await self._audit_refused(f"{size:,} bytes", "line too long")
-                continue
-            if await self._command(line) is False:
-                return
+        """The prompt stays up while commands run (one after the other, in the order typed),
+        so what they and the agents print lands above it, never in a half-typed line."""
+        queue: asyncio.Queue[str | None] = asyncio.Queue()
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self._run_queued(queue), name="console-commands")
+            try:
+                while (line := await term.read()) is not None:
+                    if line.strip() in QUIT:
+                        break
+                    self._echo(line)
+                    size = len(line.encode("utf-8", "surrogatepass"))
+                    if size > MAX_LINE_BYTES:
+                        self.write(Line(render_reply(too_long(size)), "error"))
+                        await self._audit_refused(f"{size:,} bytes", "line too long")
+                        continue
+                    queue.put_nowait(line)
+            finally:
+                queue.put_nowait(None)  # commands already typed run first
+
+    async def _run_queued(self, queue: asyncio.Queue[str | None]) -> None:
+        while (line := await queue.get()) is not None:
+            await self._command(line)
+
+    def _echo(self, line: str) -> None:
+        """The command as typed, stamped, above the prompt (a paste: its start and size)."""
+        if line.strip():
+            shown = one_line(line, ECHO_CHARS)
+            more = f"  [{len(line):,} characters]" if len(shown) < len(line) else ""
+            self.write(Line(f"› {shown}{more}", "state"))
 
     def _agent_names(self) -> list[str]:
         names: list[str] = []
@@ -260,7 +275,7 @@ class Console:
         text = cleaned.text.strip()  # still a CleanText: not cleaned again
         if not text:
             return True
-        if text in ("/quit", "/exit", "quit", "exit"):
+        if text in QUIT:
             return False
         with contextlib.suppress(asyncio.CancelledError):
             await self._run(text, cleaned.note)
