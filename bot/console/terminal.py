@@ -2,11 +2,11 @@
 completion of commands and agent names, bracketed paste (a paste is one command, newlines and
 all), a bottom toolbar that moves every second, and output printed above the input line.
 
-Output is written by a thread while the prompt is hidden and its redraw held, with the
-terminal left in raw mode: keys typed (or pasted) meanwhile go into the input line, not into
-the output, and are not subject to a cooked terminal's 4,095-byte line limit. prompt_toolkit's
-own `run_in_terminal` switches to cooked mode and detaches the input for that time, and its
-`patch_stdout` writes on the event loop, which a slow terminal would block."""
+Output is written by a thread while the prompt is hidden and its drawing held (HeldOutput),
+with the terminal left in raw mode: keys typed (or pasted) meanwhile go into the input line,
+not into the output, and are not subject to a cooked terminal's 4,095-byte line limit.
+prompt_toolkit's own `run_in_terminal` switches to cooked mode and detaches the input for that
+time, and its `patch_stdout` writes on the event loop, which a slow terminal would block."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.output import ColorDepth
+from prompt_toolkit.output.vt100 import Vt100_Output
 
 from bot.console.output import write_all
 
@@ -95,6 +96,25 @@ def _keys() -> KeyBindings:
     return keys
 
 
+class HeldOutput(Vt100_Output):
+    """The prompt's output, which can be held: what prompt_toolkit draws while the console
+    prints above it stays in the buffer, and is dropped on release (the console then has the
+    prompt drawn again, below what it printed)."""
+
+    held = False
+
+    def hold(self) -> None:
+        self.held = True
+
+    def release(self) -> None:
+        self.held = False
+        self._buffer.clear()
+
+    def flush(self) -> None:
+        if not self.held:
+            super().flush()
+
+
 class Terminal:
     """The prompt, the toolbar and printing above them."""
 
@@ -105,7 +125,11 @@ class Terminal:
         self.toolbar = toolbar
         with contextlib.suppress(OSError, ValueError, AttributeError):
             os.set_blocking(stdout.fileno(), True)  # whoever made it non-blocking: not us
+        output = HeldOutput.from_pty(stdout, term=os.environ.get("TERM"))
+        assert isinstance(output, HeldOutput)  # from_pty builds its own class
+        self.output = output
         self.session: PromptSession[str] = PromptSession(
+            output=self.output,
             history=open_history(history),
             completer=CommandCompleter(commands, agents),
             complete_while_typing=False,  # Tab completes; typing is never slowed
@@ -160,16 +184,17 @@ class Terminal:
 
     @contextlib.contextmanager
     def _held(self, app: Any) -> Iterator[None]:
-        """The prompt erased and its redraw held (keys still go into the input line); drawn
-        again after. prompt_toolkit's `in_terminal`, without cooked mode or detaching input."""
+        """The prompt erased and its drawing held (keys still go into the input line); drawn
+        afresh after. Like prompt_toolkit's `in_terminal`, without cooked mode or detaching
+        the input."""
         app.renderer.erase()
         app.output.enable_autowrap()
         app.output.flush()
-        app._running_in_terminal = True
+        self.output.hold()
         try:
             yield
         finally:
-            app._running_in_terminal = False
-            app.renderer.reset()
-            app._request_absolute_cursor_position()
-            app._redraw()
+            self.output.release()
+            app.renderer.reset()  # what it drew meanwhile was never shown: draw it all again
+            app.renderer.request_absolute_cursor_position()
+            app.invalidate()

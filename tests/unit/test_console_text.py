@@ -58,7 +58,8 @@ def test_the_status_line_moves_with_the_clock():
     w = Working("fixer", "working", since=T0, tool="Bash: pytest -q\n  --maxfail=1",
                 tool_since=T0 + 50)
     assert status_line(w, T0 + 65) == "fixer · working 1m05s · ⚙ Bash: pytest -q --maxfail=1 (15s)"
-    assert status_line(w, T0 + 125).endswith("working 2m05s · ⚙ Bash: pytest -q --maxfail=1 (1m15s)")
+    assert status_line(w, T0 + 125).endswith(
+        "working 2m05s · ⚙ Bash: pytest -q --maxfail=1 (1m15s)")
     long_tool = Working("x", "working", since=None, tool="Read: " + "y" * 200)
     line = status_line(long_tool, T0)
     assert line.startswith("x · working · ⚙ Read: yyy") and line.endswith("…")
