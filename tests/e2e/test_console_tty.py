@@ -3,7 +3,7 @@ terminal (a pty), the screen rendered by a terminal emulator, agents on the real
 mock Anthropic API. A 200,000-character answer arrives whole and once and the next command
 works; a 100 KB bracketed paste is one command; arrow-up recalls the last command; output
 arriving while a line is half typed leaves that line as it was; the kill switch shows in the
-banner and the toolbar."""
+banner and the toolbar; history is kept across runs."""
 
 from __future__ import annotations
 
@@ -124,6 +124,12 @@ def test_the_kill_switch_shows_in_the_toolbar_and_the_banner(tty, short_home):
         lines = screen.splitlines()
         banner = next(i for i, line in enumerate(lines) if "Switchboard console" in line)
         assert "KILL SWITCH ON" in lines[banner + 1]
+        # History is kept across runs: arrow-up brings back the last run's command; Ctrl-C
+        # clears a line without shutting down.
+        again.type("\x1b[A")
+        again.wait(lambda s: again.prompt_line() == "sb> /killall confirm", 10, "history")
+        again.type("\x03")
+        again.wait(lambda s: again.prompt_line() == "sb>", 10, "the line cleared")
         again.type("/killswitch off confirm\r")
         again.wait(lambda s: "KILL SWITCH ON" not in s.splitlines()[-1], 30,
                    "the toolbar without the kill switch")
