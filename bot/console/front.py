@@ -57,6 +57,7 @@ BANNER = "Switchboard console. Type /help for commands, /quit to shut down."
 ECHO_CHARS = 300  # a typed command is echoed above the prompt, this much of it
 DRAIN_S = 30.0  # at exit, how long output still queued may take to reach the terminal
 QUIT = ("/quit", "/exit", "quit", "exit")
+BUSY = ("working", "waiting", "stalled")
 
 
 class Console:
@@ -174,12 +175,15 @@ class Console:
         return Halt(h.by, h.via, h.at) if h else None
 
     def _toolbar(self) -> list[str]:
-        live = {a.id: a for a in self.fleet.agents()}
+        """Every agent at work: those seen starting a turn with its times, and any other the
+        fleet calls busy (one recovered at start, say) with its current tool."""
         working = []
-        for agent_id, w in self.working.items():
-            a = live.get(agent_id)
-            if a is not None:
+        for a in self.fleet.agents():
+            w = self.working.get(a.id)
+            if w is not None:
                 working.append(Working(a.name, str(a.state), w.since, w.tool, w.tool_since))
+            elif a.busy or a.state in BUSY:
+                working.append(Working(a.name, str(a.state), None, a.current_tool))
         return toolbar_lines(working, list(self.waiting.values()), self._halt(), time.time())
 
     # -- what happens, printed --------------------------------------------------------------
@@ -201,7 +205,7 @@ class Console:
                 self.working[event.agent_id] = Working(w.name, w.state, w.since)
         elif isinstance(event, TurnFinished):
             self.working.pop(event.agent_id, None)
-        elif isinstance(event, EscalationEvent) and event.what == "answered":
+        elif isinstance(event, EscalationEvent) and event.escalation.status != "open":
             self.waiting.pop(event.escalation.id, None)
 
     async def _print_events(self) -> None:

@@ -110,6 +110,15 @@ def render_event(event: Event | EscalationEvent) -> Line | None:
     return None
 
 
+SAME_PREFIX_CHARS = 10_000  # a notice cut short shows the start of an answer this long or more
+
+
+def same_answer(live: str, notice: str) -> bool:
+    """The notice carries the live answer (cut, when very long: the supervisor keeps a
+    notice's start)."""
+    return live == notice or (len(notice) >= SAME_PREFIX_CHARS and live.startswith(notice))
+
+
 class Answers:
     """Prints each answer once. An agent's final answer reaches the console twice: as its
     live output and in the "finished" notice (which the chats need, and which survives a
@@ -123,7 +132,7 @@ class Answers:
         if not (isinstance(event, AgentOutput) and event.kind == "text" and line):
             return line
         seen = self._shown.pop(event.agent_id, None)
-        if seen and seen[0] == "notice" and seen[1] == event.text[:len(seen[1])]:
+        if seen and seen[0] == "notice" and same_answer(event.text, seen[1]):
             return Line(f"[{event.name}] (its answer is the notice above, "
                         f"{len(event.text):,} characters)", "state")
         self._shown[event.agent_id] = ("live", event.text)
@@ -134,7 +143,7 @@ class Answers:
         if row.kind != Kind.NOTICE or not row.agent_id or not row.body:
             return Line(render_escalation(row), kind)
         seen = self._shown.pop(row.agent_id, None)
-        if seen and seen[0] == "live" and seen[1][:len(row.body)] == row.body:
+        if seen and seen[0] == "live" and same_answer(seen[1], row.body):
             return Line(f"{esc.mark(row)} {row.id} · {row.title} · its answer is above "
                         f"({len(seen[1]):,} characters)", kind)
         self._shown[row.agent_id] = ("notice", row.body)

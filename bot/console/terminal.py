@@ -27,6 +27,7 @@ from prompt_toolkit.output import ColorDepth
 from prompt_toolkit.output.vt100 import Vt100_Output
 
 from bot.console.output import write_all
+from supervisor.sanitize import for_terminal
 
 logger = logging.getLogger(__name__)
 
@@ -146,8 +147,8 @@ class Terminal:
         return self.session.app.color_depth != ColorDepth.DEPTH_1_BIT
 
     def _toolbar_text(self) -> str:
-        try:
-            return "\n".join(self.toolbar())
+        try:  # agents' tool calls and titles are in it: made safe like all output
+            return for_terminal("\n".join(self.toolbar()))
         except Exception:  # noqa: BLE001 - a toolbar that fails must not end the prompt
             logger.exception("console: the status toolbar failed")
             return "(status unavailable: see the log)"

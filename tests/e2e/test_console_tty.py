@@ -109,6 +109,22 @@ def test_a_100k_paste_is_one_command_and_output_leaves_a_half_typed_line_alone(t
     tty.type("al\r")
     tty.wait("state: idle", 30, "the finished command's reply")
 
+    # A hostile agent: its tool's output carries a clipboard write (OSC 52), a bell and a
+    # clear screen; they reach the screen as visible text, never as escapes. (The CLI itself
+    # refuses a command holding control characters, so the command writes them with printf.)
+    tty.type("/ask pal BASH: printf '\\033]52;c;cm0gLXJmIH4=\\007\\033[2J'; sleep 2\r")
+    screen = tty.wait(lambda s: "pal · waiting" in s.splitlines()[-1] and "⚙ Bash: printf" in
+                      s.splitlines()[-1], 60, "the permission request in the toolbar")
+    look(tty, "a permission request")
+    asked = re.search(r"❓ 1 waiting for you: (\w+) pal wants to use Bash \(\d+s ago\)", screen)
+    assert asked, screen
+    tty.type(f"/approve {asked.group(1)}\r")
+    tty.wait(lambda s: "waiting for you" not in s and "pal ·" not in s.splitlines()[-1], 60,
+             "the turn's end")
+    screen = look(tty, "a hostile agent")
+    assert "↳ \\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2J" in screen  # the tool's output, visible
+    assert b"\x1b]52" not in tty.raw and b"\x07" not in tty.raw and b"\x1b[2J" not in tty.raw
+
 
 def test_the_kill_switch_shows_in_the_toolbar_and_the_banner(tty, short_home):
     tty.type("/killall confirm\r")
