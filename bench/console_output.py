@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench._common import result, smoke  # noqa: E402
-from bot.console.output import Printer, plain_emitter  # noqa: E402
+from bot.console.output import Printer  # noqa: E402
 from bot.console.render import Line  # noqa: E402
 
 SUITE = {"timeout_s": 120}
@@ -84,7 +84,7 @@ async def on_the_loop(stdout: object, text: str) -> None:
 
 async def queued(stdout: object, text: str) -> None:
     """The console now: put on the printer's queue; the writer thread does the rest."""
-    printer = Printer(lambda line, at: line.text, plain_emitter(stdout))  # type: ignore[arg-type]
+    printer = Printer(lambda line, at: line.text, stdout)  # type: ignore[arg-type]
     task = asyncio.create_task(printer.run())
     printer.put(Line(text))
     await printer.drain(120)

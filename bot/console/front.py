@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from bot.console.lines import CHUNK, MAX_LINE_BYTES, LineReader, TooLong, too_long
-from bot.console.output import Printer, plain_emitter
+from bot.console.output import Printer
 from bot.console.render import Answers, Line, render_reply, reply_kind
 from bot.console.settings import ConsoleSettings
 from bot.console.text import (
@@ -82,7 +82,7 @@ class Console:
         self.answers = Answers()
         self.working: dict[str, Working] = {}  # agent id -> what the toolbar shows of it
         self.waiting: dict[str, Waiting] = {}  # open escalations by id
-        self.printer = Printer(self._plain_format, plain_emitter(self.stdout))
+        self.printer = Printer(self._plain_format, self.stdout)
 
     @staticmethod
     def _plain_format(line: Line, at: float) -> str:

@@ -59,9 +59,12 @@ class Printer:
     what is queued and hands it to `emit` (a thread writing to the pipe, or the terminal's
     "print above the prompt"), one batch at a time, in order."""
 
-    def __init__(self, fmt: Format, emit: Emit) -> None:
+    def __init__(self, fmt: Format, stream: TextIO, emit: Emit | None = None) -> None:
+        """`emit`: how a batch is printed; by default written to `stream` on a thread (a
+        pipe, a file). A batch `emit` fails to print is written to `stream` that way."""
         self.fmt = fmt
-        self.emit = emit
+        self.stream = stream
+        self.emit = emit or plain_emitter(stream)
         self._queue: collections.deque[tuple[Line, float]] = collections.deque()
         self._ready = asyncio.Event()
         self._idle = asyncio.Event()
@@ -89,7 +92,13 @@ class Printer:
             await self._ready.wait()
             self._ready.clear()
             while self._queue:
-                await self.emit(self._batch())
+                batch = self._batch()
+                try:
+                    await self.emit(batch)
+                except Exception:  # noqa: BLE001 - the console prints on; the log has it
+                    logger.exception("console: could not print %d characters; writing them "
+                                     "plainly", len(batch))
+                    await asyncio.to_thread(write_all, self.stream, batch)
             if not self._queue:
                 self._idle.set()
 
