@@ -21,8 +21,10 @@ from typing import Any, TextIO
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
+from prompt_toolkit.formatted_text import fragment_list_to_text
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.layout.processors import Processor, Transformation, TransformationInput
 from prompt_toolkit.output import ColorDepth
 from prompt_toolkit.output.vt100 import Vt100_Output
 
@@ -33,6 +35,8 @@ logger = logging.getLogger(__name__)
 
 PROMPT = "sb> "
 HISTORY_ENTRY_CHARS = 4096  # a longer command (a paste) is recalled in this run, not stored
+FOLD_CHARS = 5000  # a longer line of the input is shown folded (FoldLongLines)
+FOLD_KEEP = 1000
 
 
 def complete(text: str, commands: Sequence[str], agents: Sequence[str]) -> list[str]:
@@ -80,6 +84,34 @@ def open_history(path: Path | None) -> History:
     except OSError as exc:
         logger.warning("console: no history across runs, %s cannot be written: %s", path, exc)
         return InMemoryHistory()
+
+
+class FoldLongLines(Processor):
+    """A line of the input over FOLD_CHARS (a paste) is shown as its start, how much is left
+    out, and its end: drawn whole, every key pressed would lay out a million characters on the
+    event loop. What is sent is the whole line."""
+
+    def apply_transformation(self, ti: TransformationInput) -> Transformation:
+        text = fragment_list_to_text(ti.fragments)
+        size = len(text)
+        if size <= FOLD_CHARS:
+            return Transformation(ti.fragments)
+        tail_from = size - FOLD_KEEP
+        middle = f" …[{size - 2 * FOLD_KEEP:,} more characters]… "
+        shown = text[:FOLD_KEEP] + middle + text[tail_from:]
+        cut = len(middle) - (tail_from - FOLD_KEEP)  # display minus source, past the fold
+
+        def to_display(i: int) -> int:
+            if i <= FOLD_KEEP:
+                return i
+            return i + cut if i >= tail_from else FOLD_KEEP
+
+        def to_source(i: int) -> int:
+            if i <= FOLD_KEEP:
+                return i
+            return i - cut if i >= FOLD_KEEP + len(middle) else FOLD_KEEP
+
+        return Transformation([("", shown)], to_display, to_source)
 
 
 def _keys() -> KeyBindings:
@@ -139,6 +171,7 @@ class Terminal:
             key_bindings=_keys(),
             enable_open_in_editor=False,
             erase_when_done=True,  # the console prints the command itself, stamped
+            input_processors=[FoldLongLines()],
         )
         self._printing = asyncio.Lock()
 

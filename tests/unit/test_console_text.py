@@ -133,3 +133,31 @@ def test_a_printed_escalation_says_when_it_was_asked_not_how_long_ago():
     assert out.startswith("🔐 ab3k · w wants to use Bash · asked at 14:02:11\n")
     assert " ago" not in out
     assert render_escalation(notice("done")).startswith("ℹ️ n1 · fixer finished · at 14:02:11")
+
+
+def test_a_pasted_line_is_shown_folded_and_the_cursor_maps_both_ways():
+    from prompt_toolkit.document import Document
+    from prompt_toolkit.layout.processors import TransformationInput
+
+    from bot.console.terminal import FOLD_CHARS, FOLD_KEEP, FoldLongLines
+
+    short = "/ask fixer " + "s" * 100
+    line = "/ask fixer " + "".join(f"{i:09d}," for i in range(100_000))
+
+    def fold(text: str):
+        ti = TransformationInput(None, Document(text), 0, lambda i: i, [("", text)], 100, 30)
+        return FoldLongLines().apply_transformation(ti)
+
+    assert fold(short).fragments == [("", short)]
+    t = fold(line)
+    [(_, shown)] = t.fragments
+    left_out = len(line) - 2 * FOLD_KEEP
+    assert shown == (line[:FOLD_KEEP] + f" …[{left_out:,} more characters]… "
+                     + line[-FOLD_KEEP:])
+    assert len(shown) < FOLD_CHARS
+    # The cursor: at the start, at the end, and anywhere in the part left out (at the fold).
+    assert t.source_to_display(0) == 0 and t.source_to_display(len(line)) == len(shown)
+    assert t.source_to_display(len(line) // 2) == FOLD_KEEP
+    assert t.display_to_source(len(shown)) == len(line)
+    assert t.display_to_source(len(shown) - 5) == len(line) - 5
+    assert t.display_to_source(FOLD_KEEP + 3) == FOLD_KEEP
