@@ -98,9 +98,11 @@ def test_a_100k_paste_is_one_command_and_output_leaves_a_half_typed_line_alone(t
     assert "› /ask pal PASTE line 0000" in screen and "[100,008 characters]" in screen
 
     # (d) Output arriving while a command is half typed.
-    tty.type("/ask pal SLEEP 2: TEXT: slow answer\r")
+    tty.type("/ask pal SLEEP 5: TEXT: slow answer\r")
     tty.wait("Sent to pal", 30)
     tty.type("/status p")
+    tty.wait(lambda s: tty.prompt_line() == "sb> /status p", 30, "the half-typed line")
+    assert "[pal] slow answer" not in tty.printed(), "the answer came before the typing"
     tty.wait(lambda s: "pal · working" in s.splitlines()[-1], 30, "the toolbar's status line")
     tty.wait("[pal] slow answer", 60, "the agent's output")
     screen = look(tty, "output during typing")
