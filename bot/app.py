@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Coroutine
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
+from bot.console.settings import ConsoleSettings
 from bot.fleet import ApiFleet
 from bot.kit.context import FrontContext
 from bot.kit.links import Links, LinkState
@@ -261,5 +262,5 @@ class Switchboard:
     def slack_context(self) -> FrontContext[SlackSettings]:
         return self.front_context(SlackSettings.of(self.settings))
 
-    def console_context(self) -> FrontContext[None]:
-        return self.front_context(None)
+    def console_context(self) -> FrontContext[ConsoleSettings]:
+        return self.front_context(ConsoleSettings.of(self.settings))

@@ -247,6 +247,13 @@ async def serve(settings: Settings, *, console: bool) -> int:
             else:
                 logger.error("slack: SLACK_BOT_TOKEN is set but SLACK_CHANNEL is not; running "
                              "without Slack (see docs/slack.md)")
+        # Before the console: once its prompt is up, only it writes to the terminal.
+        if app.listener is not None:
+            text = f"health and metrics on {app.listener.url} (/healthz /readyz /metrics)"
+            if console:
+                print(text)
+            else:
+                say(text)
         if console:
             from bot.console import Console
 
@@ -255,12 +262,6 @@ async def serve(settings: Settings, *, console: bool) -> int:
         else:
             say(f"switchboard running headless (home {settings.home}); SIGTERM or SIGINT to "
                 "stop")
-        if app.listener is not None:
-            text = f"health and metrics on {app.listener.url} (/healthz /readyz /metrics)"
-            if console:
-                print(text)
-            else:
-                say(text)
         await app.run_until_stopped(say)
     return 0
 

@@ -24,6 +24,8 @@ last ``role:"user"`` message (``<system-reminder>`` blocks are skipped). Rules, 
 * ``TEXT: <t>``                -> exactly ``<t>``
 * ``REPEAT <n>[/<ms>]: <t>``    -> ``<t>`` n times, streamed as n text deltas, ``<ms>`` apart (a
   long answer to a short request, at full speed or a model's pace: bench/gateway.py)
+* ``LONG <n>``                 -> an answer of exactly n characters, ``long_text(n)``: numbered
+  lines of 100 characters, so a reader can tell it arrived whole and in order
 * anything else                -> ``ECHO: <directive>``
 
 Like the real API, a request whose ``tool_use`` blocks are not answered by ``tool_result``
@@ -62,7 +64,7 @@ if __package__:
 else:  # run as a script: python tests/fakes/mock_anthropic.py [port]
     from _http import ClientGone, LoopbackServer, QuietHandler, serve_in_thread, stop_serving
 
-__all__ = ["MockAnthropic", "directive_of", "image_blocks", "unpaired_tool_uses",
+__all__ = ["MockAnthropic", "directive_of", "image_blocks", "long_text", "unpaired_tool_uses",
            "user_directives"]
 
 SYSTEM_REMINDER = "<system-reminder>"
@@ -89,6 +91,7 @@ _BASH_RE = re.compile(r"^BASH:\s?(.*)$", re.DOTALL)
 _TOOL_RE = re.compile(r"^TOOL\s+(\S+)\s+(.*)$", re.DOTALL)
 _TEXT_RE = re.compile(r"^TEXT:\s?(.*)$", re.DOTALL)
 _REPEAT_RE = re.compile(r"^REPEAT\s+(\d+)(?:/(\d+(?:\.\d+)?))?:\s?(.*)$", re.DOTALL)
+_LONG_RE = re.compile(r"^LONG\s+(\d+)$")
 _BUS_BODY_RE = re.compile(r"<message [^>]*>\n(.*?)\n</message>", re.DOTALL)
 # The CLI appends reminders to tool_result content ("...\n\n<system-reminder>...</...>").
 _REMINDER_RE = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
@@ -97,6 +100,12 @@ _REMINDER_RE = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.DO
 # ---------------------------------------------------------------------------------------
 # Request-body helpers (pure functions; exported for tests that want them)
 # ---------------------------------------------------------------------------------------
+
+
+def long_text(n: int) -> str:
+    """Exactly `n` characters: lines `L000000 ....` of 100 characters each (newline included),
+    the last one cut."""
+    return "".join(f"L{i:06d} {'.' * 91}\n" for i in range(n // 100 + 1))[:n]
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
@@ -524,6 +533,8 @@ class MockAnthropic:
         if m := _REPEAT_RE.match(d):
             return {"text": m.group(3) * int(m.group(1)), "pieces": int(m.group(1)),
                     "pace_s": float(m.group(2) or 0) / 1000}
+        if m := _LONG_RE.match(d):
+            return {"text": long_text(int(m.group(1)))}
         return {"text": f"ECHO: {directive}"}
 
     def _wait(self, h: _Handler, seconds: float, ping: bool) -> None:

@@ -88,3 +88,52 @@ async def test_the_line_reader_skips_an_over_long_line_without_buffering_it():
     assert got[0] == b"short\n" and isinstance(got[1], TooLong) and got[1].size == 26
     assert got[2:] == [b"next\n", b"last", None]
     assert MAX_LINE_BYTES >= 1 << 20
+
+
+async def test_a_terminal_that_takes_nothing_makes_the_console_fall_behind_not_drop_or_die(
+        fake_settings):
+    """Regression (issue 25): a 15,000-character answer raised BlockingIOError on a terminal
+    left non-blocking (asyncio's stdin pipe shares it), and the console was dead; with
+    PYTHONUNBUFFERED=1 its last lines were dropped. Here the output is a non-blocking pipe
+    nobody reads, 1,000,000 characters are due on it, and the console still runs commands;
+    once it is read, everything is there, in order, to the last line before /quit."""
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    os.set_blocking(out_w, False)
+    stdout = os.fdopen(out_w, "w")
+    big = "".join(f"{i:07d}\n" for i in range(125_000))
+    got: list[bytes] = []
+
+    def read_all() -> None:
+        while chunk := os.read(out_r, 1 << 16):
+            got.append(chunk)
+
+    try:
+        async with Switchboard(fake_settings) as app:
+            task = asyncio.create_task(Console(app.console_context(), stdin=os.fdopen(in_r),
+                                               stdout=stdout).run())
+            async def ran(action: str) -> bool:
+                for _ in range(200):  # bounded: the loop runs while the pipe takes nothing
+                    if any(r.action == action for r in await app.store.audit.recent(5)):
+                        return True
+                    await asyncio.sleep(0.05)
+                return False
+
+            os.write(in_w, b"/cost\n")
+            assert await ran("cost")  # the console reads (and follows events)
+            app.hub.publish(AgentOutput("a1", "talker", "text", big))
+            os.write(in_w, b"/agents\n")
+            assert await ran("agents"), "the command never ran: the console's loop was blocked"
+            assert not task.done()
+            reader = asyncio.create_task(asyncio.to_thread(read_all))
+            os.write(in_w, b"/help\n/quit\n")
+            await asyncio.wait_for(task, 30)
+            stdout.close()
+            await asyncio.wait_for(reader, 30)
+    finally:
+        os.close(in_w)
+        os.close(out_r)
+    text = b"".join(got).decode()
+    assert "[talker] " + big in text
+    assert text.index("Switchboard console") < text.index(big) < text.index("No agents running")
+    assert text.endswith("Send /help <command> for details and examples.\n")  # the last line

@@ -110,7 +110,9 @@ def test_every_doc_is_reachable_from_the_readme() -> None:
 
 SHELL_WORD = re.compile(r"(?:^|[\s`(])(?:\.venv/bin/)?switchboard\s+(-{0,2}[a-z][a-z-]*)")
 MAKE_TARGET = re.compile(r"`make ([a-z][a-z-]*)")
-TYPED_COMMAND = re.compile(r"^/([a-z]+)\b")  # a line typed at the console, in a code block
+# A line typed at the console, in a code block: as typed, at the prompt, or echoed under its time.
+TYPED_COMMAND = re.compile(r"^(?:\d\d:\d\d:\d\d › |sb> )?/([a-z]+)\b")
+STAMP = re.compile(r"^\d\d:\d\d:\d\d ")
 SPAN_COMMAND = re.compile(r"`/([a-z]+)(?=[\s`])")  # `/spawn`, `/approve <id>`, not `/proc/...`
 
 
@@ -156,7 +158,8 @@ def test_the_readme_marks_are_the_ones_the_console_shows() -> None:
 
     text = README.read_text(encoding="utf-8")
     [session] = [b for b in code_blocks(text) if "/spawn fixer" in b]
-    [asked] = [line for line in session.splitlines() if " · fixer wants to use" in line]
+    [asked] = [STAMP.sub("", line) for line in session.splitlines()
+               if " · fixer wants to use" in line]
     assert asked.startswith(MARKS[Kind.PERMISSION] + " "), asked
     said = re.search(r"Lines starting with (.*?) are notices", text, re.S)
     assert said is not None, "README.md no longer says what the console's marks mean"
