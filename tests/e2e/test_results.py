@@ -73,7 +73,9 @@ async def test_low_confidence_is_pushed_for_review_with_evidence_and_high_is_pla
     text = review[-1]["text"]
     assert "confidence 35%" in text and "maybe fixed the export" in text
     assert "could not reproduce locally; no test covers it" in text  # with its evidence
-    assert hits(fake, VIEWER, "grader: needs review")  # every front-end reader sees it
+    # Every front-end reader sees it (each chat in its own time).
+    await fake.wait_for(lambda: hits(fake, VIEWER, "grader: needs review"), 30,
+                        what="the review push to the viewer")
     await fake.wait_for(lambda: hits(fake, ADMIN, "grader finished · confidence 35%"), 60,
                         what="the finished notice of the low one")
     await turns_done(app, r, 2)
