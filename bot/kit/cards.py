@@ -59,6 +59,8 @@ class _Shown:
     reply: Reply
     sent: asyncio.Future[MessageId] | None = None
 
+ENDED_KEPT = 1000  # cards of ended agents whose replies still find their agent
+
 
 class StatusCards:
     def __init__(self, fleet: FleetPort, outbox: Outbox, clock: Clock,
@@ -74,6 +76,9 @@ class StatusCards:
         self._dirty: set[str] = set()
         self._streams: dict[str, _Stream] = {}
         self._shown: dict[tuple[str, ChatId], _Shown] = {}
+        # Cards of agents that ended, by (chat, message): a reply to one still names its agent
+        # (which then says it is killed or stopped), not "which agent?". The newest ENDED_KEPT.
+        self._ended: dict[tuple[ChatId, MessageId], str] = {}
         self._unrecorded: list[tuple[tuple[str, ChatId], MessageId]] = []
 
     def note(self, activity: AgentActivity) -> None:
@@ -136,6 +141,9 @@ class StatusCards:
                 self.outbox.edit(chat, shown.message, reply, priority=Priority.CARD)
             if not view.live and not self.pinned:
                 del self._shown[key]  # its last state is shown; a new run gets a new card
+                self._ended[(chat, shown.message)] = view.id
+                while len(self._ended) > ENDED_KEPT:
+                    del self._ended[next(iter(self._ended))]
         if not view.live and not any(k[0] == view.id for k in self._shown):
             self._streams.pop(view.id, None)
 
@@ -174,7 +182,7 @@ class StatusCards:
         for (agent_id, shown_in), shown in self._shown.items():
             if shown_in == chat and shown.message == message:
                 return agent_id
-        return None
+        return self._ended.get((chat, message))
 
     async def _record(self) -> None:
         todo, self._unrecorded = self._unrecorded, []

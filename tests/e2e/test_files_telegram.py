@@ -152,10 +152,16 @@ async def test_refusals_say_why_and_write_nothing(app_tg, tmp_path):
                          reply_to_message_id=viewer_card["message_id"])
     await said(fake, VIEWER, "Viewers cannot send files")
 
-    # A killed agent takes no file.
+    # A killed agent takes no file, and says so, also once the kill is done and its card says
+    # so (the card of an ended agent still names it).
     await app.api.kill("guarded")
+    r = await app.pool.fleet.get("guarded")
+    await wait_for(lambda: r.state == "killed", 30, "guarded killed")
+    await fake.wait_for(lambda: "killed" in (fake.message(ADMIN, card["message_id"]) or {})
+                        .get("text", ""), 30, what="the card showing the kill")
     fake.user_sends_file(ADMIN, b"late", filename="late.txt",
                          reply_to_message_id=card["message_id"])
+    # Its card still names it (regression: "I do not know which agent that file is for").
     await said(fake, ADMIN, "is killed")
 
     assert not (work / "attachments").exists() or list((work / "attachments").iterdir()) == []

@@ -49,17 +49,20 @@ async def finished(app) -> None:
     await wait_for(lambda: runner.state == "idle" and not runner.busy, 30, "dev idle")
 
 
-def card_of(chat: FakeChat, esc_id: str):
-    shown = [m for m in chat.sent(dm(ALICE)) if esc_id in m.text and m.buttons]
-    assert shown, f"no card for {esc_id}"
-    return shown[-1]
+async def card_of(chat: FakeChat, esc_id: str):
+    """The request's card in the chat, once the front desk has shown it."""
+    def shown():
+        return [m for m in chat.sent(dm(ALICE)) if esc_id in m.text and m.buttons]
+
+    await wait_for(shown, 20, f"the card of {esc_id}")
+    return shown()[-1]
 
 
 async def allow_three_times(app, desk, chat, command: str) -> None:
     for _ in range(3):
         row = await request(app, desk, chat, command)
         assert row is not None and ALWAYS_ALLOW not in row.options, row
-        assert "♾" not in " ".join(label for r in card_of(chat, row.id).buttons
+        assert "♾" not in " ".join(label for r in (await card_of(chat, row.id)).buttons
                                    for label, _ in r)
         await says(desk, ALICE, f"/approve {row.id}")
         await finished(app)
@@ -74,7 +77,7 @@ async def test_three_approvals_offer_a_rule_and_taking_it_ends_pushes(desk_with)
         assert fourth is not None and ALWAYS_ALLOW in fourth.options
         assert ("Allowed 3 times in a row. ♾ Always allow adds a rule to the policy file: "
                 "allow dev to run exactly `npm test`.") in fourth.body
-        card = card_of(chat, fourth.id)
+        card = (await card_of(chat, fourth.id))
         always = next(action for row in card.buttons for label, action in row
                       if label == f"♾ {ALWAYS_ALLOW}")
         await taps(desk, ALICE, card, always)

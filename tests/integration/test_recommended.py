@@ -27,8 +27,13 @@ async def question(app):
     return rows[0]
 
 
-def card(chat, esc_id):
-    return next(m for m in reversed(chat.sent(dm(ALICE))) if esc_id in m.text and m.buttons)
+async def card(chat, esc_id):
+    """The question's card, once the front desk has shown it."""
+    def shown():
+        return [m for m in chat.sent(dm(ALICE)) if esc_id in m.text and m.buttons]
+
+    await wait_for(shown, 20, f"the card of {esc_id}")
+    return shown()[-1]
 
 
 async def test_the_recommended_answer_is_first_and_one_tap_accepts_it(desk_with):  # noqa: F811
@@ -42,7 +47,7 @@ async def test_the_recommended_answer_is_first_and_one_tap_accepts_it(desk_with)
         assert row.options == ("Fix it", "Skip it", "Ask QA")
         assert row.body.startswith("★ Recommended: Fix it (the first button): it failed 3 of "
                                    "the last 5 runs; skipping hides a real race\n\nThe flaky")
-        shown = card(chat, row.id)
+        shown = await card(chat, row.id)
         assert "★ Recommended: Fix it" in shown.text
         label, action = shown.buttons[0][0]
         assert label == "Fix it"
