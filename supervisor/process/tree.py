@@ -185,6 +185,11 @@ def sweep(prefix: str, *, rounds: int = 50) -> list[int]:
         # blocks it, and it forks no more); signalling it again each round only cost time,
         # with the GIL held (os.kill keeps it), so the event loop waited on this thread.
         fresh = pids - killed
+        if not fresh:
+            # All that is left has had its SIGKILL and is dying (a killed process forks no
+            # more): scanning again until the kernel has torn it down only spent the rounds
+            # (with a network namespace per agent, 300 agents took 50 scans, ~600 ms).
+            break
         _signal_all(fresh, signal.SIGSTOP)
         fresh = (fresh | _family(needle)) - killed if fresh else fresh  # forked before the freeze
         killed.update(fresh)
