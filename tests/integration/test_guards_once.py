@@ -43,7 +43,9 @@ def desk_with(fake_settings) -> Callable[..., Any]:
 
 
 def last(chat: FakeChat) -> str:
-    return chat.texts(dm(ALICE))[-1]
+    """The newest reply in Alice's chat: agents' notices (ℹ️ a finished ...) arrive in their
+    own time, also after the reply to the command that caused them."""
+    return [t for t in chat.texts(dm(ALICE)) if not t.startswith("ℹ️")][-1]
 
 
 async def idle_agent(app: Switchboard, desk: FrontDesk, chat: FakeChat, name: str) -> None:

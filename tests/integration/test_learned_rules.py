@@ -16,7 +16,7 @@ from bot.kit import FrontDesk
 from supervisor.api import ALWAYS_ALLOW
 from tests.conftest import wait_for
 from tests.fakes.fake_chat import FakeChat
-from tests.integration.test_guards_once import ALICE, desk_with, idle_agent  # noqa: F401
+from tests.integration.test_guards_once import ALICE, desk_with, idle_agent, last  # noqa: F401
 from tests.integration.test_kit import add_staff, dm, says, taps
 
 pytestmark = pytest.mark.timeout(120)
@@ -108,11 +108,11 @@ async def test_three_approvals_offer_a_rule_and_taking_it_ends_pushes(desk_with)
 
         # /policy rules lists it; /policy remove takes it back, and the call asks again.
         await says(desk, ALICE, "/policy rules")
-        listing = chat.texts(dm(ALICE))[-1]
+        listing = last(chat)
         assert "1. allow dev to run exactly `npm test`" in listing
         assert "added by alice via fake" in listing and str(path) in listing
         await says(desk, ALICE, "/policy remove 1")
-        assert "Removed learned rule 1" in chat.texts(dm(ALICE))[-1]
+        assert "Removed learned rule 1" in last(chat)
         assert "learned" not in tomllib.loads(path.read_text())
         again = await request(app, desk, chat, "npm test")
         assert again is not None and ALWAYS_ALLOW in again.options  # still three in a row
@@ -130,7 +130,7 @@ async def test_no_rule_is_offered_for_what_a_rule_denies_or_asks(desk_with):  # 
         assert "Always allow" not in fourth.body
         # `/approve <id> always` on a request that offers no rule adds none, and says why.
         await says(desk, ALICE, f"/approve {fourth.id} always")
-        text = chat.texts(dm(ALICE))[-1]
+        text = last(chat)
         assert f"{fourth.id} offers no rule" in text and "three" not in text, text
         assert not (app.settings.home / "policy.toml").exists()
         await says(desk, ALICE, f"/deny {fourth.id}")

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from tests.conftest import wait_for
-from tests.integration.test_guards_once import ALICE, desk_with, idle_agent  # noqa: F401
+from tests.integration.test_guards_once import ALICE, desk_with, idle_agent, last  # noqa: F401
 from tests.integration.test_kit import dm, says, taps
 
 pytestmark = pytest.mark.timeout(60)
@@ -108,6 +108,6 @@ async def test_pending_answers_several_requests_of_one_agent_and_tool_at_once(de
         left = await app.api.pending()
         assert [row.tool_name for row in left] == ["Write"]
         await says(desk, ALICE, "/approve all dev Bash Write")
-        assert "expected a tool name and/or 'session'" in chat.texts(dm(ALICE))[-1]
+        assert "expected a tool name and/or 'session'" in last(chat)
         await says(desk, ALICE, "/approve all dev Bash session")
         assert "dev has no open Bash permission requests." in chat.texts(dm(ALICE))
