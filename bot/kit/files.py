@@ -15,12 +15,7 @@ from bot.kit.ports import (
     Sender,
 )
 from commands.base import Caller, Reply, Role
-
-
-def _size(n: int) -> str:
-    return f"{n:,} bytes" if n < 10_000 else f"{n / 1000:,.0f} KB" if n < 10_000_000 \
-        else f"{n / 1_000_000:,.1f} MB"
-
+from commands.files import size_text
 
 NOT_A_REPLY = Reply.error(
     "I do not know which agent that file is for.",
@@ -56,21 +51,21 @@ async def receive(fleet: FleetPort, platform: str, caller: Caller, sender: Sende
         return NOT_A_REPLY
     limit = fleet.attachment_limit()
     if sent.size is not None and sent.size > limit:
-        return too_big(_size(sent.size), limit)
+        return too_big(size_text(sent.size), limit)
     try:
         data = await sent.fetch(limit)
     except FileTooBig as exc:
-        return too_big(_size(exc.size) if exc.size else f"more than {_size(limit)}", limit)
+        return too_big(size_text(exc.size) if exc.size else f"more than {size_text(limit)}", limit)
     except ChatError as exc:
         return Reply.error(f"I could not download that file from {platform}: {exc}",
                            "Send it again in a moment.")
     if len(data) > limit:
-        return too_big(f"more than {_size(limit)}", limit)
+        return too_big(f"more than {size_text(limit)}", limit)
     return await fleet.attach(agent_id, sent, data, caption, sender, platform)
 
 
 def too_big(size: str, limit: int) -> Reply:
-    return Reply.error(f"That file is too big: {size}, and the limit is {_size(limit)}.",
+    return Reply.error(f"That file is too big: {size}, and the limit is {size_text(limit)}.",
                        "Send a smaller file (compress or split it); an admin can raise "
                        "`attachment_max_bytes` in the settings.")
 

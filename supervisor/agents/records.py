@@ -20,11 +20,12 @@ from claude_agent_sdk import (
 )
 
 from store.events import json_encoder
+from supervisor.guard.describe import summarize_tool
 
 SUMMARY_CHARS = 2000
 RESULT_PREVIEW_CHARS = 500
 OUTPUT_CHARS = 2000
-TOOL_SUMMARY_CHARS = 300
+
 NO_TOOL = ""  # `tool` value meaning: the tool finished
 
 
@@ -44,13 +45,6 @@ class EventRecord(NamedTuple):
     outputs: tuple[Output, ...] = ()
     session_id: str | None = None  # set by system/init
     tool: str | None = None  # a tool started (its name), NO_TOOL when one finished, else None
-
-
-def summarize_tool(name: str, tool_input: dict[str, Any]) -> str:
-    for key in ("command", "file_path", "path", "pattern", "url", "query", "description"):
-        if key in tool_input:
-            return f"{name}: {str(tool_input[key])[:TOOL_SUMMARY_CHARS]}"
-    return name
 
 
 def block_text(content: Any) -> str:

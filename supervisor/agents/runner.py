@@ -32,9 +32,6 @@ from supervisor.agents.cli_launch import (
 )
 from supervisor.agents.ingest import EventIngest
 from supervisor.agents.lifecycle import check as check_transition
-from supervisor.agents.records import (
-    summarize_tool,
-)
 from supervisor.agents.transcripts import FRESH_TOOL, bring_back, report_resume_failed
 from supervisor.agents.turn import TurnExecution
 from supervisor.bus.inbox import Inbox, MemoryInbox, Origin
@@ -42,6 +39,7 @@ from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import AgentFailed, AgentNotRunning, ResumeFailed
 from supervisor.events import AgentState, EventHub, StateChanged
+from supervisor.guard.describe import summarize_tool
 from supervisor.guard.escalations import Escalations
 from supervisor.guard.gate import GateDeps, ToolGate
 from supervisor.guard.gateway import ModelGateway

@@ -20,6 +20,7 @@ from supervisor.api.views import Actor
 from supervisor.config import Settings
 from supervisor.errors import InvalidRequest
 from supervisor.guard import learned
+from supervisor.guard.describe import summarize_tool
 from supervisor.guard.escalations import Kind
 from supervisor.guard.policy import Action, Policy, PolicyError
 from supervisor.guard.policy_rules import DEFAULT_POLICY
@@ -70,14 +71,6 @@ def _effective(policy: Policy, agent: str, tool: str, tool_input: dict[str, Any]
     if policy.learned_rule(agent, tool, tool_input, cwd, decision) is not None:
         return Action.ALLOW.value
     return decision.action.value
-
-
-def _one_line(tool: str, tool_input: dict[str, Any]) -> str:
-    """A call in one line: the tool and its command, path, pattern or URL."""
-    for key in ("command", "file_path", "notebook_path", "path", "pattern", "url", "query"):
-        if isinstance(tool_input.get(key), str):
-            return f"{tool}: {' '.join(tool_input[key].split())}"[:200]
-    return tool
 
 
 def _counts(counter: Counter[str]) -> dict[str, int]:
@@ -164,8 +157,8 @@ class PolicyAPI:
             now[before] += 1
             then[after] += 1
             if before != after:
-                changed.append(ChangedCall(call.agent, _one_line(call.tool, call.input),
-                                           before, after))
+                line = " ".join(summarize_tool(call.tool, call.input).split())
+                changed.append(ChangedCall(call.agent, line, before, after))
         return PolicyTestView(source, days, len(calls), len({c.agent for c in calls}),
                               _counts(now), _counts(then), tuple(changed))
 

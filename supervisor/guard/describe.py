@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _PATH_KEYS = ("file_path", "notebook_path", "path")
+TOOL_SUMMARY_CHARS = 300
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 # Input keys each tool's description shows in its own way; any other key is listed as JSON,
 # so a flag like `dangerouslyDisableSandbox` cannot slip past the operator.
@@ -136,3 +137,12 @@ def describe(tool_name: str, tool_input: Any) -> CallText:
 def describe_call(tool_name: str, tool_input: Any) -> str:
     """The whole description as one text: the summary line, then everything the call does."""
     return str(describe(tool_name, tool_input))
+
+
+def summarize_tool(name: str, tool_input: dict[str, Any]) -> str:
+    """A call in one short line, for logs and listings: the tool and its command, path,
+    pattern or URL (never the whole call: that is `describe`'s)."""
+    for key in ("command", "file_path", "path", "pattern", "url", "query", "description"):
+        if key in tool_input:
+            return f"{name}: {str(tool_input[key])[:TOOL_SUMMARY_CHARS]}"
+    return name

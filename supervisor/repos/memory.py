@@ -146,10 +146,7 @@ class ProjectMemory:
     def read(self, project: str) -> Memory:
         """The memory as it is now (no lock needed: every write replaces the file whole)."""
         path = self.root / project_key(project) / "MEMORY.md"
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            data = b""
+        data = _bytes_of(path)
         curated, managed = split(data)
         return Memory(project, curated, tuple(managed.decode(errors="replace").splitlines()))
 
@@ -159,10 +156,7 @@ class ProjectMemory:
         line = entry_line(self.now(), agent, text)
         with self._locked(project) as d:
             path = d / "MEMORY.md"
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
-                data = b""
+            data = _bytes_of(path)
             curated, managed_raw = split(data)
             managed = [*managed_raw.decode(errors="replace").splitlines(), line]
             trimmed: list[str] = []
@@ -186,10 +180,7 @@ class ProjectMemory:
         """Replace the curated region (the operator's), keeping the managed one."""
         with self._locked(project) as d:
             path = d / "MEMORY.md"
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
-                data = b""
+            data = _bytes_of(path)
             _, managed = split(data)
             self._replace(path, curated + _SPLIT + managed)
 
@@ -250,3 +241,11 @@ class AgentMemory:
 
 __all__ = ["HEADER", "SENTINEL", "AgentMemory", "Memory", "ProjectMemory", "entry_line", "join",
            "project_key", "slice_of", "split"]
+
+
+def _bytes_of(path: Path) -> bytes:
+    """The file's bytes; a memory not written yet is empty."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
