@@ -18,7 +18,7 @@ Webhook = Callable[[Any], Awaitable[Any]]  # an aiohttp handler: a request in, a
 
 
 class Webhooks(Protocol):
-    """Routes on the root's HTTP listener (bot/web.py's Listener): POSTs to a path go to the
+    """Routes on the root's HTTP listener (bot/web/listener.py): POSTs to a path go to the
     handler mounted there."""
 
     def mount(self, path: str, handler: Webhook, /) -> None: ...
