@@ -33,7 +33,7 @@ from supervisor.redact import SECRETS
 from supervisor.service import FnService, Service, Services, TaskGroup, loop_service
 
 if TYPE_CHECKING:
-    from bot.web import Listener
+    from bot.web import Listener, WebContext
     from supervisor.agents.pool import AgentPool
 
 logger = logging.getLogger(__name__)
@@ -240,6 +240,15 @@ class Switchboard:
         fh.write(str(os.getpid()))
         fh.flush()
         self._lock_file = fh
+
+    def web_context(self) -> WebContext | None:
+        """What the web console and the HTTP API run with (bot/web/); None until the API is up."""
+        if self.api is None or self.listener is None:
+            return None
+        from bot.web import WebContext
+
+        public = self.settings.public_url or self.listener.url
+        return WebContext(self.api, self.run_command, self.links, public.rstrip("/"))
 
     def context(self, caller: Caller) -> Context:
         assert self.api is not None

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tomllib
 from collections.abc import Mapping
@@ -48,6 +47,7 @@ from supervisor.config_types import (
     _lower,
     _not_a_bool,
     _upper,
+    env_secrets,
     looks_secret,
 )
 from supervisor.errors import ConfigError
@@ -173,6 +173,9 @@ class Settings(BaseSettings):
     http_port: Annotated[Port | None, Key("SWITCHBOARD_HTTP_PORT", "http_port",
                                           also_env=("PORT",))] = None
     http_host: Annotated[Text, Key("SWITCHBOARD_HTTP_HOST", "http_host")] = "127.0.0.1"
+    # Where the operator's browser reaches the listener (behind a TLS proxy: its https URL):
+    # the web console's sign-in links and the escalations' deep links. Unset: the listener's.
+    public_url: Annotated[Text | None, Key("SWITCHBOARD_PUBLIC_URL", "public_url")] = None
 
     # [telegram]
     telegram_token: Annotated[SecretText, Key("TELEGRAM_BOT_TOKEN", "telegram.bot_token",
@@ -545,7 +548,7 @@ class Settings(BaseSettings):
             # Not chained: pydantic's own text shows every input, secrets included.
             raise problem from None
         # Not a setting: the secrets our environment holds, only so logs can be kept clean.
-        _private(settings)["_env_secrets"] = _env_secrets(env)
+        _private(settings)["_env_secrets"] = env_secrets(env)
         return settings
 
     def agent_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -575,22 +578,3 @@ def _private(model: BaseSettings) -> dict[str, Any]:
         private = {}
         object.__setattr__(model, "__pydantic_private__", private)
     return private
-
-
-def _env_secrets(env: Mapping[str, str]) -> tuple[Secret, ...]:
-    values = [v for k, v in env.items() if v and looks_secret(k)]
-    # The key file's path is harmless; the private key inside it is not. google-auth does not
-    # log it, but an error that quotes the file must not carry it either.
-    key_file = env.get("GOOGLE_APPLICATION_CREDENTIALS")
-    if key_file:
-        try:
-            info = json.loads(Path(key_file).expanduser().read_text())
-        except (OSError, ValueError):
-            info = None
-        if isinstance(info, dict):
-            for name in ("private_key", "private_key_id", "client_secret", "refresh_token"):
-                if isinstance(info.get(name), str):
-                    values.append(info[name])
-                    values += [line for line in info[name].splitlines() if len(line) >= 16
-                               and "PRIVATE KEY" not in line]
-    return tuple(Secret(v) for v in dict.fromkeys(values))
