@@ -232,6 +232,14 @@ class TurnRepo:
                 f"SELECT SUM(cost_usd) AS c FROM turns WHERE started_at >= ? {where}", params)
         return float(row["c"] or 0.0) if row else 0.0
 
+    async def spent_by_agent_since(self, day_start: float) -> dict[str, float]:
+        """Spend per agent since the start of a UTC day, from the per-day roll-up (one read
+        for the whole fleet: the web console's fleet page)."""
+        rows = await self.db.fetchall(
+            "SELECT agent_id, SUM(cost_usd) AS c FROM spend_days WHERE day >= ?"
+            " GROUP BY agent_id", (int(day_start // DAY_S),))
+        return {str(r["agent_id"]): float(r["c"] or 0.0) for r in rows}
+
     async def holding(self, agent_id: str, message_id: int) -> TurnRow | None:
         """The first turn of `agent_id` that held bus message `message_id`, or None."""
         row = await self.db.fetchone(

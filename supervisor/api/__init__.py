@@ -32,6 +32,7 @@ from supervisor.api.repos import RepoAPI
 from supervisor.api.results import ResultsAPI, ResultView
 from supervisor.api.schedules import Draft, RunView, ScheduleAPI, ScheduleView
 from supervisor.api.standing import StandingAPI
+from supervisor.api.turns import TodaySpend, TurnsAPI, TurnView
 from supervisor.api.views import (
     Actor,
     AgentDetail,
@@ -143,6 +144,7 @@ class SupervisorAPI(OperatorAdmin):
         # Results agents report with a confidence grade (supervisor/api/results.py).
         self.results = ResultsAPI(pool, settings, store, escalations)
         self.memory = MemoryAPI(pool, store)  # project memory (supervisor/api/memory.py)
+        self.turns = TurnsAPI(pool, settings, store)  # turns, today's spend (api/turns.py)
 
     @classmethod
     def over(cls, core: Core) -> SupervisorAPI:
@@ -207,8 +209,8 @@ class SupervisorAPI(OperatorAdmin):
         r = await self._pool.fleet.get(ref)
         await self._pool.ingest.flush()  # the events still in the open batch too
         events = await self._store.events.tail(r.id, n)
-        return AgentLog(agent_view(r), tuple(LogEntry(e.kind, e.summary, e.at, e.turn_id)
-                                        for e in events))
+        return AgentLog(agent_view(r), tuple(
+            LogEntry(e.kind, e.summary, e.at, e.turn_id, e.data) for e in events))
 
     @store_errors
     async def spend(self, ref: str | None = None) -> SpendReport:
@@ -580,7 +582,7 @@ __all__ = [
     "AgentView", "AgentDetail", "FleetView", "Sent", "Paused", "Killed", "LogEntry", "AgentLog",
     "SpendLine", "SpendReport", "Approved", "HaltView", "InviteView", "EscalationView",
     "OperatorView", "AuditView", "KillReport", "StatsView", "CostCell", "StoreCheck",
-    "GatewayView",
+    "GatewayView", "TurnView", "TodaySpend",
     "TURN_OUTCOMES", "SCHEDULE_OUTCOMES", "BusSent", "BusView", "MessageView", "DeliveryView",
     "TeamView", "TeamStarted", "ScheduleAPI", "ScheduleView", "RunView", "Draft",
     "LearnedRuleView", "ALWAYS_ALLOW", "PolicyTestView", "ChangedCall", "SearchView", "Hit",

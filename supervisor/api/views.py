@@ -3,7 +3,8 @@ operators, the kill switch and invites, safe to keep and to pass between tasks."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from store.audit import AuditRow
@@ -113,6 +114,9 @@ class LogEntry:
     summary: str
     at: float
     turn_id: int | None
+    # The whole SDK message as recorded (tool calls' inputs, results' text): what the web
+    # console draws a tool call from. Read only; {} where not given.
+    data: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -237,3 +237,17 @@ async def test_search_reads_prompts_results_and_errors(turns: TurnStore, clock: 
     assert await turns.search(["10_%"]) == []
     assert [t.id for t in await turns.search(["login"], since=T0 + 5)] == [two]
     assert [t.id for t in await turns.search(["login"], limit=1)] == [two]
+
+
+async def test_spent_by_agent_since_a_days_start(turns: TurnStore, clock: FakeNow) -> None:
+    """The web console's fleet page reads every agent's spend today in one query."""
+    day = T0 - T0 % DAY_S
+    clock.t = day - 100  # yesterday: not counted
+    await turns.finish(await turns.start("a1", "p"), status="ok", cost_usd=1.0)
+    clock.t = day + 100
+    await turns.finish(await turns.start("a1", "p"), status="ok", cost_usd=2.0)
+    await turns.finish(await turns.start("a1", "p"), status="ok", cost_usd=0.5)
+    await turns.finish(await turns.start("b1", "p"), status="ok", cost_usd=4.0)
+    assert await turns.spent_by_agent_since(day) == {"a1": 2.5, "b1": 4.0}
+    assert await turns.spent_by_agent_since(day - DAY_S) == {"a1": 3.5, "b1": 4.0}
+    assert await turns.spent_by_agent_since(day + DAY_S) == {}

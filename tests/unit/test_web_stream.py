@@ -1,0 +1,120 @@
+"""The web console's event stream (bot/web/stream.py) without a server: frames, topics rendered
+once per role and sent only to the pages that show them and only when they changed, resuming
+from an id or taking a snapshot, and a page too far behind cut off so it comes back fresh."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot.web.stream import CLIENT_QUEUE, FLEET, HEADER, NEEDS, Stream, agent_topic, frame, topics_of
+from commands.base import Role
+from supervisor.api import AgentOutput, AgentState, StateChanged, TurnFinished
+
+
+class Drawn:
+    """A renderer that counts its calls and draws what the test says each topic shows."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Role]] = []
+        self.shows: dict[str, str] = {}
+
+    async def __call__(self, topic: str, role: Role) -> str:
+        self.calls.append((topic, role))
+        return f"{self.shows.get(topic, topic)} as {role.name}"
+
+
+def drain(queue: asyncio.Queue[bytes]) -> list[bytes]:
+    out = []
+    while not queue.empty():
+        out.append(queue.get_nowait())
+    return out
+
+
+def test_a_frame_carries_every_line_of_its_html_as_data():
+    assert frame("e.3", "fleet", "<p>a</p>\n<p>b</p>") == (
+        b"id: e.3\nevent: fleet\ndata: <p>a</p>\ndata: <p>b</p>\n\n")
+    assert frame("e.4", "needs", "") == b"id: e.4\nevent: needs\ndata: \n\n"
+
+
+def test_each_event_marks_the_regions_it_changes():
+    assert topics_of(AgentOutput("a1", "x", "text", "hi")) == (FLEET, agent_topic("a1"))
+    assert topics_of(StateChanged("a1", "x", None, AgentState.IDLE, "")) == (
+        HEADER, FLEET, agent_topic("a1"))
+    assert topics_of(TurnFinished("a1", "x", 1, True, "", 0.1)) == (
+        HEADER, FLEET, agent_topic("a1"))
+
+
+async def test_a_topic_is_rendered_once_per_role_and_sent_only_where_shown():
+    drawn = Drawn()
+    stream = Stream(drawn)
+    with stream.connect({HEADER, FLEET}, Role.OPERATOR) as op1, \
+            stream.connect({HEADER, FLEET}, Role.OPERATOR) as op2, \
+            stream.connect({HEADER, FLEET}, Role.VIEWER) as viewer, \
+            stream.connect({HEADER, NEEDS}, Role.OPERATOR) as needs:
+        stream.mark([FLEET])
+        await stream.flush()
+        assert sorted(drawn.calls) == [(FLEET, Role.VIEWER), (FLEET, Role.OPERATOR)]
+        sent = [drain(c.queue) for c in (op1, op2, viewer, needs)]
+        assert sent[0] == sent[1] == [frame(f"{stream.epoch}.1", FLEET, "fleet as OPERATOR")]
+        assert sent[2] == [frame(f"{stream.epoch}.1", FLEET, "fleet as VIEWER")]
+        assert sent[3] == []  # that page does not show the fleet
+
+        # Drawn again the same: nothing is sent, and the sequence does not move.
+        stream.mark([FLEET])
+        await stream.flush()
+        assert [drain(c.queue) for c in (op1, viewer)] == [[], []]
+        assert stream.seq == 1
+        drawn.shows[FLEET] = "changed"
+        stream.mark([FLEET, NEEDS])
+        await stream.flush()
+        assert drain(op1.queue) == [frame(f"{stream.epoch}.2", FLEET, "changed as OPERATOR")]
+        assert drain(needs.queue) == [frame(f"{stream.epoch}.3", NEEDS, "needs as OPERATOR")]
+
+
+async def test_a_page_that_comes_back_resumes_or_takes_a_fresh_snapshot():
+    stream = Stream(Drawn())
+    with stream.connect({HEADER, FLEET}, Role.VIEWER) as page:
+        everything = frozenset({HEADER, FLEET})
+        assert stream.stale(page, None) == everything  # no id: htmx's own reconnect
+        assert stream.stale(page, "another-epoch.0") == everything  # a restarted server
+        assert stream.stale(page, "garbage") == everything
+        stream.mark([FLEET])
+        await stream.flush()
+        seen = stream.last_id
+        assert stream.stale(page, seen) == frozenset()  # it has every frame
+        stream.mark([HEADER])
+        await stream.flush()
+        assert stream.stale(page, seen) == {HEADER}  # only what changed since
+        assert stream.stale(page, f"{stream.epoch}.99") == everything  # from the future
+        snap = await stream.snapshot(page, {HEADER})
+        assert snap == frame(stream.last_id, HEADER, "header as VIEWER")
+
+
+async def test_a_page_too_far_behind_is_cut_off_to_come_back_for_a_snapshot():
+    drawn = Drawn()
+    stream = Stream(drawn)
+    with stream.connect({FLEET}, Role.VIEWER) as slow:
+        for n in range(CLIENT_QUEUE + 5):
+            drawn.shows[FLEET] = f"v{n}"
+            stream.mark([FLEET])
+            await stream.flush()
+        assert slow.cut_off
+        assert slow.queue.qsize() == CLIENT_QUEUE
+
+
+async def test_answered_requests_are_remembered_for_a_while_newest_first():
+    now = [1000.0]
+    stream = Stream(Drawn(), clock=lambda: now[0])
+    from supervisor.api import EscalationEvent
+
+    class Row:
+        def __init__(self, esc_id: str) -> None:
+            self.id, self.agent_id = esc_id, "a1"
+
+    for esc_id in ("e1", "e2"):
+        stream.note(EscalationEvent("answered", Row(esc_id)))  # type: ignore[arg-type]
+        now[0] += 10
+    stream.note(EscalationEvent("created", Row("e3")))  # type: ignore[arg-type]
+    assert stream.recently_answered() == ("e2", "e1")
+    now[0] += 3600
+    assert stream.recently_answered() == ()
