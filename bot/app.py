@@ -74,7 +74,10 @@ class Switchboard:
         if settings.http_listen is not None:
             from bot.web import Listener  # aiohttp and prometheus-client: only when listening
 
+            from bot.web.console import install as console_routes  # the web console's pages
+
             self.listener = Listener(self, *settings.http_listen)
+            self.listener.install(console_routes)
         self.stopping = asyncio.Event()
         self.forced = asyncio.Event()
         # The database and shared context in the bucket, when one is configured.

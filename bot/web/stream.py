@@ -235,9 +235,12 @@ async def serve(request: web.Request, stream: Stream, client: Client) -> web.Str
     await response.prepare(request)
     stale = stream.stale(client, request.headers.get("Last-Event-ID"))
     # retry: how soon the browser's own EventSource reconnects after the stream ends.
-    await response.write(b"retry: 1000\n\n" + await stream.snapshot(client, stale))
-    async for data in _frames(client):
-        await response.write(data)
+    try:
+        await response.write(b"retry: 1000\n\n" + await stream.snapshot(client, stale))
+        async for data in _frames(client):
+            await response.write(data)
+    except ConnectionResetError:
+        pass  # the page went away (closed, navigated, reloaded)
     return response
 
 
