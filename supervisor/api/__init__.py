@@ -63,6 +63,7 @@ from supervisor.api.views import (
     agent_fields,
     agent_view,
 )
+from supervisor.api.web import WebAPI
 from supervisor.bus.core import OPERATOR_SENDER
 from supervisor.config import Settings
 from supervisor.errors import (
@@ -143,6 +144,7 @@ class SupervisorAPI(OperatorAdmin):
         # Results agents report with a confidence grade (supervisor/api/results.py).
         self.results = ResultsAPI(pool, settings, store, escalations)
         self.memory = MemoryAPI(pool, store)  # project memory (supervisor/api/memory.py)
+        self.web = WebAPI(store, self._not_halted)  # sign-in links, sessions, API tokens
 
     @classmethod
     def over(cls, core: Core) -> SupervisorAPI:
