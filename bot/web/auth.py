@@ -111,6 +111,10 @@ async def require(request: web.Request, ctx: WebContext,
         if _wants_html(request) and request.method == "GET":
             raise web.HTTPSeeOther("/signin")
         if request.headers.get("Authorization"):
+            # Recorded (never the token): someone holds a revoked token, or is guessing.
+            await ctx.api.audit(Caller("api:unknown", "unknown", Role.VIEWER, "api"), "refused",
+                                f"{request.method} {request.path}"[:200], ok=False,
+                                result="an API token that does not work")
             raise refusal(request, 401, "That API token does not work: it is unknown, revoked "
                           "(by /token revoke or the kill switch) or its operator was removed.",
                           "Make a new one with /token new <label> in chat.")

@@ -135,10 +135,10 @@ async def _data(ctx: WebContext, name: str, values: Mapping[str, Any]) -> Any:
     api = ctx.api
     try:
         if name in ("agents", "status"):
-            return {"agents": _plain(api.agents(include_ended=bool(values.get("all")))),
+            return {"agents": _plain(api.agents(include_ended=values.get("which") == "all")),
                     "halted": _plain(api.halt_state())}
         if name == "pending":
-            return {"pending": _plain(await api.pending(values.get("agent") or None))}
+            return {"pending": _plain(await api.pending())}
         if name == "cost":
             return {"spend": _plain(await api.spend(values.get("agent") or None))}
         if name == "logs" and values.get("agent"):

@@ -206,6 +206,8 @@ async def test_tokens_from_chat_work_until_revoked(app):
     rows = await app.store.audit.recent(30)
     assert any(r.action == "status" and r.platform == "api" and r.user_id == ALICE.id
                for r in rows)
+    assert any(r.action == "refused" and r.platform == "api" and r.args == "GET /api/v1/status"
+               for r in rows)
     dump = json.dumps([list(r) for r in await app.store.db.fetchall("SELECT * FROM audit")])
     assert secret not in dump
     assert "API token" in dump  # the issue is recorded, the secret masked
