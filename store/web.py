@@ -5,6 +5,7 @@ database holds no working credential); the kill switch revokes them all at once.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 
@@ -90,6 +91,7 @@ class WebCredentialRepo:
         if row.last_seen is None or now - row.last_seen > 60:  # a write a minute at most
             await self.db.execute("UPDATE web_credentials SET last_seen=? WHERE id=?",
                                   (now, row.id))
+            row = dataclasses.replace(row, last_seen=now)
         return row
 
     async def use_link(self, secret: str) -> CredentialRow | None:
