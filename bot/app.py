@@ -73,11 +73,10 @@ class Switchboard:
         self.listener: Listener | None = None
         if settings.http_listen is not None:
             from bot.web import Listener  # aiohttp and prometheus-client: only when listening
-
-            from bot.web.console import install as console_routes  # the web console's pages
+            from bot.web.site import install_web
 
             self.listener = Listener(self, *settings.http_listen)
-            self.listener.install(console_routes)
+            install_web(self.listener)  # the web console and the HTTP API (bot/web/)
         self.stopping = asyncio.Event()
         self.forced = asyncio.Event()
         # The database and shared context in the bucket, when one is configured.
@@ -166,6 +165,8 @@ class Switchboard:
         assert self.core is not None
         self.api = SupervisorAPI.over(self.core)
         self.fleet = ApiFleet(self.api)
+        if self.listener is not None:  # it listens by now: its port is known
+            self.api.web.url = (self.settings.public_url or self.listener.url).rstrip("/")
 
     async def _start_scheduler(self, _group: TaskGroup) -> None:
         assert self.api is not None
@@ -250,8 +251,7 @@ class Switchboard:
             return None
         from bot.web import WebContext
 
-        public = self.settings.public_url or self.listener.url
-        return WebContext(self.api, self.run_command, self.links, public.rstrip("/"))
+        return WebContext(self.api, self.run_command, self.links, self.api.web.url or "")
 
     def context(self, caller: Caller) -> Context:
         assert self.api is not None

@@ -21,6 +21,7 @@ from store.repos import RepoRepo
 from store.results import ResultRepo
 from store.schedules import ScheduleRepo
 from store.turns import TurnRepo
+from store.web import WebCredentialRepo
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,7 @@ class Store:
     repos: RepoRepo
     schedules: ScheduleRepo
     results: ResultRepo
+    web: WebCredentialRepo
 
     @classmethod
     def on(cls, db: Database, *, redact: Callable[[str], str] | None = None,
@@ -47,7 +49,7 @@ class Store:
                    AuditRepo(db, redact, now=now), EscalationRepo(db, now=now),
                    KvRepo(db, now=now), OperatorRepo(db, now=now), BusRepo(db),
                    CharterRepo(db), RepoRepo(db, now=now), ScheduleRepo(db),
-                   ResultRepo(db, now=now))
+                   ResultRepo(db, now=now), WebCredentialRepo(db, now=now))
 
 
 async def open_store(path: Path, *, read_only: bool = False,

@@ -471,4 +471,22 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX results_recent ON results(created_at);
     """,
+    # 19: the web console's sign-in links, browser sessions and HTTP API tokens (store/web.py).
+    """
+    CREATE TABLE web_credentials (
+        id          TEXT PRIMARY KEY,
+        secret_hash TEXT NOT NULL UNIQUE,
+        kind        TEXT NOT NULL CHECK (kind IN ('link', 'session', 'token')),
+        operator    TEXT NOT NULL,
+        label       TEXT NOT NULL DEFAULT '',
+        csrf        TEXT NOT NULL DEFAULT '',
+        created_at  REAL NOT NULL,
+        expires_at  REAL,
+        used_at     REAL,
+        last_seen   REAL,
+        revoked_at  REAL,
+        revoked_by  TEXT
+    );
+    CREATE INDEX web_credentials_operator ON web_credentials(operator, kind);
+    """,
 )

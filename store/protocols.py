@@ -30,6 +30,7 @@ from store.repos import ArchiveRow, RepoRepo, RepoRow, WorktreeRow
 from store.results import OutgoingFile, ResultRepo, ResultRow
 from store.schedules import NewRun, RunRow, ScheduleRepo, ScheduleRow
 from store.turns import CostLine, Tally, TurnRepo, TurnRow
+from store.web import CredentialRow, WebCredentialRepo
 
 # Methods named like builtins (list, all) shadow them in a class body: annotations say builtins.
 
@@ -235,6 +236,23 @@ class TurnStore(Protocol):
     async def totals_by_model(self, agent_id: str | None = None) -> builtins.list[CostLine]: ...
 
 
+class WebCredentialStore(Protocol):
+    async def add(self, cid: str, kind: str, secret: str, operator: str, *, label: str = "",
+                  csrf: str = "", ttl_s: float | None = None) -> CredentialRow: ...
+    async def get(self, cid: str) -> CredentialRow | None: ...
+    async def by_secret(self, secret: str, kind: str) -> CredentialRow | None: ...
+    async def link_state(self, secret: str) -> str: ...
+    async def valid(self, secret: str, kind: str) -> CredentialRow | None: ...
+    async def use_link(self, secret: str) -> CredentialRow | None: ...
+    async def revoke(self, cid: str, by: str) -> bool: ...
+    async def revoke_secret(self, secret: str, kind: str, by: str) -> bool: ...
+    async def revoke_all(self, by: str = "kill switch",
+                         operator: str | None = None) -> int: ...
+    async def list(self, kind: str, operator: str | None = None, *,
+                   live_only: bool = True) -> builtins.list[CredentialRow]: ...
+    async def purge(self, older_than: float) -> int: ...
+
+
 def _conforms(db: Database) -> None:
     """Never called: mypy checks here that each SQLite repository satisfies its protocol."""
     agents: AgentStore = AgentRepo(db)
@@ -249,5 +267,6 @@ def _conforms(db: Database) -> None:
     results: ResultStore = ResultRepo(db)
     schedules: ScheduleStore = ScheduleRepo(db)
     turns: TurnStore = TurnRepo(db)
+    web: WebCredentialStore = WebCredentialRepo(db)
     del agents, audit, bus, charters, escalations, events, kv, operators, repos, results
-    del schedules, turns
+    del schedules, turns, web

@@ -32,10 +32,6 @@ logger = logging.getLogger(__name__)
 
 STATIC = os.path.join(os.path.dirname(__file__), "static")
 STREAM_KEY = web.AppKey("console_stream", Stream)
-# Every page: scripts only from here (no inline script, no eval), nothing framed, forms post
-# only here. Styles from here too: htmx's inline indicator style is switched off (base.html).
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-       "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 NAV = (("/", "Needs you"), ("/fleet", "Fleet"), ("/bus", "Bus"), ("/schedules", "Schedules"),
        ("/audit", "Audit"))
 # What a button may ask for: the command line it becomes and the role it needs (the command
@@ -272,12 +268,11 @@ def _load_static() -> dict[str, tuple[bytes, str]]:
     return files
 
 
-async def _security_headers(_request: web.Request, response: web.StreamResponse) -> None:
-    headers = response.headers
-    headers.setdefault("Content-Security-Policy", CSP)
-    headers.setdefault("X-Content-Type-Options", "nosniff")
-    headers.setdefault("Referrer-Policy", "same-origin")
-    headers.setdefault("X-Frame-Options", "DENY")
+async def _stream_headers(_request: web.Request, response: web.StreamResponse) -> None:
+    """The page headers (auth.SECURITY_HEADERS) also on what a handler prepares itself (the
+    event stream), which auth's middleware sees only once it is sent."""
+    for name, value in auth.SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
 
 
 def install(app: web.Application, listener: Listener) -> None:
@@ -285,7 +280,7 @@ def install(app: web.Application, listener: Listener) -> None:
     console = Console(listener)
     app[STREAM_KEY] = console.stream
     app.cleanup_ctx.append(console.lifespan)
-    app.on_response_prepare.append(_security_headers)
+    app.on_response_prepare.append(_stream_headers)
     app.router.add_get("/", console.needs)
     app.router.add_get("/fleet", console.fleet)
     app.router.add_get("/agents/{ref}", console.agent)
@@ -298,4 +293,4 @@ def install(app: web.Application, listener: Listener) -> None:
     app.router.add_get("/static/{name}", console.static_file)
 
 
-__all__ = ["CSP", "Console", "STREAM_KEY", "VERBS", "install"]
+__all__ = ["Console", "STREAM_KEY", "VERBS", "install"]

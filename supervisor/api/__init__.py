@@ -64,6 +64,7 @@ from supervisor.api.views import (
     agent_fields,
     agent_view,
 )
+from supervisor.api.web import WebAPI
 from supervisor.bus.core import OPERATOR_SENDER
 from supervisor.config import Settings
 from supervisor.errors import (
@@ -145,6 +146,7 @@ class SupervisorAPI(OperatorAdmin):
         self.results = ResultsAPI(pool, settings, store, escalations)
         self.memory = MemoryAPI(pool, store)  # project memory (supervisor/api/memory.py)
         self.turns = TurnsAPI(pool, settings, store)  # turns, today's spend (api/turns.py)
+        self.web = WebAPI(store, self._not_halted)  # sign-in links, sessions, API tokens
 
     @classmethod
     def over(cls, core: Core) -> SupervisorAPI:
