@@ -43,8 +43,10 @@ SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    # The sign-in link is in a path: it must not leave in a Referer header.
-    "Referrer-Policy": "no-referrer",
+    # The sign-in link is in a path: it must not leave this site in a Referer header. Not
+    # no-referrer: under it a browser sends "Origin: null" with a form's POST, and
+    # same_origin() would refuse every sign-in and every button (seen in a real chromium).
+    "Referrer-Policy": "same-origin",
 }
 OWN_PATHS = ("/healthz", "/readyz", "/metrics")  # the listener's own: no page headers
 

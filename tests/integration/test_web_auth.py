@@ -57,7 +57,7 @@ async def sign_in(app: Switchboard, who: Caller, session: aiohttp.ClientSession)
         page = await resp.text()
         assert "Sign in" in page and token in page
         assert resp.headers["Content-Security-Policy"] == CSP
-        assert resp.headers["Referrer-Policy"] == "no-referrer"
+        assert resp.headers["Referrer-Policy"] == "same-origin"
     origin = app.listener.url
     async with session.post(origin + "/signin", data={"token": token},
                             headers={"Origin": origin}, allow_redirects=False) as resp:
