@@ -1,0 +1,92 @@
+"""Answering the agents from the web console, in a real headless browser, with the real claude
+CLI on the mock Anthropic API and Telegram (the fake Bot API) running beside it: a permission
+request appears in Needs you and Allow lets the tool run (the file is written); Deny with a
+reason reaches the model; a request answered on Telegram updates the open page."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from playwright.async_api import expect
+
+from tests.browser.conftest import ALICE, PHONE, WAIT_MS, live, signed_in
+from tests.conftest import free_port, make_settings, wait_for
+from tests.e2e.test_telegram import ADMIN, said, start, stop, tap, tg_settings
+from tests.fakes.fake_telegram import FakeTelegram
+
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(240),
+              pytest.mark.real_cli]
+
+
+@pytest.fixture
+def fake_tg():
+    with FakeTelegram() as fake:
+        fake.add_chat(ADMIN, first_name="alice", username="alice")
+        yield fake
+
+
+@pytest.fixture
+def settings(short_home, mock_api, fake_tg):
+    (short_home / "t").mkdir(exist_ok=True)
+    return tg_settings(make_settings(short_home, mock_api), fake_tg).with_(
+        http_port=free_port())
+
+
+async def test_allow_and_deny_from_the_page_and_an_answer_on_telegram(
+        browser, settings, fake_tg, mock_api, tmp_path):
+    app, front = await start(settings, fake_tg)
+    await app.store.operators.upsert("telegram", str(ADMIN), "alice", "admin", "test")
+    try:
+        context, page = await signed_in(browser, app, ALICE)
+        await live(page)
+        # Allow: the request appears on the open page (the stream), whole; the file is written.
+        work = tmp_path / "allow"
+        work.mkdir()
+        assert (await app.run_command(ALICE, f"/spawn writer --cwd {work} BASH: "
+                                      "echo from-the-web > web.txt")).ok
+        card = page.locator("article.request", has_text="echo from-the-web > web.txt")
+        await expect(card).to_be_visible(timeout=WAIT_MS)
+        await expect(card.locator("pre.command")).to_have_text("echo from-the-web > web.txt")
+        await card.get_by_role("button", name="Allow", exact=True).click()
+        await wait_for(lambda: (work / "web.txt").exists(), 60, "the command ran")
+        assert (work / "web.txt").read_text() == "from-the-web\n"
+        await expect(page.locator("ul.answered")).to_contain_text(
+            "Allowed by alice on the web console", timeout=WAIT_MS)
+
+        # Deny with a reason: the model reads it.
+        work = tmp_path / "deny"
+        work.mkdir()
+        assert (await app.run_command(ALICE, f"/spawn remover --cwd {work} BASH: "
+                                      "rm -rf build-cache")).ok
+        card = page.locator("article.request", has_text="rm -rf build-cache")
+        await expect(card).to_be_visible(timeout=WAIT_MS)
+        await card.get_by_placeholder("reason (the model reads it)").fill(
+            "keep the cache, it took an hour")
+        await card.get_by_role("button", name="Deny").click()
+        remover = await app.pool.fleet.get("remover")
+        await wait_for(lambda: remover.state == "idle" and not remover.busy, 60, "remover done")
+        assert "keep the cache, it took an hour" in json.dumps(mock_api.requests[-1]["messages"])
+        audit = await app.store.audit.recent(20)
+        assert any(r.action == "deny" and r.platform == "web" and r.user_id == ALICE.id
+                   for r in audit)
+
+        # Answered on Telegram while the page is open (at phone width): the page says so.
+        await context.close()
+        context, page = await signed_in(browser, app, ALICE, PHONE)
+        await live(page)
+        work = tmp_path / "tg"
+        work.mkdir()
+        assert (await app.run_command(ALICE, f"/spawn phoner --cwd {work} BASH: "
+                                      "touch from-phone.txt")).ok
+        card = page.locator("article.request", has_text="touch from-phone.txt")
+        await expect(card).to_be_visible(timeout=WAIT_MS)
+        message = await said(fake_tg, ADMIN, "phoner wants to use Bash")
+        await tap(fake_tg, ADMIN, message, "Allow")
+        await expect(card).to_have_count(0, timeout=WAIT_MS)
+        await expect(page.locator("ul.answered")).to_contain_text(
+            "Allowed by alice on Telegram", timeout=WAIT_MS)
+        await wait_for(lambda: (work / "from-phone.txt").exists(), 60, "the command ran")
+        await context.close()
+    finally:
+        await stop(app, front)
