@@ -221,10 +221,13 @@ class Console:
             return self._answer(request, False, (
                 f"Bad target {target[:80]!r}: an agent or request id is letters, digits and"
                 " . _ : -", "Use the page's buttons."), 400)
-        text = clean(str(form.get("text", ""))).text.strip()
+        text = str(form.get("text", "")).strip()
         if verb in ("ask", "answer") and not text:
             return self._answer(request, False, ("Write something first.",), 400)
-        reply = await ctx.commands(who.caller, template.format(target=target, text=text).strip())
+        line = clean(template.format(target=target, text=text).strip())
+        if line.problem:
+            return self._answer(request, False, (line.problem,), 400)
+        reply = await ctx.commands(who.caller, line.text)
         lines = tuple(b.text for b in reply.blocks) or ("Done.",)
         return self._answer(request, reply.ok, lines, 200)
 
@@ -268,6 +271,10 @@ def _load_static() -> dict[str, tuple[bytes, str]]:
     return files
 
 
+async def _no_icon(_request: web.Request) -> web.Response:
+    return web.Response(status=204, headers={"Cache-Control": "public, max-age=86400"})
+
+
 async def _stream_headers(_request: web.Request, response: web.StreamResponse) -> None:
     """The page headers (auth.SECURITY_HEADERS) also on what a handler prepares itself (the
     event stream), which auth's middleware sees only once it is sent."""
@@ -291,6 +298,8 @@ def install(app: web.Application, listener: Listener) -> None:
     app.router.add_get("/events", console.events)
     app.router.add_post("/act", console.act)
     app.router.add_get("/static/{name}", console.static_file)
+    # Browsers ask for it on every page; without this the listener's POST catch-all says 405.
+    app.router.add_get("/favicon.ico", _no_icon)
 
 
 __all__ = ["Console", "STREAM_KEY", "VERBS", "install"]

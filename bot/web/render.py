@@ -89,6 +89,7 @@ def recommended(body: str) -> tuple[str, str]:
     for line in body.splitlines():
         if line.lstrip().startswith("★") and not rec:
             rec = line.lstrip().lstrip("★").strip().removeprefix("Recommended:").strip()
+            rec = rec.replace(" (the first button)", "")  # chat's words; here it is first too
         else:
             keep.append(line)
     return "\n".join(keep).strip(), rec

@@ -54,7 +54,7 @@ async def test_needs_you_shows_the_question_whole_with_buttons_only_for_operator
     r = regions(fake_app)
     op = await r.needs(Role.OPERATOR)
     assert "x" * 3000 + " &lt;b&gt;end&lt;/b&gt;" in op  # never cut, never markup
-    assert "★ Recommended: No (the first button): tests are red" in op
+    assert "★ Recommended: No: tests are red" in op
     assert 'name="verb" value="answer"' in op and ">No</button>" in op
     viewer = await r.needs(Role.VIEWER)
     assert "x" * 3000 in viewer
