@@ -30,8 +30,9 @@ class Copies:
     the top of the agent's thread); by default none."""
 
     def __init__(self, fleet: FleetPort, outbox: Outbox, access: Access, *,
-                 anchor: Anchor = _no_anchor) -> None:
+                 anchor: Anchor = _no_anchor, web_url: str = "") -> None:
         self.fleet = fleet
+        self.web_url = web_url.rstrip("/")
         self.outbox = outbox
         self.access = access
         self.anchor = anchor
@@ -101,7 +102,7 @@ class Copies:
         if render.is_long_notice(row):
             return await self._push_long_notice(row, anchors)
         refused: dict[ChatId, BaseException] = {}
-        card = render.card(row)
+        card = render.card(row, self.web_url)
         reply = card.reply if row.status == "open" or row.kind == Kind.NOTICE else \
             render.settled(row)  # closed before it was ever shown: show how
         # The files go first and the card replies to them, so by the time its buttons show,

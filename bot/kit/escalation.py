@@ -113,8 +113,22 @@ def _card_blocks(row: Escalation) -> tuple[list[Text], list[Attachment]]:
     return blocks, files
 
 
-def card(row: Escalation) -> Card:
+def web_link(row: Escalation, web_url: str) -> str:
+    """Where the web console shows the row: a request in Needs you, a notice on its agent's
+    page ("" without a public address, or for a notice of no agent)."""
+    if not web_url:
+        return ""
+    if needs_answer(row):
+        return f"{web_url}/#req-{row.id}"
+    return f"{web_url}/agents/{row.agent_id}" if row.agent_id else ""
+
+
+def card(row: Escalation, web_url: str = "") -> Card:
+    """`web_url`: the web console's public address, to link the card to its page."""
     blocks, files = _card_blocks(row)
+    link = web_link(row, web_url)
+    if link:  # plain text: every chat makes a link of it, no platform needs a URL button
+        blocks.append(Text(f"Open in the web console: {link}"))
     buttons: tuple[tuple[Button, ...], ...] = ()
     if needs_answer(row):
         if row.kind in (Kind.QUESTION, Kind.PLAN) and row.free_text:

@@ -64,9 +64,10 @@ class FrontDesk(Lifecycle):
                  clock: Clock | None = None, admin_ids: Iterable[str] = (),
                  card_interval_s: float = 2.0, kill_label: str | None = None,
                  stats: ChatStats | None = None,
-                 threads: bool = False, pace: Pace | None = None) -> None:
+                 threads: bool = False, pace: Pace | None = None, web_url: str = "") -> None:
         """`threads`: each agent has one card for its whole life and what concerns the agent
-        goes under it (Slack's thread per agent). `pace`: the platform's per-chat rate."""
+        goes under it (Slack's thread per agent). `pace`: the platform's per-chat rate.
+        `web_url`: the web console's public address; each escalation links to its page."""
         self.adapter = adapter
         self.fleet = fleet
         self.commands = commands
@@ -79,7 +80,8 @@ class FrontDesk(Lifecycle):
         self.cards = StatusCards(fleet, self.outbox, self.clock,
                                  lambda: self.access.chats(Role.VIEWER),
                                  interval_s=card_interval_s, pinned=threads)
-        self.copies = Copies(fleet, self.outbox, self.access, anchor=self.cards.anchor)
+        self.copies = Copies(fleet, self.outbox, self.access, anchor=self.cards.anchor,
+                            web_url=web_url)
         self.state = DeskState.NEW
         self._tasks: list[asyncio.Task[None]] = []
         self._feed: contextlib.ExitStack | None = None

@@ -107,7 +107,8 @@ class SlackFrontend(Lifecycle):
         self.adapter = SlackAdapter(self.client, s.slack_channel)
         self.desk = FrontDesk(self.adapter, self.fleet, self.context.commands,
                               admin_ids=s.slack_admin_ids, card_interval_s=s.slack_card_interval_s,
-                              threads=True, pace=self.pace, stats=self.link.stats)
+                              threads=True, pace=self.pace, stats=self.link.stats,
+                              web_url=s.public_url or "")
         self.home = views.Home(self)
         events.register(self.bolt, self)
         await self.desk.start()

@@ -23,6 +23,7 @@ class SlackSettings:
     slack_team_id: str | None
     slack_command: str
     slack_card_interval_s: float
+    public_url: str | None  # where the web console is: each escalation links to its page
 
     @classmethod
     def of(cls, settings: Settings) -> SlackSettings:
