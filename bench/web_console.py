@@ -1,0 +1,208 @@
+"""The web console under load (issue 26, acceptance 4).
+
+Run from the repository root:  .venv/bin/python bench/web_console.py
+(or `make bench ONLY=web_console`; BENCH_SMOKE=1 for a tiny fleet)
+
+* Streaming: N = 100 fake agents (tests/fakes/fake_claude.py) take turns back to back, twice on
+  fresh Switchboards: without browsers, then with 10 event streams of the fleet page open, read
+  by a separate process (bench/_web_clients.py: browsers are not in the supervisor's process),
+  each signed in by its own one-time link. Reported: the supervisor's loop lag p99 in both runs
+  (goal < 50 ms with the streams; the ratio is with/without), and each stream's lag behind the
+  store: from a turn's TurnFinished (written, then published) to the first frame whose row for
+  that agent shows that turn count (goal p99 < 250 ms, the worst stream's).
+* 300 agents idle: the fleet region rendered on the server (median of 20; goal < 100 ms) and a
+  new page's snapshot on connect, from the request to the end of its frames (median of 10,
+  goal < 200 ms). No browser-less run to compare these with: the ratio is to the goal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench._common import percentile, quiet_logging, result, scratch_dir, smoke  # noqa: E402
+from bench.loop_lag import DEFAULT_NICE, drive, fleet_settings, probe  # noqa: E402
+from bot.app import Switchboard  # noqa: E402
+from commands.base import Caller, Role  # noqa: E402
+from supervisor.api import TurnFinished  # noqa: E402
+from tests.conftest import free_port, make_settings  # noqa: E402
+
+SUITE = {"timeout_s": 600}
+STREAMING = 5 if smoke() else 100
+IDLE = 8 if smoke() else 300
+STREAMS = 2 if smoke() else 10
+WINDOW_S = 2.0 if smoke() else 10.0
+LAG_GOAL_MS, STREAM_GOAL_MS, RENDER_GOAL_MS, SNAPSHOT_GOAL_MS = 50.0, 250.0, 100.0, 200.0
+ADMIN = Caller("telegram:1", "bench", Role.ADMIN, "telegram")
+LINK = re.compile(r"/signin/(\S+)")
+READY_S = 300.0
+
+
+async def ready(app: Switchboard, n: int, prompt: str) -> list[Any]:
+    assert app.pool is not None and app.api is not None
+    await app.api.add_operator("telegram", "1", "bench", "admin", added_by="bench")
+    runners = [await app.pool.spawn(f"a{i:03d}", prompt) for i in range(n)]
+    deadline = time.monotonic() + READY_S
+    while not all(r.state == "idle" for r in runners):
+        bad = [r for r in runners if r.state in ("failed", "killed")]
+        if bad:
+            raise RuntimeError(f"{bad[0].name} is {bad[0].state}: {bad[0].last_error}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{n} agents not idle after {READY_S:g}s")
+        await asyncio.sleep(0.1)
+    return runners
+
+
+async def tokens(app: Switchboard, n: int) -> list[str]:
+    out = []
+    for _ in range(n):
+        reply = await app.run_command(ADMIN, "/web")
+        match = LINK.search(reply.plain())
+        assert match, reply.plain()
+        out.append(match.group(1))
+    return out
+
+
+async def streaming(home: Path, streams: int) -> tuple[list[float], list[list[float]], str]:
+    """One run: loop lateness in the window, and per stream its lags behind the store."""
+    settings = fleet_settings(make_settings(home, fake=True), STREAMING, DEFAULT_NICE).with_(
+        http_port=free_port())
+    async with Switchboard(settings) as app:
+        assert app.api is not None and app.listener is not None
+        runners = await ready(app, STREAMING, "TEXT: streaming")
+        clients = None
+        if streams:
+            clients = await asyncio.create_subprocess_exec(
+                sys.executable, str(ROOT / "bench" / "_web_clients.py"), app.listener.url,
+                str(WINDOW_S + 3.0), *await tokens(app, streams),
+                stdout=asyncio.subprocess.PIPE)
+        stop = asyncio.Event()
+        turns = [0]
+        drivers = [asyncio.create_task(drive(app, r, "TEXT: streaming", stop, turns))
+                   for r in runners]
+        counts = {line.key: line.turns for line in (await app.api.spend()).by_agent}
+        finished: list[tuple[float, str, int]] = []
+        with app.api.subscription() as queue:
+            async def note() -> None:
+                while True:
+                    e = await queue.get()
+                    if isinstance(e, TurnFinished):
+                        counts[e.agent_id] = counts.get(e.agent_id, 0) + 1
+                        finished.append((time.time(), e.agent_id, counts[e.agent_id]))
+
+            noting = asyncio.create_task(note())
+            await asyncio.sleep(2.0)  # every agent busy and every stream open
+            window_start = time.time()
+            lateness = await probe(WINDOW_S)
+            window_end = time.time()
+            stop.set()
+            await asyncio.gather(*drivers)
+            noting.cancel()
+        lags: list[list[float]] = []
+        note_text = f"{turns[0]} turns asked"
+        if clients is not None:
+            out, _ = await clients.communicate()
+            for line in out.decode().splitlines():
+                got = json.loads(line)
+                lags.append(stream_lags(got["changes"], finished, window_start, window_end - 1))
+            note_text += f"; {sum(len(x) for x in lags)} turns matched in {len(lags)} streams"
+    return lateness, lags, note_text
+
+
+def stream_lags(changes: list[list[Any]], finished: list[tuple[float, str, int]],
+                start: float, end: float) -> list[float]:
+    """For each turn finished in [start, end]: when this stream first showed it (ms later)."""
+    shown: dict[str, list[tuple[int, float]]] = {}
+    for at, agent, turn in changes:
+        shown.setdefault(agent, []).append((turn, at))
+    lags = []
+    for t, agent, n in finished:
+        if not start <= t <= end:
+            continue
+        first = next((at for turn, at in shown.get(agent, ()) if turn >= n), None)
+        if first is not None:
+            lags.append(max(0.0, first - t) * 1000)
+    return lags
+
+
+async def idle_fleet(home: Path) -> tuple[float, float]:
+    """Median fleet render and median snapshot on connect, with IDLE agents, in ms."""
+    settings = fleet_settings(make_settings(home, fake=True), IDLE, DEFAULT_NICE).with_(
+        http_port=free_port())
+    async with Switchboard(settings) as app:
+        assert app.listener is not None
+        await ready(app, IDLE, "TEXT: hello")
+        from bot.web.render import Regions
+
+        regions = Regions(lambda: app.api, lambda: app.links, lambda: (), {})  # type: ignore
+        renders = []
+        for _ in range(20):
+            t = time.perf_counter()
+            html = await regions.fleet(Role.ADMIN)
+            renders.append((time.perf_counter() - t) * 1000)
+        assert html.count('class="agent ') == IDLE
+        snaps = []
+        for token in await tokens(app, 10):
+            jar = aiohttp.CookieJar(unsafe=True)
+            async with aiohttp.ClientSession(cookie_jar=jar) as s:
+                url = app.listener.url
+                async with s.post(url + "/signin", data={"token": token},
+                                  headers={"Origin": url}, allow_redirects=False) as resp:
+                    assert resp.status == 303
+                t = time.perf_counter()
+                async with s.get(url + "/events?view=fleet") as resp:
+                    got = b""
+                    while got.count(b"event: ") < 2:  # the header's and the fleet's frames
+                        got += await resp.content.readany()
+                    while not got.endswith(b"\n\n"):
+                        got += await resp.content.readany()
+                    snaps.append((time.perf_counter() - t) * 1000)
+        return percentile(renders, 50), percentile(snaps, 50)
+
+
+async def main() -> int:
+    quiet_logging()
+    print(f"web console: python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
+          f"{STREAMING} agents streaming, {STREAMS} streams, window {WINDOW_S:g} s", flush=True)
+    with scratch_dir("sbwc") as home:
+        base, _, base_note = await streaming(home / "base", 0)
+        lateness, lags, note = await streaming(home / "with", STREAMS)
+        p99, base_p99 = percentile(lateness, 99), percentile(base, 99)
+        print(f"  loop lag p99 {p99:.1f} ms with {STREAMS} streams, {base_p99:.1f} ms without;"
+              f" {note}; without: {base_note}", flush=True)
+        result(f"loop lag p99, {STREAMING} agents streaming, {STREAMS} event streams", p99, "ms",
+               goal=f"< {LAG_GOAL_MS:g} ms", baseline=base_p99,
+               ratio=p99 / base_p99 if base_p99 else None, passed=p99 < LAG_GOAL_MS, note=note)
+        worst = max((percentile(x, 99) for x in lags if x), default=float("nan"))
+        matched = all(lags) and len(lags) == STREAMS
+        print(f"  stream lag behind the store p99, worst stream: {worst:.1f} ms", flush=True)
+        result(f"stream lag behind the store p99 (worst of {STREAMS})", worst, "ms",
+               goal=f"< {STREAM_GOAL_MS:g} ms", ratio=worst / STREAM_GOAL_MS,
+               passed=matched and worst < STREAM_GOAL_MS,
+               note="" if matched else "a stream showed no turn: see the log")
+        render_ms, snap_ms = await idle_fleet(home / "idle")
+        print(f"  {IDLE} agents: fleet render {render_ms:.1f} ms, snapshot {snap_ms:.1f} ms",
+              flush=True)
+        result(f"fleet page render, {IDLE} agents", render_ms, "ms",
+               goal=f"< {RENDER_GOAL_MS:g} ms", ratio=render_ms / RENDER_GOAL_MS,
+               passed=render_ms < RENDER_GOAL_MS, note="median of 20, server side")
+        result(f"snapshot on connect, {IDLE} agents", snap_ms, "ms",
+               goal=f"< {SNAPSHOT_GOAL_MS:g} ms", ratio=snap_ms / SNAPSHOT_GOAL_MS,
+               passed=snap_ms < SNAPSHOT_GOAL_MS, note="median of 10, header and fleet")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
