@@ -239,8 +239,8 @@ async def serve(request: web.Request, stream: Stream, client: Client) -> web.Str
         await response.write(b"retry: 1000\n\n" + await stream.snapshot(client, stale))
         async for data in _frames(client):
             await response.write(data)
-    except ConnectionResetError:
-        pass  # the page went away (closed, navigated, reloaded)
+    except ConnectionError:
+        pass  # the page went away (closed, navigated, reloaded), or stopped reading
     return response
 
 

@@ -7,7 +7,6 @@ process under a banner, and a page that picks up a restarted supervisor without 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from playwright.async_api import expect
@@ -80,7 +79,7 @@ async def test_every_page_at_both_widths_after_signing_in_by_a_link(browser, set
         for width, viewport in WIDTHS.items():
             context, page = await signed_in(browser, app, ALICE, viewport)
             errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("pageerror", lambda e, seen=errors: seen.append(str(e)))
             for path, name, heading in PAGES:
                 await page.goto(app.listener.url + path.format(agent=agent))
                 await expect(page.get_by_role("heading", level=1).first).to_contain_text(
@@ -239,3 +238,39 @@ async def test_a_restarted_supervisor_is_picked_up_without_a_reload(browser, set
         await app.aclose()
 
 
+
+
+async def test_what_a_person_types_survives_the_stream_redrawing_the_region(browser, settings):
+    app = await started(settings)
+    try:
+        assert (await app.run_command(ALICE, "/spawn dev hello")).ok
+        await idle(app, "dev")
+        first = {"question": "Which port?"}
+        assert (await app.run_command(ALICE, f"/ask dev MCP ask_operator {json.dumps(first)}")).ok
+        context, page = await signed_in(browser, app, OLGA)
+        await live(page)
+        box = page.get_by_placeholder("your answer")
+        await expect(box).to_have_count(1, timeout=WAIT_MS)
+        await box.fill("8080, the one the proxy")
+        # Another request arrives: the stream redraws Needs you under the half-typed answer.
+        assert (await app.run_command(ALICE, "/spawn other hi")).ok
+        await idle(app, "other")
+        second = {"question": "Which colour?"}
+        assert (await app.run_command(ALICE,
+                                      f"/ask other MCP ask_operator {json.dumps(second)}")).ok
+        await expect(page.get_by_text("Which colour?")).to_be_visible(timeout=WAIT_MS)
+        await expect(page.get_by_placeholder("your answer").first).to_have_value(
+            "8080, the one the proxy")
+        await page.get_by_placeholder("your answer").first.press("Enter")
+        rows: list = []
+
+        async def answered() -> bool:
+            rows[:] = [r for r in await app.api.pending()]
+            return len(rows) == 1
+
+        await wait_for(answered, 30, "the first question answered")
+        await expect(page.locator("ul.answered")).to_contain_text("Answered by olga",
+                                                                  timeout=WAIT_MS)
+        await context.close()
+    finally:
+        await app.aclose()
