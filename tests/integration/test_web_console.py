@@ -1,0 +1,98 @@
+"""The web console's routes over real HTTP (aiohttp as the browser) on a running Switchboard
+(the fake CLI): the audit trail filtered and exported as CSV (no cell a spreadsheet would run)
+and JSON; the page headers also on the event stream; the vendored library cached; nothing
+changes on a GET; an action with a bad target or verb says what was wrong."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import aiohttp
+import pytest
+
+from bot.app import Switchboard
+from bot.web.auth import CSP
+from tests.conftest import free_port
+from tests.integration.test_web_auth import ALICE, VIC, browser, csrf_of, sign_in
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture
+async def app(fake_settings):
+    async with Switchboard(fake_settings.with_(http_port=free_port())) as sb:
+        assert sb.api is not None
+        for who in (ALICE, VIC):
+            platform, _, uid = who.id.partition(":")
+            await sb.api.add_operator(platform, uid, who.name, who.role.name.lower(),
+                                      added_by="test")
+        yield sb
+
+
+async def test_the_audit_is_filtered_and_exported_as_csv_and_json(app):
+    assert not (await app.run_command(ALICE, "/pause =HYPERLINK(\"http://x\")")).ok
+    assert (await app.run_command(VIC, "/agents")).ok
+    url = app.listener.url
+    async with browser() as b:
+        await sign_in(app, ALICE, b)
+        async with b.get(url + "/audit?who=alice&action=pause") as resp:
+            page = await resp.text()
+            assert resp.status == 200 and "=HYPERLINK(&#34;http://x&#34;)" in page
+            assert "<td>vic</td>" not in page  # vic's row is filtered out...
+        async with b.get(url + "/audit") as resp:
+            assert "<td>vic</td>" in await resp.text()  # ...and there without the filter
+        async with b.get(url + "/audit.csv?who=alice&action=pause") as resp:
+            assert resp.headers["Content-Disposition"] == 'attachment; filename="audit.csv"'
+            rows = list(csv.reader(io.StringIO(await resp.text())))
+        assert rows[0][:6] == ["id", "at", "platform", "user_id", "user_name", "action"]
+        assert [r[5] for r in rows[1:]] == ["pause"]
+        assert rows[1][6] == "'=HYPERLINK(\"http://x\")"  # a formula becomes text
+        async with b.get(url + "/audit.json?days=1") as resp:
+            body = await resp.json()
+        assert {r["action"] for r in body} >= {"pause", "agents", "signin"}
+        async with b.get(url + "/audit?days=-3") as resp:
+            assert resp.status == 400 and "days" in await resp.text()
+
+
+async def test_headers_caching_and_no_change_on_a_get(app):
+    url = app.listener.url
+    async with browser() as b:
+        await sign_in(app, ALICE, b)
+        async with b.get(url + "/fleet") as resp:
+            assert resp.headers["Content-Security-Policy"] == CSP
+            assert resp.headers["Cache-Control"] == "no-store"
+            page = await resp.text()
+        version = page.split("/static/htmx.min.js?v=")[1].split('"')[0]
+        async with b.get(f"{url}/static/htmx.min.js?v={version}") as resp:
+            assert resp.status == 200
+            assert resp.headers["Cache-Control"] == "public, max-age=31536000, immutable"
+            assert resp.headers["Content-Type"].startswith(("application/javascript",
+                                                            "text/javascript"))
+        async with b.get(url + "/static/nothing.js") as resp:
+            assert resp.status == 404
+        async with b.get(url + "/events?view=fleet") as resp:
+            assert resp.headers["Content-Type"] == "text/event-stream"
+            assert resp.headers["Content-Security-Policy"] == CSP
+            first = await resp.content.readuntil(b"event: fleet")
+            assert b"id: " in first
+        # An action is a POST: a GET of it changes nothing.
+        async with b.get(url + "/act?verb=killall") as resp:
+            assert resp.status in (404, 405)
+        assert not app.api.halted
+        csrf = {"X-CSRF-Token": await csrf_of(app, b), "Origin": url, "HX-Request": "true"}
+        async with b.post(url + "/act", data={"verb": "pause", "target": "a b; /killall"},
+                          headers=csrf) as resp:
+            assert resp.status == 400 and "Bad target" in await resp.text()
+        async with b.post(url + "/act", data={"verb": "shutdown"}, headers=csrf) as resp:
+            assert resp.status == 400 and "Unknown action" in await resp.text()
+        assert not app.api.halted
+
+
+async def test_a_page_needs_a_session(app):
+    async with browser() as b:
+        async with b.get(app.listener.url + "/fleet", allow_redirects=False) as resp:
+            assert resp.status == 303 and resp.headers["Location"] == "/signin"
+    async with aiohttp.ClientSession() as script:
+        async with script.get(app.listener.url + "/events") as resp:
+            assert resp.status == 401
