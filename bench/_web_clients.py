@@ -1,6 +1,7 @@
 """The browsers of bench/web_console.py, in a process of their own (as browsers are): each signs
-in with a one-time link, opens the fleet page's event stream and notes, for every frame, when it
-arrived and the turn count each agent's row shows. Prints one JSON line per client at the end.
+in with a one-time link, opens the fleet page's event stream and notes, for every frame, how
+long after the oldest change it shows it arrived (the frame's `: since` line). Prints one JSON
+line per client at the end.
 
 python bench/_web_clients.py URL SECONDS TOKEN...
 """
@@ -9,13 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import sys
 import time
 
 import aiohttp
-
-ROW = re.compile(r'id="row-([A-Za-z0-9]+)".*?class="turns">turn (\d+)', re.S)
 
 
 async def client(url: str, token: str, seconds: float) -> dict[str, object]:
@@ -24,8 +22,7 @@ async def client(url: str, token: str, seconds: float) -> dict[str, object]:
         async with s.post(url + "/signin", data={"token": token}, headers={"Origin": url},
                           allow_redirects=False) as resp:
             assert resp.status == 303, await resp.text()
-        seen: dict[str, int] = {}
-        changes: list[tuple[float, str, int]] = []  # (arrival, agent id, turn shown)
+        lags: list[float] = []  # per frame: ms from its oldest change to its arrival
         frames = 0
         nbytes = 0
         end = time.time() + seconds
@@ -48,14 +45,11 @@ async def client(url: str, token: str, seconds: float) -> dict[str, object]:
                 *whole, buffer = buffer.split(b"\n\n")
                 at = time.time()
                 for raw in whole:
-                    if not raw.startswith(b"id: ") or b"\nevent: fleet\n" not in raw:
+                    if not raw.startswith(b": since ") or b"\nevent: fleet\n" not in raw:
                         continue
                     frames += 1
-                    for agent, turn in ROW.findall(raw.decode()):
-                        if seen.get(agent) != int(turn):
-                            seen[agent] = int(turn)
-                            changes.append((at, agent, int(turn)))
-        return {"frames": frames, "bytes": nbytes, "changes": changes}
+                    lags.append((at - float(raw[8:raw.index(b"\n")])) * 1000)
+        return {"frames": frames, "bytes": nbytes, "lags": lags}
 
 
 async def main() -> None:

@@ -70,10 +70,12 @@ def topics_of(event: Event | EscalationEvent) -> tuple[str, ...]:
     return ()
 
 
-def frame(event_id: str, name: str, html: str) -> bytes:
+def frame(event_id: str, name: str, html: str, since: float | None = None) -> bytes:
     """One server-sent event: every line of the data as a `data:` line (the browser joins
-    them with newlines)."""
-    lines = [f"id: {event_id}", f"event: {name}"]
+    them with newlines). `since`: when the oldest change it shows happened, as a comment line
+    (which browsers ignore): how far a page is behind can be read off the stream itself."""
+    lines = [] if since is None else [f": since {since:.6f}"]
+    lines += [f"id: {event_id}", f"event: {name}"]
     lines += [f"data: {line}" for line in html.splitlines() or [""]]
     return ("\n".join(lines) + "\n\n").encode()
 
@@ -113,6 +115,7 @@ class Stream:
         self._last_html: dict[tuple[str, Role], str] = {}  # what each topic last showed
         self._clients: set[Client] = set()
         self._dirty: set[str] = set()
+        self._dirty_since: dict[str, float] = {}  # topic -> when it was first marked since sent
         self._wake = asyncio.Event()
         # Requests answered while a page may still show them: (id, when seen).
         self.answered: deque[tuple[str, float]] = deque(maxlen=ANSWERED_KEPT)
@@ -138,7 +141,10 @@ class Stream:
         self.mark(topics_of(event))
 
     def mark(self, topics: Iterable[str]) -> None:
-        self._dirty.update(topics)
+        now = self.clock()
+        for topic in topics:
+            self._dirty.add(topic)
+            self._dirty_since.setdefault(topic, now)
         if self._dirty:
             self._wake.set()
 
@@ -191,6 +197,7 @@ class Stream:
     async def flush(self) -> None:
         """Render each dirty topic once per role among the pages showing it, and send it."""
         dirty, self._dirty = self._dirty, set()
+        since = {t: self._dirty_since.pop(t) for t in dirty if t in self._dirty_since}
         for topic in sorted(dirty):
             viewers = [c for c in self._clients if topic in c.topics]
             if not viewers:
@@ -206,7 +213,8 @@ class Stream:
                 continue  # redrawn the same (a heartbeat, a burst that undid itself)
             self.seq += 1
             self._changed_at[topic] = self.seq
-            frames = {r: frame(self.last_id, topic, h) for r, h in changed.items()}
+            frames = {r: frame(self.last_id, topic, h, since.get(topic))
+                      for r, h in changed.items()}
             for role, html in changed.items():
                 self._last_html[(topic, role)] = html
             for client in viewers:

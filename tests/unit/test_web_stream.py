@@ -24,9 +24,11 @@ class Drawn:
 
 
 def drain(queue: asyncio.Queue[bytes]) -> list[bytes]:
+    """The frames queued, without their `: since` comment line (its time is the clock's)."""
     out = []
     while not queue.empty():
-        out.append(queue.get_nowait())
+        data = queue.get_nowait()
+        out.append(data.split(b"\n", 1)[1] if data.startswith(b": since ") else data)
     return out
 
 
@@ -34,6 +36,23 @@ def test_a_frame_carries_every_line_of_its_html_as_data():
     assert frame("e.3", "fleet", "<p>a</p>\n<p>b</p>") == (
         b"id: e.3\nevent: fleet\ndata: <p>a</p>\ndata: <p>b</p>\n\n")
     assert frame("e.4", "needs", "") == b"id: e.4\nevent: needs\ndata: \n\n"
+    assert frame("e.5", "needs", "x", since=12.5) == (
+        b": since 12.500000\nid: e.5\nevent: needs\ndata: x\n\n")
+
+
+async def test_a_frame_says_when_its_oldest_change_happened():
+    now = [100.0]
+    stream = Stream(Drawn(), clock=lambda: now[0])
+    with stream.connect({FLEET}, Role.VIEWER) as page:
+        stream.mark([FLEET])
+        now[0] = 100.25
+        stream.mark([FLEET])  # a later change to the same region: the oldest one counts
+        await stream.flush()
+        assert page.queue.get_nowait().startswith(b": since 100.000000\nid: ")
+        now[0] = 101.0
+        stream.mark([FLEET])  # redrawn the same: no frame, and the next starts afresh
+        await stream.flush()
+        assert page.queue.empty()
 
 
 def test_each_event_marks_the_regions_it_changes():
