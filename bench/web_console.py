@@ -120,7 +120,7 @@ async def idle_fleet(home: Path) -> tuple[float, float]:
         renders = []
         for _ in range(20):
             t = time.perf_counter()
-            html = await regions.fleet(Role.ADMIN)
+            html = (await regions.fleet(Role.ADMIN)).whole()
             renders.append((time.perf_counter() - t) * 1000)
         assert html.count('class="agent ') == IDLE
         snaps = []

@@ -23,7 +23,7 @@ from aiohttp import web
 from bot.web import auth
 from bot.web.listener import Listener, WebContext
 from bot.web.render import Regions
-from bot.web.stream import FLEET, HEADER, NEEDS, Stream, agent_topic, serve
+from bot.web.stream import FLEET, HEADER, NEEDS, Rows, Stream, agent_topic, serve
 from commands.base import Role
 from supervisor.api import InvalidRequest, SupervisorError
 from supervisor.sanitize import clean
@@ -65,7 +65,7 @@ class Console:
         self.static = _load_static()
         self.version = hashlib.sha256(b"".join(b for b, _ in self.static.values())).hexdigest()[:12]
 
-    async def _render(self, topic: str, role: Role) -> str:
+    async def _render(self, topic: str, role: Role) -> str | Rows:
         return await self.regions.region(topic, role)
 
     # -- the stream's lifetime: the application's ------------------------------------------------
@@ -93,13 +93,13 @@ class Console:
 
     async def _page(self, request: web.Request, ctx: WebContext, who: auth.Principal, *,
                     title: str, active: str, main: str, live: str = "",
-                    stream: dict[str, str] | None = None, after: str = "") -> web.Response:
+                    stream: dict[str, str] | None = None) -> web.Response:
         role = who.caller.role
         html = self.regions.page(
             "base.html", title=title, version=self.version, csrf=who.csrf,
             stream=urlencode(stream or {}), header=await self.regions.header(role), nav=NAV,
             active=active, who=who.caller.name, role_name=role.name.lower(),
-            signout=who.via == "session", live=live, main=main, after=after)
+            signout=who.via == "session", live=live, main=main)
         return web.Response(text=html, content_type="text/html",
                             headers={"Cache-Control": "no-store"})
 
@@ -113,9 +113,9 @@ class Console:
     async def fleet(self, request: web.Request) -> web.Response:
         ctx = self.listener.context()
         who = await auth.require(request, ctx)
+        fleet = await self.regions.fleet(who.caller.role)
         return await self._page(request, ctx, who, title="Fleet", active="/fleet",
-                                main=await self.regions.fleet(who.caller.role), live=FLEET,
-                                stream={"view": FLEET})
+                                main=fleet.whole(), live=FLEET, stream={"view": FLEET})
 
     async def agent(self, request: web.Request) -> web.Response:
         ctx = self.listener.context()

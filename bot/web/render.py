@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 
+from bot.web.stream import Rows
 from bot.web.transcript import Entry, draw
 from commands.base import Role
 from supervisor.api import (
@@ -28,6 +29,7 @@ from supervisor.api import (
 
 TEMPLATES = os.path.join(os.path.dirname(__file__), "templates")
 TRANSCRIPT_EVENTS = 200
+ROWS = "\x00rows\x00"  # where a region's rows go in its template (no template prints NUL)
 WORKING = (AgentState.WORKING, AgentState.STARTING)
 VERDICTS = {"allow": "Allowed", "allow_session": "Allowed for the session",
             "deny": "Denied", "answer": "Answered"}
@@ -124,7 +126,7 @@ class Regions:
     def page(self, template: str, **values: Any) -> str:
         return self.env.get_template(template).render(**values)
 
-    async def region(self, topic: str, role: Role) -> str:
+    async def region(self, topic: str, role: Role) -> str | Rows:
         """One topic of the event stream (bot/web/stream.py) as HTML."""
         if topic == "header":
             return await self.header(role)
@@ -166,15 +168,20 @@ class Regions:
         return Request(row, names.get(row.agent_id or "", row.agent_id or "Switchboard"),
                        body, rec)
 
-    async def fleet(self, role: Role) -> str:
+    async def fleet(self, role: Role) -> Rows:
+        """The fleet as rows, one an agent: the stream sends only the rows that changed."""
         api = self._api()
         agents = api.agents()
         names = {a.id: a.name for a in api.agents(include_ended=True)}
         spend = await api.turns.spent_today()
         turns = {line.key: line.turns for line in (await api.spend()).by_agent}
         trees = {w.agent_id: w for repo in await api.repos.list() for w in repo.worktrees}
-        return self.page("fleet.html", role=role, agents=agents, names=names, spend=spend,
-                         turns=turns, trees=trees, last_seen=self._last_seen)
+        row = self.env.get_template("fleet_row.html")
+        rows = tuple((a.id, row.render(role=role, a=a, names=names, spend=spend, turns=turns,
+                                       trees=trees, last_seen=self._last_seen))
+                     for a in agents)
+        head, tail = self.page("fleet.html", agents=agents, rows=ROWS).split(ROWS)
+        return Rows(head, rows, tail)
 
     async def agent(self, ref: str, role: Role) -> str:
         api = self._api()

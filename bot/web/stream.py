@@ -48,8 +48,39 @@ CLIENT_QUEUE = 256
 ANSWERED_KEPT = 20  # recently answered requests the Needs you page still shows, with who
 ANSWERED_SHOWN_S = 600.0
 
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """A region made of rows, each with an HTML id (the fleet: a row an agent). While the same
+    rows are shown in the same order, a change sends only the rows that changed, and the page
+    swaps each in by its id (htmx's out-of-band swap)."""
+
+    head: str
+    rows: tuple[tuple[str, str], ...]  # (row id, its HTML: one element with that id)
+    tail: str
+
+    def whole(self) -> str:
+        return self.head + "".join(html for _, html in self.rows) + self.tail
+
+    def same_shape(self, other: Rows) -> bool:
+        return (self.head, self.tail) == (other.head, other.tail) and \
+            [i for i, _ in self.rows] == [i for i, _ in other.rows]
+
+
 # How a topic becomes HTML for a role: the page's region, rendered on the server.
-Render = Callable[[str, Role], Awaitable[str]]
+Render = Callable[[str, Role], Awaitable["str | Rows"]]
+ROWS_EVENT = "-rows"  # a region's changed rows go as "<topic>-rows"
+
+
+def html_of(region: str | Rows) -> str:
+    return region.whole() if isinstance(region, Rows) else region
+
+
+def out_of_band(row: str) -> str:
+    """A row's element marked to be swapped in by its id wherever it is on the page."""
+    tag_end = row.index(" ")
+    return row[:tag_end] + ' hx-swap-oob="true"' + row[tag_end:]
 
 
 def agent_topic(agent_id: str) -> str:
@@ -112,7 +143,7 @@ class Stream:
         self.epoch = secrets.token_hex(4)
         self.seq = 0
         self._changed_at: dict[str, int] = {}  # topic -> seq of the frame that last sent it
-        self._last_html: dict[tuple[str, Role], str] = {}  # what each topic last showed
+        self._last: dict[tuple[str, Role], str | Rows] = {}  # what each topic last showed
         self._clients: set[Client] = set()
         self._dirty: set[str] = set()
         self._dirty_since: dict[str, float] = {}  # topic -> when it was first marked since sent
@@ -175,7 +206,8 @@ class Stream:
     async def snapshot(self, client: Client, topics: Iterable[str]) -> bytes:
         """Frames of `topics` as they are now, numbered with the current id (so a page that
         reconnects right after has nothing to catch up)."""
-        out = [frame(self.last_id, t, await self.render(t, client.role)) for t in sorted(topics)]
+        out = [frame(self.last_id, t, html_of(await self.render(t, client.role)))
+               for t in sorted(topics)]
         return b"".join(out)
 
     # -- the loops ------------------------------------------------------------------------------
@@ -202,26 +234,39 @@ class Stream:
             viewers = [c for c in self._clients if topic in c.topics]
             if not viewers:
                 continue
-            html_of: dict[Role, str] = {}
+            drawn: dict[Role, str | Rows] = {}
             for role in {c.role for c in viewers}:
                 try:
-                    html_of[role] = await self.render(topic, role)
+                    drawn[role] = await self.render(topic, role)
                 except (web.HTTPException, SupervisorError):
                     continue  # starting or stopping, or the agent is gone: nothing to draw
-            changed = {r: h for r, h in html_of.items() if self._last_html.get((topic, r)) != h}
-            if not changed:
+            sends = {r: d for r, d in ((r, self._change(topic, r, d)) for r, d in drawn.items())
+                     if d is not None}
+            if not sends:
                 continue  # redrawn the same (a heartbeat, a burst that undid itself)
             self.seq += 1
             self._changed_at[topic] = self.seq
-            frames = {r: frame(self.last_id, topic, h, since.get(topic))
-                      for r, h in changed.items()}
-            for role, html in changed.items():
-                self._last_html[(topic, role)] = html
+            frames = {r: frame(self.last_id, name, html, since.get(topic))
+                      for r, (name, html) in sends.items()}
+            for role, region in drawn.items():
+                self._last[(topic, role)] = region
             for client in viewers:
                 data = frames.get(client.role)
                 if data is not None:
                     client.send(data)
                     self.frames_sent += 1
+
+    def _change(self, topic: str, role: Role, now: str | Rows) -> tuple[str, str] | None:
+        """(event name, HTML) to send for a topic drawn anew: nothing if it shows the same,
+        only the changed rows if the same rows are shown, else the whole region."""
+        last = self._last.get((topic, role))
+        if isinstance(now, Rows) and isinstance(last, Rows) and now.same_shape(last):
+            changed = [out_of_band(html) for (_, html), (_, old) in zip(now.rows, last.rows,
+                                                                        strict=True)
+                       if html != old]
+            return (topic + ROWS_EVENT, "".join(changed)) if changed else None
+        whole = html_of(now)
+        return None if last is not None and html_of(last) == whole else (topic, whole)
 
     async def heartbeats(self) -> None:
         """The header holds what changes without an event (links, spend, the clock): redrawn

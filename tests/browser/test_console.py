@@ -274,3 +274,28 @@ async def test_what_a_person_types_survives_the_stream_redrawing_the_region(brow
         await context.close()
     finally:
         await app.aclose()
+
+
+async def test_a_changed_agent_is_swapped_in_alone(browser, settings):
+    """While the same agents are shown, the stream sends only the rows that changed and the
+    page swaps each in by its id: the rest of the region stays the same element."""
+    app = await started(settings)
+    try:
+        for name in ("one", "two"):
+            assert (await app.run_command(ALICE, f"/spawn {name} hi")).ok
+        one = await idle(app, "one")
+        await idle(app, "two")
+        context, page = await signed_in(browser, app, OLGA)
+        await page.goto(app.listener.url + "/fleet")
+        await live(page)
+        assert (await app.run_command(ALICE, "/pause one")).ok
+        pill = page.locator(f"#row-{one} .pill")
+        await expect(pill).to_have_text("paused", timeout=WAIT_MS)
+        await page.evaluate("() => { document.querySelector('.rows').dataset.kept = 'yes' }")
+        assert (await app.run_command(ALICE, "/resume one")).ok
+        await expect(pill).to_have_text("idle", timeout=WAIT_MS)
+        assert await page.evaluate("() => document.querySelector('.rows').dataset.kept") == "yes"
+        await expect(page.locator(f"#row-{one}")).to_have_count(1)
+        await context.close()
+    finally:
+        await app.aclose()

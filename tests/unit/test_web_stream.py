@@ -6,7 +6,17 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.web.stream import CLIENT_QUEUE, FLEET, HEADER, NEEDS, Stream, agent_topic, frame, topics_of
+from bot.web.stream import (
+    CLIENT_QUEUE,
+    FLEET,
+    HEADER,
+    NEEDS,
+    Rows,
+    Stream,
+    agent_topic,
+    frame,
+    topics_of,
+)
 from commands.base import Role
 from supervisor.api import AgentOutput, AgentState, StateChanged, TurnFinished
 
@@ -137,3 +147,39 @@ async def test_answered_requests_are_remembered_for_a_while_newest_first():
     assert stream.recently_answered() == ("e2", "e1")
     now[0] += 3600
     assert stream.recently_answered() == ()
+
+
+class RowsDrawn:
+    """A region of rows the test changes."""
+
+    def __init__(self) -> None:
+        self.rows = {"a": "1", "b": "1"}
+
+    async def __call__(self, topic: str, role: Role) -> Rows:
+        return Rows("<h1>x</h1><div>", tuple(
+            (k, f'<div id="row-{k}">{k}{v}</div>') for k, v in self.rows.items()), "</div>")
+
+
+async def test_while_the_same_rows_are_shown_only_the_changed_ones_are_sent():
+    drawn = RowsDrawn()
+    stream = Stream(drawn)
+    with stream.connect({FLEET}, Role.VIEWER) as page:
+        snap = await stream.snapshot(page, {FLEET})
+        assert b'data: <h1>x</h1><div><div id="row-a">a1</div><div id="row-b">b1</div></div>' \
+            in snap
+        stream.mark([FLEET])
+        await stream.flush()  # the first flush sends it whole: nothing was sent before
+        assert drain(page.queue)[0].startswith(b"id: ")
+        drawn.rows["b"] = "2"
+        stream.mark([FLEET])
+        await stream.flush()
+        assert drain(page.queue) == [frame(stream.last_id, "fleet-rows",
+                                           '<div hx-swap-oob="true" id="row-b">b2</div>')]
+        drawn.rows["c"] = "1"  # another row: the whole region again
+        stream.mark([FLEET])
+        await stream.flush()
+        [whole] = drain(page.queue)
+        assert b"event: fleet\n" in whole and b'id="row-c"' in whole
+        stream.mark([FLEET])
+        await stream.flush()
+        assert drain(page.queue) == []
