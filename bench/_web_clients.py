@@ -45,7 +45,7 @@ async def client(url: str, token: str, seconds: float) -> dict[str, object]:
                 *whole, buffer = buffer.split(b"\n\n")
                 at = time.time()
                 for raw in whole:
-                    if not raw.startswith(b": since ") or b"\nevent: fleet\n" not in raw:
+                    if not raw.startswith(b": since ") or b"\nevent: fleet" not in raw:
                         continue
                     frames += 1
                     lags.append((at - float(raw[8:raw.index(b"\n")])) * 1000)
