@@ -5,14 +5,18 @@ reason reaches the model; a request answered on Telegram updates the open page."
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 from playwright.async_api import expect
 
+from bot.app import Switchboard
+from bot.kit import LinkState
+from bot.telegram.front import run_telegram
 from tests.browser.conftest import ALICE, PHONE, WAIT_MS, live, signed_in
 from tests.conftest import free_port, make_settings, wait_for
-from tests.e2e.test_telegram import ADMIN, said, start, stop, tap, tg_settings
+from tests.e2e.test_telegram import ADMIN, said, tap, tg_settings
 from tests.fakes.fake_telegram import FakeTelegram
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(240),
@@ -35,11 +39,19 @@ def settings(short_home, mock_api, fake_tg):
 
 async def test_allow_and_deny_from_the_page_and_an_answer_on_telegram(
         browser, settings, fake_tg, mock_api, tmp_path):
-    app, front = await start(settings, fake_tg)
-    await app.store.operators.upsert("telegram", str(ADMIN), "alice", "admin", "test")
+    app = Switchboard(settings)
+    await app.__aenter__()
+    # Telegram as `switchboard run` keeps it up: its link state is what the header shows.
+    telegram = asyncio.create_task(run_telegram(app.telegram_context()), name="telegram")
+    link = app.links.link("telegram")
     try:
+        await wait_for(lambda: link.state == LinkState.CONNECTED, 30, "telegram connected")
+        await app.store.operators.upsert("telegram", str(ADMIN), "alice", "admin", "test")
         context, page = await signed_in(browser, app, ALICE)
         await live(page)
+        # The header says how each chat front end is linked.
+        await expect(page.locator("header .links")).to_contain_text("Telegram: connected",
+                                                                    timeout=WAIT_MS)
         # Allow: the request appears on the open page (the stream), whole; the file is written.
         work = tmp_path / "allow"
         work.mkdir()
@@ -89,4 +101,6 @@ async def test_allow_and_deny_from_the_page_and_an_answer_on_telegram(
         await wait_for(lambda: (work / "from-phone.txt").exists(), 60, "the command ran")
         await context.close()
     finally:
-        await stop(app, front)
+        telegram.cancel()
+        await asyncio.gather(telegram, return_exceptions=True)
+        await app.aclose()
