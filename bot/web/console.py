@@ -39,6 +39,8 @@ NAV = (("/", "Needs you"), ("/fleet", "Fleet"), ("/bus", "Bus"), ("/schedules", 
 VERBS: dict[str, tuple[str, Role]] = {
     "approve": ("/approve {target}", Role.OPERATOR),
     "approve_session": ("/approve {target} session", Role.OPERATOR),
+    # Every open request of one agent for one tool (target: the agent, text: the tool).
+    "approve_all": ("/approve all {target} {text}", Role.OPERATOR),
     "deny": ("/deny {target} {text}", Role.OPERATOR),
     "answer": ("/answer {target} {text}", Role.OPERATOR),
     "pause": ("/pause {target}", Role.OPERATOR),
@@ -222,7 +224,7 @@ class Console:
                 f"Bad target {target[:80]!r}: an agent or request id is letters, digits and"
                 " . _ : -", "Use the page's buttons."), 400)
         text = str(form.get("text", "")).strip()
-        if verb in ("ask", "answer") and not text:
+        if verb in ("ask", "answer", "approve_all") and not text:
             return self._answer(request, False, ("Write something first.",), 400)
         line = clean(template.format(target=target, text=text).strip())
         if line.problem:

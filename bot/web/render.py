@@ -161,7 +161,8 @@ class Regions:
             row = await api.escalation(esc_id)
             if row is not None and row.status != "open" and row.kind != Kind.NOTICE:
                 answered.append(self._request(row, names))
-        return self.page("needs.html", role=role, requests=open_rows, answered=answered)
+        return self.page("needs.html", role=role, requests=open_rows, answered=answered,
+                         groups=await api.pending_groups())
 
     def _request(self, row: EscalationView, names: Mapping[str, str]) -> Request:
         body, rec = recommended(row.body)

@@ -13,6 +13,8 @@ import pytest
 
 from bot.app import Switchboard
 from bot.web.auth import CSP
+from supervisor.guard.escalations import Kind
+from supervisor.guard.gate import PERMISSION_OPTIONS
 from tests.conftest import free_port
 from tests.integration.test_web_auth import ALICE, VIC, browser, csrf_of, sign_in
 
@@ -96,3 +98,31 @@ async def test_a_page_needs_a_session(app):
     async with aiohttp.ClientSession() as script:
         async with script.get(app.listener.url + "/events") as resp:
             assert resp.status == 401
+
+
+async def test_several_requests_of_one_agent_for_one_tool_are_allowed_at_once(app):
+    assert (await app.run_command(ALICE, "/spawn dev hello")).ok
+    dev = await app.pool.fleet.get("dev")
+    rows = [await app.pool.escalations.open(
+        agent_id=dev.id, kind=Kind.PERMISSION, title="dev wants to use Bash",
+        body="Why asked: Bash: no rule decides it", tool_name="Bash",
+        tool_input={"command": f"make step{i}"}, options=PERMISSION_OPTIONS,
+        detail=f"make step{i}", detail_name="command.sh") for i in range(3)]
+    url = app.listener.url
+    async with browser() as b:
+        await sign_in(app, ALICE, b)
+        async with b.get(url + "/") as resp:
+            page = await resp.text()
+        assert "Allow all 3 of dev's Bash" in page
+        assert all(f"make step{i}" in page for i in range(3))
+        headers = {"X-CSRF-Token": await csrf_of(app, b), "Origin": url, "HX-Request": "true"}
+        async with b.post(url + "/act", data={"verb": "approve_all", "target": "dev",
+                                              "text": "Bash"}, headers=headers) as resp:
+            assert resp.status == 200, await resp.text()
+    for row in rows:
+        closed = await app.api.escalation(row.id)
+        assert closed is not None and closed.status != "open"
+        assert closed.answered_by == "alice" and closed.answered_via == "web"
+    audit = await app.store.audit.recent(5)
+    assert any(r.action == "approve" and r.args == "all dev Bash" and r.platform == "web"
+               for r in audit)
