@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -16,6 +17,7 @@ from bot.web.auth import CSP
 from supervisor.guard.escalations import Kind
 from supervisor.guard.gate import PERMISSION_OPTIONS
 from tests.conftest import free_port
+from tests.integration.test_repos_fake import make_origin, spawn
 from tests.integration.test_web_auth import ALICE, VIC, browser, csrf_of, sign_in
 
 pytestmark = pytest.mark.timeout(90)
@@ -126,3 +128,21 @@ async def test_several_requests_of_one_agent_for_one_tool_are_allowed_at_once(ap
     audit = await app.store.audit.recent(5)
     assert any(r.action == "approve" and r.args == "all dev Bash" and r.platform == "web"
                for r in audit)
+
+
+async def test_an_agent_in_a_worktree_shows_its_repository_branch_and_diff(app, tmp_path):
+    origin = make_origin(tmp_path / "origin")
+    assert (await app.run_command(ALICE, f"/repo add proj {origin}")).ok
+    runner = await spawn(app, "coder")
+    (Path(runner.cwd) / "shared.txt").write_text("one\nTWO <b>\nthree\n")
+    url = app.listener.url
+    async with browser() as b:
+        await sign_in(app, ALICE, b)
+        async with b.get(url + "/fleet") as resp:
+            fleet = await resp.text()
+        branch = (await app.api.repos.diff(runner.id)).worktree.branch
+        assert f"proj · {branch}" in fleet
+        async with b.get(f"{url}/agents/{runner.id}") as resp:
+            page = await resp.text()
+        assert "Worktree diff" in page and f"proj · {branch} against main" in page
+        assert "uncommitted: " in page and "shared.txt" in page
