@@ -148,6 +148,8 @@ class Stream:
         self._dirty: set[str] = set()
         self._dirty_since: dict[str, float] = {}  # topic -> when it was first marked since sent
         self._wake = asyncio.Event()
+        # Held while a flush draws and queues frames, and while a page's opening is drawn.
+        self._lock = asyncio.Lock()
         # Requests answered while a page may still show them: (id, when seen).
         self.answered: deque[tuple[str, float]] = deque(maxlen=ANSWERED_KEPT)
         self.last_seen: dict[str, float] = {}  # agent id -> its last event (the fleet page)
@@ -203,12 +205,31 @@ class Stream:
             return client.topics
         return frozenset(t for t in client.topics if self._changed_at.get(t, 0) > int(seq))
 
-    async def snapshot(self, client: Client, topics: Iterable[str]) -> bytes:
-        """Frames of `topics` as they are now, numbered with the current id (so a page that
-        reconnects right after has nothing to catch up)."""
-        out = [frame(self.last_id, t, html_of(await self.render(t, client.role)))
-               for t in sorted(topics)]
-        return b"".join(out)
+    async def opening(self, client: Client, last_event_id: str | None) -> bytes:
+        """What a page (connected already) is sent first: the topics it has not seen, as the
+        pages of its role were last sent them. Under the flusher's lock, so that every frame
+        already queued for it is in there (they are dropped) and every later one follows on
+        from it. A topic other pages of its role show is sent as they have it and redrawn at
+        the next flush (the rows that changed follow); one nobody else shows is drawn now."""
+        async with self._lock:
+            while not client.queue.empty():
+                client.queue.get_nowait()
+            out = []
+            for topic in sorted(self.stale(client, last_event_id)):
+                key = (topic, client.role)
+                last = self._last.get(key)
+                peers = any(c is not client and c.role == client.role and topic in c.topics
+                            for c in self._clients)
+                if last is None or not peers:
+                    now = await self.render(topic, client.role)
+                    if last is None or html_of(last) != html_of(now):
+                        self.seq += 1  # a page coming back before this has not seen it
+                        self._changed_at[topic] = self.seq
+                    self._last[key] = last = now
+                else:
+                    self.mark((topic,))
+                out.append(frame(self.last_id, topic, html_of(last)))
+            return b"".join(out)
 
     # -- the loops ------------------------------------------------------------------------------
 
@@ -228,6 +249,10 @@ class Stream:
 
     async def flush(self) -> None:
         """Render each dirty topic once per role among the pages showing it, and send it."""
+        async with self._lock:
+            await self._flush()
+
+    async def _flush(self) -> None:
         dirty, self._dirty = self._dirty, set()
         since = {t: self._dirty_since.pop(t) for t in dirty if t in self._dirty_since}
         for topic in sorted(dirty):
@@ -286,10 +311,10 @@ async def serve(request: web.Request, stream: Stream, client: Client) -> web.Str
         "X-Accel-Buffering": "no",  # a proxy in front must not hold frames back
     })
     await response.prepare(request)
-    stale = stream.stale(client, request.headers.get("Last-Event-ID"))
+    opening = await stream.opening(client, request.headers.get("Last-Event-ID"))
     # retry: how soon the browser's own EventSource reconnects after the stream ends.
     try:
-        await response.write(b"retry: 1000\n\n" + await stream.snapshot(client, stale))
+        await response.write(b"retry: 1000\n\n" + opening)
         async for data in _frames(client):
             await response.write(data)
     except ConnectionError:

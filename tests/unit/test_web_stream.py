@@ -115,8 +115,9 @@ async def test_a_page_that_comes_back_resumes_or_takes_a_fresh_snapshot():
         await stream.flush()
         assert stream.stale(page, seen) == {HEADER}  # only what changed since
         assert stream.stale(page, f"{stream.epoch}.99") == everything  # from the future
-        snap = await stream.snapshot(page, {HEADER})
-        assert snap == frame(stream.last_id, HEADER, "header as VIEWER")
+        assert await stream.opening(page, seen) == frame(stream.last_id, HEADER,
+                                                         "header as VIEWER")
+        assert await stream.opening(page, stream.last_id) == b""  # nothing to catch up
 
 
 async def test_a_page_too_far_behind_is_cut_off_to_come_back_for_a_snapshot():
@@ -164,12 +165,12 @@ async def test_while_the_same_rows_are_shown_only_the_changed_ones_are_sent():
     drawn = RowsDrawn()
     stream = Stream(drawn)
     with stream.connect({FLEET}, Role.VIEWER) as page:
-        snap = await stream.snapshot(page, {FLEET})
+        snap = await stream.opening(page, None)
         assert b'data: <h1>x</h1><div><div id="row-a">a1</div><div id="row-b">b1</div></div>' \
             in snap
         stream.mark([FLEET])
-        await stream.flush()  # the first flush sends it whole: nothing was sent before
-        assert drain(page.queue)[0].startswith(b"id: ")
+        await stream.flush()  # drawn the same as the page has it: nothing to send
+        assert drain(page.queue) == []
         drawn.rows["b"] = "2"
         stream.mark([FLEET])
         await stream.flush()
@@ -183,3 +184,23 @@ async def test_while_the_same_rows_are_shown_only_the_changed_ones_are_sent():
         stream.mark([FLEET])
         await stream.flush()
         assert drain(page.queue) == []
+
+
+async def test_a_page_opening_beside_others_starts_from_what_they_have_and_catches_up():
+    """A page that opens while others of its role show the region gets the region as they
+    have it (so the rows that change next apply to it as to them), and a redraw follows;
+    frames queued for it before its opening are dropped (its opening has them)."""
+    drawn = RowsDrawn()
+    stream = Stream(drawn)
+    with stream.connect({FLEET}, Role.VIEWER) as first:
+        await stream.opening(first, None)
+        drawn.rows["a"] = "2"  # changed, and not flushed yet
+        with stream.connect({FLEET}, Role.VIEWER) as second:
+            second.queue.put_nowait(b"stale frame")
+            opening = await stream.opening(second, None)
+            assert b'id="row-a">a1<' in opening  # as the first page has it
+            assert second.queue.empty()
+            await stream.flush()  # the opening marked the region: both catch up at once
+            delta = frame(stream.last_id, "fleet-rows",
+                          '<div hx-swap-oob="true" id="row-a">a2</div>')
+            assert drain(first.queue) == drain(second.queue) == [delta]
