@@ -12,8 +12,9 @@ Run from the repository root:  .venv/bin/python bench/web_console.py
   frame carries the oldest one's time in its `: since` line) to the frame's arrival at the
   reader (goal p99 < 250 ms, the worst stream's).
 * 300 agents idle: the fleet region rendered on the server (median of 20; goal < 100 ms) and a
-  new page's snapshot on connect, from the request to the end of its frames (median of 10,
-  goal < 200 ms). No browser-less run to compare these with: the ratio is to the goal.
+  new page's snapshot on connect, from the request to the end of its frames (median of 5 drawn
+  for it, goal < 200 ms; and, reported, beside another page, which takes what that page has).
+  No browser-less run to compare these with: the ratio is to the goal.
 """
 
 from __future__ import annotations
@@ -107,8 +108,9 @@ async def streaming(home: Path, streams: int) -> tuple[list[float], list[list[fl
     return lateness, lags, note_text
 
 
-async def idle_fleet(home: Path) -> tuple[float, float]:
-    """Median fleet render and median snapshot on connect, with IDLE agents, in ms."""
+async def idle_fleet(home: Path) -> tuple[float, float, float]:
+    """Median fleet render, and median snapshot on connect alone and beside another page of
+    the same role, with IDLE agents, in ms."""
     settings = fleet_settings(make_settings(home, fake=True), IDLE, DEFAULT_NICE).with_(
         http_port=free_port())
     async with Switchboard(settings) as app:
@@ -123,23 +125,39 @@ async def idle_fleet(home: Path) -> tuple[float, float]:
             html = (await regions.fleet(Role.ADMIN)).whole()
             renders.append((time.perf_counter() - t) * 1000)
         assert html.count('class="agent ') == IDLE
-        snaps = []
-        for token in await tokens(app, 10):
-            jar = aiohttp.CookieJar(unsafe=True)
-            async with aiohttp.ClientSession(cookie_jar=jar) as s:
-                url = app.listener.url
-                async with s.post(url + "/signin", data={"token": token},
-                                  headers={"Origin": url}, allow_redirects=False) as resp:
-                    assert resp.status == 303
-                t = time.perf_counter()
-                async with s.get(url + "/events?view=fleet") as resp:
-                    got = b""
-                    while got.count(b"event: ") < 2:  # the header's and the fleet's frames
-                        got += await resp.content.readany()
-                    while not got.endswith(b"\n\n"):
-                        got += await resp.content.readany()
-                    snaps.append((time.perf_counter() - t) * 1000)
-        return percentile(renders, 50), percentile(snaps, 50)
+        snaps: dict[bool, list[float]] = {False: [], True: []}
+        links = iter(await tokens(app, 11))
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as peer:
+            for beside in (False, True):
+                if beside:  # another page of the same role shows the fleet
+                    await sign_in(peer, app.listener.url, next(links))
+                    watching = await peer.get(app.listener.url + "/events?view=fleet")
+                for _ in range(5):
+                    snaps[beside].append(await snapshot_ms(app.listener.url, next(links)))
+                    await asyncio.sleep(1.5)  # the server sees the page gone (1 s check)
+            watching.close()
+        return (percentile(renders, 50), percentile(snaps[False], 50),
+                percentile(snaps[True], 50))
+
+
+async def sign_in(s: aiohttp.ClientSession, url: str, token: str) -> None:
+    async with s.post(url + "/signin", data={"token": token}, headers={"Origin": url},
+                      allow_redirects=False) as resp:
+        assert resp.status == 303
+
+
+async def snapshot_ms(url: str, token: str) -> float:
+    """From a new page's request for its stream to the end of its opening frames."""
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as s:
+        await sign_in(s, url, token)
+        t = time.perf_counter()
+        async with s.get(url + "/events?view=fleet") as resp:
+            got = b""
+            while got.count(b"event: ") < 2:  # the header's and the fleet's frames
+                got += await resp.content.readany()
+            while not got.endswith(b"\n\n"):
+                got += await resp.content.readany()
+            return (time.perf_counter() - t) * 1000
 
 
 async def main() -> int:
@@ -164,15 +182,16 @@ async def main() -> int:
                goal=f"< {STREAM_GOAL_MS:g} ms", ratio=worst / STREAM_GOAL_MS,
                passed=matched and worst < STREAM_GOAL_MS,
                note=f"p50 {median:.0f} ms" if matched else "a stream showed no turn: see the log")
-        render_ms, snap_ms = await idle_fleet(home / "idle")
-        print(f"  {IDLE} agents: fleet render {render_ms:.1f} ms, snapshot {snap_ms:.1f} ms",
-              flush=True)
+        render_ms, snap_ms, beside_ms = await idle_fleet(home / "idle")
+        print(f"  {IDLE} agents: fleet render {render_ms:.1f} ms, snapshot {snap_ms:.1f} ms"
+              f" (beside another page: {beside_ms:.1f} ms)", flush=True)
         result(f"fleet page render, {IDLE} agents", render_ms, "ms",
                goal=f"< {RENDER_GOAL_MS:g} ms", ratio=render_ms / RENDER_GOAL_MS,
                passed=render_ms < RENDER_GOAL_MS, note="median of 20, server side")
         result(f"snapshot on connect, {IDLE} agents", snap_ms, "ms",
                goal=f"< {SNAPSHOT_GOAL_MS:g} ms", ratio=snap_ms / SNAPSHOT_GOAL_MS,
-               passed=snap_ms < SNAPSHOT_GOAL_MS, note="median of 10, header and fleet")
+               passed=snap_ms < SNAPSHOT_GOAL_MS,
+               note=f"median of 5, drawn for it; {beside_ms:.0f} ms beside another page")
     return 0
 
 

@@ -45,6 +45,7 @@ AGENT = "agent:"
 # A page further behind than this many frames is cut off; its browser reconnects and takes a
 # snapshot, which is cheaper than the frames it missed.
 CLIENT_QUEUE = 256
+GONE_CHECK_S = 1.0  # how often a quiet stream checks that its page is still there
 ANSWERED_KEPT = 20  # recently answered requests the Needs you page still shows, with who
 ANSWERED_SHOWN_S = 600.0
 
@@ -315,13 +316,19 @@ async def serve(request: web.Request, stream: Stream, client: Client) -> web.Str
     # retry: how soon the browser's own EventSource reconnects after the stream ends.
     try:
         await response.write(b"retry: 1000\n\n" + opening)
-        async for data in _frames(client):
+        async for data in _frames(client, request):
             await response.write(data)
     except ConnectionError:
         pass  # the page went away (closed, navigated, reloaded), or stopped reading
     return response
 
 
-async def _frames(client: Client) -> AsyncIterator[bytes]:
+async def _frames(client: Client, request: web.Request) -> AsyncIterator[bytes]:
     while not client.cut_off:  # cut off: the stream ends; the browser comes back for a snapshot
-        yield await client.queue.get()
+        try:
+            yield await asyncio.wait_for(client.queue.get(), GONE_CHECK_S)
+        except TimeoutError:
+            # Nothing to send: is the page still there? (aiohttp does not cancel a handler
+            # whose client left; without this a closed page would count until a heartbeat.)
+            if request.transport is None or request.transport.is_closing():
+                return
