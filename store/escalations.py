@@ -9,7 +9,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-
 from store.clock import Now, system_now
 from store.db import AnyConnection, AnyDatabase
 

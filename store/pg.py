@@ -254,7 +254,8 @@ class PgDatabase:
         try:
             async with self._p().connection() as raw, raw.cursor() as cur:
                 await cur.execute(translate(sql)[0], params)
-                return await cur.fetchall()
+                rows: list[Any] = await cur.fetchall()
+                return rows
         except psycopg.Error as exc:
             raise StoreUnavailable(self.name, str(exc)) from exc
 

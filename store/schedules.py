@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-
 from store.db import AnyConnection, AnyDatabase
 
 RUNNING, RAN, FAILED, TIMED_OUT, SKIPPED, INTERRUPTED = (

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-
 from store.clock import Now, system_now
 from store.db import AnyConnection, AnyDatabase
 from store.escalations import EscalationDraft, EscalationRepo
