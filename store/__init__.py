@@ -63,11 +63,15 @@ async def open_store(path: Path, *, read_only: bool = False,
     used; without one, the SQLite file at `path`."""
     db: AnyDatabase
     if database_url:
-        from store.pg import PgDatabase, is_postgres_url  # psycopg: the `postgresql` extra
-
+        where = database_url.split("://")[0] + "://..."
+        try:
+            from store.pg import PgDatabase, is_postgres_url  # psycopg: the `postgresql` extra
+        except ImportError as exc:
+            raise StoreUnavailable(where, "the PostgreSQL driver is not installed: pip install"
+                                   " 'switchboard[postgresql]' (psycopg 3)") from exc
         if read_only or not is_postgres_url(database_url):
-            raise StoreUnavailable(database_url.split("://")[0] + "://...",
-                                   "a database URL is postgresql://..., opened for writing")
+            raise StoreUnavailable(where, "a database URL is postgresql://..., opened for"
+                                   " writing")
         db = PgDatabase(database_url)
     else:
         db = Database(path, read_only=read_only)
