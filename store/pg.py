@@ -164,6 +164,11 @@ class PgDatabase:
             configure=_configure, timeout=CONNECT_TIMEOUT_S)
         self._pool = pool
         try:
+            # One connection first: a server that is not there says why at once (the pool
+            # would retry until its timeout and then say only that it timed out).
+            probe = await psycopg.AsyncConnection.connect(
+                self.url, connect_timeout=int(CONNECT_TIMEOUT_S))
+            await probe.close()
             await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
             await self._migrate()
         except psycopg.Error as exc:

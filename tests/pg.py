@@ -8,6 +8,7 @@ When the binaries are missing the PostgreSQL tests are skipped with the reason, 
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import itertools
 import os
@@ -15,7 +16,7 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,32 @@ class Cluster:
     def drop_database(self, url: str) -> None:
         name = url.split("?")[0].rsplit("/", 1)[1]
         self.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Cluster]:
+    """One PostgreSQL server for the session (per xdist worker), with the migrated template.
+    Imported by the conftest of each directory whose tests use it."""
+    bin_dir = find_bin()
+    if bin_dir is None:
+        unavailable("no initdb (Debian's postgresql package) found")
+    assert bin_dir is not None
+    cluster = Cluster(bin_dir)
+    try:
+        cluster.start()
+        cluster.admin(f"CREATE DATABASE {TEMPLATE}")
+        asyncio.run(_migrate(cluster.url(TEMPLATE)))
+    except Exception as exc:  # a server that cannot start is an error, never a skip
+        cluster.stop()
+        pytest.fail(f"the test PostgreSQL server did not start: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+async def _migrate(url: str) -> None:
+    from store.pg import PgDatabase
+
+    async with PgDatabase(url):
+        pass

@@ -12,11 +12,12 @@ import pytest
 from store import Store, open_store
 from store.agents import AgentRow
 from store.writer import ThreadWriter
-from tests.pg import TEMPLATE, Cluster, find_bin, unavailable
+from tests.pg import Cluster, pg_cluster
 
 # The engines every conformance suite runs against: SQLite (a file per test) and PostgreSQL (a
 # server per test session, a database per test: tests/pg.py).
 BACKENDS = ["sqlite", "postgresql"]
+__all__ = ["pg_cluster"]  # the session's server (tests/pg.py), a fixture of this directory
 
 T0 = 1_750_000_000.0  # the fake clock's start: any fixed epoch time far from the real one
 
@@ -38,39 +39,6 @@ class FakeNow:
 @pytest.fixture
 def clock() -> FakeNow:
     return FakeNow()
-
-
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[Cluster]:
-    """One PostgreSQL server for the session (per xdist worker), with the migrated template."""
-    bin_dir = find_bin()
-    if bin_dir is None:
-        unavailable("no initdb (Debian's postgresql package) found")
-    assert bin_dir is not None
-    cluster = Cluster(bin_dir)
-    try:
-        cluster.start()
-        cluster.admin(f"CREATE DATABASE {TEMPLATE}")
-        _migrate(cluster.url(TEMPLATE))
-    except Exception as exc:  # a server that cannot start is an error, never a skip
-        cluster.stop()
-        pytest.fail(f"the test PostgreSQL server did not start: {exc}", pytrace=False)
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-
-
-def _migrate(url: str) -> None:
-    import asyncio
-
-    from store.pg import PgDatabase
-
-    async def run() -> None:
-        async with PgDatabase(url):
-            pass
-
-    asyncio.run(run())
 
 
 @pytest.fixture(params=BACKENDS)
