@@ -17,6 +17,7 @@ from psycopg import Connection, postgres
 from psycopg.abc import AdaptContext
 from psycopg.adapt import Dumper
 from psycopg.types.numeric import NumericLoader
+from psycopg.types.string import StrDumperUnknown
 
 from store.migrations import identity_columns
 
@@ -105,10 +106,19 @@ class _BoolAsInteger(Dumper):
         return b"1" if obj else b"0"
 
 
+class _TextWithoutNul(StrDumperUnknown):
+    """A text holding NUL, which SQLite stores and PostgreSQL's text cannot: stored with U+FFFD
+    in its place (an agent's output is kept, not refused as a failed write)."""
+
+    def dump(self, obj: str) -> Any:
+        return super().dump(obj.replace("\x00", "\ufffd") if "\x00" in obj else obj)
+
+
 def configure(context: AdaptContext) -> None:
     """Register the loaders and dumpers above on one connection."""
     context.adapters.register_loader("numeric", _NumberLoader)
     context.adapters.register_dumper(bool, _BoolAsInteger)
+    context.adapters.register_dumper(str, _TextWithoutNul)
 
 
 class SyncConnection:

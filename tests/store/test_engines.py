@@ -142,6 +142,18 @@ async def test_one_writer_at_a_time_across_stores_and_the_writer_thread(
         await other.db.close()
 
 
+async def test_a_text_holding_nul_is_stored(store: Store, backend: str,
+                                            make_agent: MakeAgent) -> None:
+    """SQLite keeps NUL; PostgreSQL's text cannot hold it: U+FFFD stands in, and the write
+    (a turn's result, here) is not lost."""
+    await make_agent("a1")
+    turn = await store.turns.start("a1", "p\x00q")
+    await store.turns.finish(turn, status="ok", result_text="out\x00put")
+    row = await store.turns.get(turn)
+    nul = "\x00" if backend == "sqlite" else "\ufffd"
+    assert row is not None and (row.prompt, row.result_text) == (f"p{nul}q", f"out{nul}put")
+
+
 async def test_values_read_back_as_sqlite_gives_them(store: Store) -> None:
     """Integers (also a SUM of them), doubles, bytes, booleans written as 0/1."""
     await store.results.put_file("f1", "a1", "x.bin", b"\x00\xffbytes")
