@@ -35,7 +35,7 @@ def find_bin() -> Path | None:
     """The directory holding initdb and pg_ctl, the newest version first."""
     given = os.environ.get("SWITCHBOARD_TEST_PG_BIN")
     if given:
-        return Path(given)
+        return Path(given) if (Path(given) / "initdb").exists() else None
     found = sorted(glob.glob(DEBIAN_BIN_GLOB),
                    key=lambda p: [int(x) for x in Path(p).parent.name.split(".") if x.isdigit()])
     for candidate in reversed(found):
@@ -125,7 +125,8 @@ def pg_cluster() -> Iterator[Cluster]:
     Imported by the conftest of each directory whose tests use it."""
     bin_dir = find_bin()
     if bin_dir is None:
-        unavailable("no initdb (Debian's postgresql package) found")
+        unavailable("no initdb found (Debian's postgresql package, or the directory "
+                    "SWITCHBOARD_TEST_PG_BIN names)")
     assert bin_dir is not None
     cluster = Cluster(bin_dir)
     try:
