@@ -132,6 +132,13 @@ class Switchboard:
             self._lock_file = None
 
     async def _open_store(self, _group: TaskGroup) -> None:
+        if self.settings.database_url is not None:
+            # The store runs on PostgreSQL (switchboard doctor opens it), but the kill switch's
+            # halt flag and `switchboard kill` still write the SQLite file: a supervisor on
+            # PostgreSQL could forget a kill switch. Refused until they move too.
+            raise ConfigError(
+                "SWITCHBOARD_DATABASE_URL is set: running the supervisor on PostgreSQL is not "
+                "built yet (docs/postgresql.md); unset it to run on SQLite")
         db, rescued = self.settings.db_path, rescued_path(self.settings.db_path)
         if not db.exists() and rescued.exists():
             # Opening would make a new, empty database beside the agents' last known state.

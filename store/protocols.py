@@ -1,14 +1,16 @@
-"""What a storage engine must offer: one Protocol per repository family, the SQLite one checked.
+"""What a storage engine must offer: one Protocol per repository family, the repositories checked.
 
-Each protocol names the family's public async methods, with the signatures of the SQLite
-classes; a second engine (PostgreSQL) implements them and passes tests/store, the conformance
-suites written against these types.
+Each protocol names the family's public async methods. The repositories implement them on both
+engines: they are given a SQLite `Database` (store/db.py) or a `PgDatabase` (store/pg.py), the
+same calls, and pass tests/store, the conformance suites written against these types, on both.
 
 Not in the protocols: the steps that run inside an engine's own write transaction and take its
 connection (the bus's writer-thread methods and `BusRepo.writer()`, `EventRepo.insert_rows` and
 its retention steps, `EscalationRepo.insert`) and the private-connection helpers (`kv.set_sync`,
-`audit.record_sync`). They are the engine's transaction seam; tests/store exercises them
-through SQLite's writer, and a second engine will need its own form of them.
+`audit.record_sync`). They are the engine's transaction seam: the writer's steps get a
+`store.writer.SyncConn` (sqlite3's connection, or store/pg_sql.py's over psycopg), and
+tests/store runs them through each engine's writer. The private-connection helpers are still
+SQLite's only (docs/postgresql.md).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import hashlib
 from dataclasses import dataclass
 
 from store.clock import Now, system_now
-from store.db import Database
+from store.db import AnyDatabase
 
 KINDS = ("link", "session", "token")
 
@@ -37,7 +37,7 @@ def hash_secret(secret: str) -> str:
 
 
 class WebCredentialRepo:
-    def __init__(self, db: Database, *, now: Now = system_now) -> None:
+    def __init__(self, db: AnyDatabase, *, now: Now = system_now) -> None:
         self.db = db
         self._now = now
 

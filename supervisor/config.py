@@ -104,6 +104,8 @@ class Settings(BaseSettings):
 
     home: Annotated[UserPath, Key(env="SWITCHBOARD_HOME")]
     config_file: Annotated[UserPath | None, Key(env="SWITCHBOARD_CONFIG")] = None
+    # A PostgreSQL store (docs/postgresql.md); unset: SQLite under `home`.
+    database_url: Annotated[SecretText, Key("SWITCHBOARD_DATABASE_URL", "database_url")] = None
     claude_cli: Annotated[CliPath | None, Key("SWITCHBOARD_CLAUDE_CLI", "claude_cli")] = None
     default_model: Annotated[Text | None, Key("SWITCHBOARD_MODEL", "model")] = None
     permission_mode: Annotated[PermissionMode, Choice,

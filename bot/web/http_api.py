@@ -90,8 +90,8 @@ def command_line(name: str, params: tuple[Param, ...], values: Mapping[str, Any]
             if rest.lstrip().startswith("--"):
                 raise BadCall(f"{p.name} may not start with --", "reword its start")
         elif isinstance(p, Arg):
-            text = str(value) if isinstance(value, int) and not isinstance(value, bool) \
-                else _text(p.name, value)
+            whole = isinstance(value, int) and not isinstance(value, bool) and p.kind is int
+            text = str(value) if whole else _text(p.name, value)
             parts.append(_quote(text))
     if rest is not None:
         parts.append(rest)

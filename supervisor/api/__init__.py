@@ -202,7 +202,7 @@ class SupervisorAPI(OperatorAdmin):
             counts[r.state] = counts.get(r.state, 0) + 1
         totals = await self._store.turns.totals_by_agent()
         return FleetView(tuple(sorted(counts.items())), sum(t.cost_usd for t in totals),
-                         db_bytes=database_bytes(self._store.db.path),
+                         db_bytes=database_bytes(self._store.db),
                          retention=retention_words(self.settings))
 
     @store_errors

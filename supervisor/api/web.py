@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -28,6 +29,7 @@ SESSION_TTL_S = 12 * 3600.0  # a browser session lasts a working day
 TOKEN_PREFIX = "sbt_"  # an API token says what it is (secret scanners, a pasted log line)
 LABEL_CHARS = 60
 NEW_LINK = "Send /web in chat for a new sign-in link."
+KEEP_ENDED_S = 30 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,9 @@ class WebAPI:
         """A one-time sign-in link for `by` (the operator asking in chat)."""
         if await self._operator(by.id) is None:
             raise InvalidRequest(f"{by.id} is not an operator")
+        # Ended links, sessions and tokens are kept a month (who had access, when), then go
+        # as new ones come.
+        await self._store.web.purge(time.time() - KEEP_ENDED_S)
         token = _secret()
         row = await self._store.web.add(f"l-{secrets.token_hex(4)}", "link", token, by.id,
                                         ttl_s=LINK_TTL_S)

@@ -6,7 +6,11 @@ secret in the audit table."""
 
 from __future__ import annotations
 
+import asyncio
+import getpass
+import io
 import json
+import os
 import re
 
 import aiohttp
@@ -14,6 +18,7 @@ import pytest
 from yarl import URL
 
 from bot.app import Switchboard
+from bot.console import Console
 from bot.web.auth import CSP, SESSION_COOKIE
 from commands.base import Caller, Role
 from tests.conftest import free_port, wait_for
@@ -262,3 +267,28 @@ async def test_malformed_calls_say_what_was_wrong(app):
             assert {"name", "prompt"} <= set(props)
             assert "get" in spec["paths"]["/api/v1/agents"]
             assert "get" not in spec["paths"]["/api/v1/kill"]
+
+
+async def test_the_console_operator_signs_in_with_a_link_from_the_console(app):
+    """Whoever holds the terminal is an admin, so /web from the console gives a link that
+    works (the console registers its user as an operator when it starts)."""
+    read_fd, write_fd = os.pipe()
+    out = io.StringIO()
+    task = asyncio.create_task(Console(app.console_context(), stdin=os.fdopen(read_fd),
+                                       stdout=out).run())
+    try:
+        await wait_for(lambda: "Switchboard console" in out.getvalue(), 10, "the banner")
+        await asyncio.to_thread(os.write, write_fd, b"/web\n")
+        await wait_for(lambda: LINK.search(out.getvalue()), 10, "the link")
+    finally:
+        os.write(write_fd, b"/quit\n")
+        os.close(write_fd)
+        await asyncio.wait_for(task, 30)
+    url, token = LINK.search(out.getvalue()).groups()
+    async with browser() as b:
+        await sign_in_with(b, app, token, expect=303)
+        async with b.get(app.listener.url + "/api/v1/status") as resp:
+            assert resp.status == 200
+    user = getpass.getuser()
+    row = await app.api.operator("console", user)
+    assert row is not None and row.role == "admin" and row.added_by == "console"
