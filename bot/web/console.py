@@ -149,7 +149,8 @@ class Console:
     async def schedules(self, request: web.Request) -> web.Response:
         ctx = self.listener.context()
         who = await auth.require(request, ctx)
-        rows = [(s, await ctx.api.schedules.history(s.id, 10))
+        rows = [(s, await ctx.api.schedules.upcoming(s.id, 3),
+                 await ctx.api.schedules.history(s.id, 10))
                 for s in await ctx.api.schedules.list()]
         main = self.regions.page("schedules.html", schedules=rows)
         return await self._page(request, ctx, who, title="Schedules", active="/schedules",

@@ -146,3 +146,16 @@ async def test_an_agent_in_a_worktree_shows_its_repository_branch_and_diff(app, 
             page = await resp.text()
         assert "Worktree diff" in page and f"proj · {branch} against main" in page
         assert "uncommitted: " in page and "shared.txt" in page
+
+
+async def test_schedules_show_their_next_slots(app):
+    reply = await app.run_command(ALICE, "/cron add every day at 9 new:triage triage <new> issues")
+    assert reply.ok, reply.plain()
+    assert (await app.run_command(ALICE, "/cron confirm")).ok
+    async with browser() as b:
+        await sign_in(app, ALICE, b)
+        async with b.get(app.listener.url + "/schedules") as resp:
+            page = await resp.text()
+    [line] = [x for x in page.splitlines() if "next: " in x]
+    assert line.count("09:00 UTC") == 3, line
+    assert "triage &lt;new&gt; issues" in page and "not run yet" in page
