@@ -32,13 +32,12 @@ VIC = Caller("telegram:300", "vic", Role.VIEWER, "telegram")
 # real CLI's turns and a server restart seconds.
 WAIT_MS = 30_000
 
-if CHROMIUM is None:
-    pytest.skip("chromium is not installed (apt-get install chromium; .ci/run does)",
-                allow_module_level=True)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def browser() -> AsyncIterator[object]:
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium; .ci/run does)")
     from playwright.async_api import async_playwright
 
     pw = await async_playwright().start()
