@@ -15,7 +15,6 @@ from bot.app import Switchboard
 from tests.browser.conftest import (
     ALICE,
     OLGA,
-    PHONE,
     VIC,
     WAIT_MS,
     WIDTHS,
@@ -136,12 +135,14 @@ async def signed_in_by(browser, link: str):
     return context, page
 
 
-async def test_a_viewer_sees_no_buttons_and_a_forged_post_changes_nothing(browser, settings):
+@pytest.mark.parametrize("width", WIDTHS)
+async def test_a_viewer_sees_no_buttons_and_a_forged_post_changes_nothing(browser, settings,
+                                                                          width):
     app = await started(settings)
     try:
         await a_fleet(app)
         builder = await app.pool.fleet.get("builder")
-        context, page = await signed_in(browser, app, VIC, PHONE)
+        context, page = await signed_in(browser, app, VIC, WIDTHS[width])
         await expect(page.get_by_text("Merge the release branch now?")).to_be_visible()
         for path in ("/", "/fleet", f"/agents/{builder.id}"):
             await page.goto(app.listener.url + path)
@@ -157,7 +158,7 @@ async def test_a_viewer_sees_no_buttons_and_a_forged_post_changes_nothing(browse
 
         # An operator's session, and a POST without its CSRF token (another site's form):
         # refused, audited, nothing paused.
-        context, page = await signed_in(browser, app, OLGA)
+        context, page = await signed_in(browser, app, OLGA, WIDTHS[width])
         forged = await page.request.post(app.listener.url + "/act", form={
             "verb": "pause", "target": builder.id})
         assert forged.status == 403
@@ -184,7 +185,9 @@ async def test_a_viewer_sees_no_buttons_and_a_forged_post_changes_nothing(browse
         await app.aclose()
 
 
-async def test_kill_all_with_its_confirm_leaves_no_agent_process(browser, settings, tmp_path):
+@pytest.mark.parametrize("width", WIDTHS)
+async def test_kill_all_with_its_confirm_leaves_no_agent_process(browser, settings, tmp_path,
+                                                                 width):
     app = await started(settings)
     try:
         for i in range(3):
@@ -192,7 +195,7 @@ async def test_kill_all_with_its_confirm_leaves_no_agent_process(browser, settin
         runners = [await app.pool.fleet.get(f"k{i}") for i in range(3)]
         for r in runners:
             await idle(app, r.name)
-        context, page = await signed_in(browser, app, ALICE, PHONE)
+        context, page = await signed_in(browser, app, ALICE, WIDTHS[width])
         await live(page)
         await page.get_by_text("KILL ALL").click()  # the first step opens the confirm
         assert all(r.state == "idle" for r in runners)
@@ -202,13 +205,13 @@ async def test_kill_all_with_its_confirm_leaves_no_agent_process(browser, settin
         await expect(banner).to_contain_text("by alice via the web console")
         assert all(r.state == "killed" for r in runners)
         assert processes_with_tag(app.settings.instance_id + "/") == []
-        await page.screenshot(path=str(shots_dir(tmp_path) / "halted-phone.png"),
+        await page.screenshot(path=str(shots_dir(tmp_path) / f"halted-{width}.png"),
                               full_page=True)
         # The kill switch ended every web session (layer 3): this page is signed out now.
         await page.goto(app.listener.url + "/fleet")
         await expect(page.get_by_text("Sign in with a one-time link from chat.")).to_be_visible()
         # An admin signs in again and sees the banner with the release.
-        context2, page2 = await signed_in(browser, app, ALICE)
+        context2, page2 = await signed_in(browser, app, ALICE, WIDTHS[width])
         await expect(page2.locator(".banner")).to_contain_text("Halted since")
         await page2.get_by_text("Release…").click()
         await page2.get_by_role("button", name="Turn the kill switch off").click()
@@ -220,10 +223,11 @@ async def test_kill_all_with_its_confirm_leaves_no_agent_process(browser, settin
         await app.aclose()
 
 
-async def test_a_restarted_supervisor_is_picked_up_without_a_reload(browser, settings):
+@pytest.mark.parametrize("width", WIDTHS)
+async def test_a_restarted_supervisor_is_picked_up_without_a_reload(browser, settings, width):
     app = await started(settings)
     try:
-        context, page = await signed_in(browser, app, ALICE)
+        context, page = await signed_in(browser, app, ALICE, WIDTHS[width])
         await page.goto(app.listener.url + "/fleet")
         await live(page)
         await page.evaluate("() => { window.sameDocument = true }")
