@@ -19,6 +19,7 @@ from store.kv import KvRepo
 from store.operators import OperatorRepo
 from store.repos import RepoRepo
 from store.results import ResultRepo
+from store.reviews import ReviewRepo
 from store.schedules import ScheduleRepo
 from store.turns import TurnRepo
 
@@ -38,6 +39,7 @@ class Store:
     repos: RepoRepo
     schedules: ScheduleRepo
     results: ResultRepo
+    reviews: ReviewRepo
 
     @classmethod
     def on(cls, db: Database, *, redact: Callable[[str], str] | None = None,
@@ -47,7 +49,7 @@ class Store:
                    AuditRepo(db, redact, now=now), EscalationRepo(db, now=now),
                    KvRepo(db, now=now), OperatorRepo(db, now=now), BusRepo(db),
                    CharterRepo(db), RepoRepo(db, now=now), ScheduleRepo(db),
-                   ResultRepo(db, now=now))
+                   ResultRepo(db, now=now), ReviewRepo(db, now=now))
 
 
 async def open_store(path: Path, *, read_only: bool = False,

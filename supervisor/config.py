@@ -157,6 +157,9 @@ class Settings(BaseSettings):
                                                 "approval_reminder_s")] = 300.0
     approval_timeout_s: Annotated[Seconds, Key("SWITCHBOARD_APPROVAL_TIMEOUT_S",
                                                "approval_timeout_s")] = 900.0
+    # How long a reviewer agent has to decide a request before it goes to the operator.
+    review_timeout_s: Annotated[Interval, Key("SWITCHBOARD_REVIEW_TIMEOUT_S",
+                                              "review_timeout_s")] = 120.0
     approval_on_timeout: Annotated[OnTimeout, Choice, Key("SWITCHBOARD_APPROVAL_ON_TIMEOUT",
                                                           "approval_on_timeout")] = "deny"
     invite_ttl_s: Annotated[Seconds, Key("SWITCHBOARD_INVITE_TTL_S", "invite_ttl_s")] = 3600.0

@@ -30,6 +30,7 @@ from supervisor.api.policy import ChangedCall, LearnedRuleView, PolicyAPI, Polic
 from supervisor.api.record import Hit, RecordAPI, SearchView
 from supervisor.api.repos import RepoAPI
 from supervisor.api.results import ResultsAPI, ResultView
+from supervisor.api.reviews import Overturned, ReviewsAPI, ReviewView
 from supervisor.api.schedules import Draft, RunView, ScheduleAPI, ScheduleView
 from supervisor.api.standing import StandingAPI
 from supervisor.api.views import (
@@ -143,6 +144,7 @@ class SupervisorAPI(OperatorAdmin):
         # Results agents report with a confidence grade (supervisor/api/results.py).
         self.results = ResultsAPI(pool, settings, store, escalations)
         self.memory = MemoryAPI(pool, store)  # project memory (supervisor/api/memory.py)
+        self.reviews = ReviewsAPI(pool, standing, store)  # reviewer agents (api/reviews.py)
 
     @classmethod
     def over(cls, core: Core) -> SupervisorAPI:
@@ -585,7 +587,7 @@ __all__ = [
     "TeamView", "TeamStarted", "ScheduleAPI", "ScheduleView", "RunView", "Draft",
     "LearnedRuleView", "ALWAYS_ALLOW", "PolicyTestView", "ChangedCall", "SearchView", "Hit",
     "Attached", "WorkspaceFile", "FilesAPI", "SentFile", "SENT_FILE", "ResultsAPI", "ResultView",
-    "MemoryAPI", "MemoryView", "UnknownProject",
+    "MemoryAPI", "MemoryView", "UnknownProject", "ReviewsAPI", "ReviewView", "Overturned",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",
