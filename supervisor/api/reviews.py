@@ -115,7 +115,7 @@ class ReviewsAPI:
         except StoreError as exc:
             raise StoreFailed(exc) from exc
         try:
-            await self._standing.wake(row.agent_id, message, by=WAKE_BY,
+            await self._standing.wake(row.agent_id, message, by="overturn",
                                       dedup_key=f"overturn:{review_id}")
             told = f" {row.agent_name} was told."
         except SupervisorError as exc:

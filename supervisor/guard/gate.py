@@ -263,10 +263,12 @@ class ToolGate:
             labels, line = recommend(labels, marked(labels))
             answer = await self._escalate(Kind.QUESTION, f"{self.agent.name} asks",
                                           "\n\n".join(p for p in (line, text) if p),
-                                          "AskUserQuestion", tool_input, labels, True)
+                                          "AskUserQuestion", tool_input, labels, True,
+                                          review=text)
             if answer.decision == Decision.DENY:
+                who = answer.by.capitalize() if answer.via == "reviewer" else "The operator"
                 return PermissionResultDeny(
-                    message=f"The operator did not answer: {answer.text or 'declined'}")
+                    message=f"{who} did not answer: {answer.text or 'declined'}")
             answers[text] = answer.text
         return PermissionResultAllow(updated_input={**tool_input, "answers": answers})
 
@@ -299,8 +301,9 @@ class ToolGate:
         if review is not None and esc.desk is not None:
             outcome = await esc.desk.settle(Request(
                 self.agent.id, self.agent.name, kind, title, body, review, detail, tool_name,
-                self.deps.policy.session_key(tool_name, tool_input or {}) if tool_name
-                else None, self.agent.session_id, options))
+                self.deps.policy.session_key(tool_name, tool_input or {})
+                if tool_name and kind == Kind.PERMISSION else None,
+                self.agent.session_id, options))
             if outcome.answer is not None:
                 return outcome.answer
             body = "\n\n".join(p for p in (outcome.note, body) if p)

@@ -7,6 +7,7 @@ is then allowed, with nobody asked)."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -38,6 +39,8 @@ def reviewer_model(body: dict) -> dict | None:
     if found is None:
         return None
     decision = {"review_id": found.group(1), "decision": "allow", "reasoning": REASON}
+    if "asks the operator a question" in text:
+        decision.update(decision="answer", answer="touch it")
     if "notes.txt" in text:
         decision.update(decision="deny", reasoning=DENIAL)
     if "slow.txt" in text:
@@ -83,7 +86,7 @@ async def test_a_reviewer_settles_what_its_charter_covers_and_the_operator_overr
         await wait_for(lambda: (work / "reviewed.txt").exists(), 90, "the reviewed call to run")
         await idle(dev)
         assert await permissions(app, dev) == [], "the operator was asked"
-        (allowed,) = await app.api.reviews.recent(1)
+        (allowed,) = await app.api.reviews.recent(5)
         assert allowed.status == "allow" and allowed.reviewer_name == "rev"
         assert allowed.reasoning == REASON and "touch reviewed.txt" in allowed.summary
         audit = [a for a in await app.store.audit.recent(20) if a.platform == "reviewer"]
@@ -95,12 +98,32 @@ async def test_a_reviewer_settles_what_its_charter_covers_and_the_operator_overr
         assert len(notices) == 1 and notices[0].kind == "notice"
         assert notices[0].title == "🧑‍⚖️ rev allowed dev's request"
         assert REASON in notices[0].body and f"/overturn {allowed.id}" in notices[0].body
+        # The reviewer's turn of review requests is quiet: its decision has its own notice.
+        said = [r.title for r in await app.store.escalations.undelivered("t")
+                if r.agent_id == rev.id]
+        assert said.count("rev finished") == 1, said  # its first turn only
+
+        # A question (AskUserQuestion) within the charter: the reviewer answers it.
+        question = {"questions": [{"question": "Should I touch or cat the files in my "
+                                   "workspace?", "header": "Files", "multiSelect": False,
+                                   "options": [{"label": "touch it", "description": "touch"},
+                                               {"label": "cat it", "description": "cat"}]}]}
+        assert (await run(app, f"/ask dev TOOL AskUserQuestion {json.dumps(question)}")).ok
+
+        async def answered():
+            rows = await app.api.reviews.recent(1)
+            return rows and rows[0].kind == "question" and rows[0].status == "answer"
+
+        await wait_for(answered, 90, "the reviewer's answer")
+        await idle(dev)
+        assert [r for r in await app.store.escalations.undelivered("t")
+                if r.kind == "question"] == []
 
         # Outside the charter (the network is the operator's): the operator is asked.
         assert (await run(app, "/ask dev BASH: curl -s http://example.invalid/")).ok
         row = await asked(app, dev)
         assert "curl" in (row.detail or "")
-        assert len(await app.api.reviews.recent(10)) == 1  # never offered to the reviewer
+        assert len(await app.api.reviews.recent(10)) == 2  # never offered to the reviewer
         assert (await app.run_command(ALICE, f"/deny {row.id} no network")).ok
         await idle(dev)
 
