@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tomllib
 from collections.abc import Mapping
@@ -48,6 +47,7 @@ from supervisor.config_types import (
     _lower,
     _not_a_bool,
     _upper,
+    env_secrets,
     looks_secret,
 )
 from supervisor.errors import ConfigError
@@ -165,6 +165,10 @@ class Settings(BaseSettings):
     invite_ttl_s: Annotated[Seconds, Key("SWITCHBOARD_INVITE_TTL_S", "invite_ttl_s")] = 3600.0
     status_card_interval_s: Annotated[Seconds, Key("SWITCHBOARD_STATUS_CARD_INTERVAL_S",
                                                    "status_card_interval_s")] = 2.0
+    # Routine notices (sent silently) within this many seconds of the last one sent are
+    # gathered into one message on Telegram (bot/kit/digest.py); 0: each on its own.
+    notice_digest_s: Annotated[Seconds, Key("SWITCHBOARD_NOTICE_DIGEST_S",
+                                            "notice_digest_s")] = 60.0
     console: Annotated[Flag | None, Key("SWITCHBOARD_CONSOLE", "console")] = None  # None: a tty?
     log_level: Annotated[LogLevel, Choice, BeforeValidator(_upper),
                          Key("SWITCHBOARD_LOG_LEVEL", "log_level")] = "INFO"
@@ -548,7 +552,7 @@ class Settings(BaseSettings):
             # Not chained: pydantic's own text shows every input, secrets included.
             raise problem from None
         # Not a setting: the secrets our environment holds, only so logs can be kept clean.
-        _private(settings)["_env_secrets"] = _env_secrets(env)
+        _private(settings)["_env_secrets"] = env_secrets(env)
         return settings
 
     def agent_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -578,22 +582,3 @@ def _private(model: BaseSettings) -> dict[str, Any]:
         private = {}
         object.__setattr__(model, "__pydantic_private__", private)
     return private
-
-
-def _env_secrets(env: Mapping[str, str]) -> tuple[Secret, ...]:
-    values = [v for k, v in env.items() if v and looks_secret(k)]
-    # The key file's path is harmless; the private key inside it is not. google-auth does not
-    # log it, but an error that quotes the file must not carry it either.
-    key_file = env.get("GOOGLE_APPLICATION_CREDENTIALS")
-    if key_file:
-        try:
-            info = json.loads(Path(key_file).expanduser().read_text())
-        except (OSError, ValueError):
-            info = None
-        if isinstance(info, dict):
-            for name in ("private_key", "private_key_id", "client_secret", "refresh_token"):
-                if isinstance(info.get(name), str):
-                    values.append(info[name])
-                    values += [line for line in info[name].splitlines() if len(line) >= 16
-                               and "PRIVATE KEY" not in line]
-    return tuple(Secret(v) for v in dict.fromkeys(values))

@@ -4,6 +4,7 @@ Settings (supervisor/config.py) declares its fields with them."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -185,3 +186,24 @@ Paths = Annotated[tuple[UserPath, ...],
                   BeforeValidator(_split(":"))]
 AgentEnv = Annotated[Mapping[str, str], Kind("table", "a table of NAME = value"),
                      BeforeValidator(_env_values)]
+
+
+def env_secrets(env: Mapping[str, str]) -> tuple[Secret, ...]:
+    """The secrets an environment holds (and those in the key file it names), so that logs
+    can be kept clean of them."""
+    values = [v for k, v in env.items() if v and looks_secret(k)]
+    # The key file's path is harmless; the private key inside it is not. google-auth does not
+    # log it, but an error that quotes the file must not carry it either.
+    key_file = env.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if key_file:
+        try:
+            info = json.loads(Path(key_file).expanduser().read_text())
+        except (OSError, ValueError):
+            info = None
+        if isinstance(info, dict):
+            for name in ("private_key", "private_key_id", "client_secret", "refresh_token"):
+                if isinstance(info.get(name), str):
+                    values.append(info[name])
+                    values += [line for line in info[name].splitlines() if len(line) >= 16
+                               and "PRIVATE KEY" not in line]
+    return tuple(Secret(v) for v in dict.fromkeys(values))
