@@ -61,10 +61,12 @@ class Gatherer:
 
 
 def digest(rows: list[Escalation]) -> Reply:
-    """Several routine notices as one message: each one's title and text, oldest first."""
+    """Several routine notices as one message: each one's title and text, oldest first, and
+    the buttons they carry (a reviewer's decision's overturn), one row each."""
     blocks = [Text(f"ℹ️ {len(rows)} notices", "title")]
     for row in rows:
         blocks.append(Text(render.header(row), "title"))
         if row.body:
             blocks.append(Text(visible(row.body), "plain"))
-    return Reply(blocks=tuple(blocks))
+    buttons = tuple(b for row in rows for b in render.notice_buttons(row))
+    return Reply(blocks=tuple(blocks), buttons=buttons)

@@ -30,7 +30,7 @@ from supervisor.api.policy import ChangedCall, LearnedRuleView, PolicyAPI, Polic
 from supervisor.api.record import Hit, RecordAPI, SearchView
 from supervisor.api.repos import RepoAPI
 from supervisor.api.results import ResultsAPI, ResultView
-from supervisor.api.reviews import Overturned, ReviewsAPI, ReviewView
+from supervisor.api.reviews import REVIEW_NOTICE, Overturned, ReviewsAPI, ReviewView
 from supervisor.api.schedules import Draft, RunView, ScheduleAPI, ScheduleView
 from supervisor.api.standing import StandingAPI
 from supervisor.api.views import (
@@ -588,6 +588,7 @@ __all__ = [
     "LearnedRuleView", "ALWAYS_ALLOW", "PolicyTestView", "ChangedCall", "SearchView", "Hit",
     "Attached", "WorkspaceFile", "FilesAPI", "SentFile", "SENT_FILE", "ResultsAPI", "ResultView",
     "MemoryAPI", "MemoryView", "UnknownProject", "ReviewsAPI", "ReviewView", "Overturned",
+    "REVIEW_NOTICE",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",

@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any
 from store.errors import StoreError
 from supervisor.errors import InvalidRequest, StoreFailed, SupervisorError
 from supervisor.events import AgentState
-from supervisor.guard.reviews import ReviewDesk, Reviewer, is_reviewer, reviewer_label
+from supervisor.guard.reviews import (
+    REVIEW_NOTICE,
+    ReviewDesk,
+    Reviewer,
+    is_reviewer,
+    reviewer_label,
+)
 from supervisor.sanitize import clean_text
 
 if TYPE_CHECKING:
@@ -181,4 +187,4 @@ class ReviewsAPI:
              "required": ["review_id", "decision", "reasoning"]})(review_decision)]
 
 
-__all__ = ["Overturned", "ReviewView", "ReviewsAPI"]
+__all__ = ["REVIEW_NOTICE", "Overturned", "ReviewView", "ReviewsAPI"]

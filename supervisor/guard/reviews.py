@@ -39,6 +39,8 @@ TEXT_CHARS = 20_000  # the request as the reviewer reads it
 CHOICES = {Kind.PERMISSION: ("allow", "allow_session", "deny", "escalate"),
            Kind.QUESTION: ("answer", "deny", "escalate")}
 DIGEST_MARK = "🧑‍⚖️"
+# The `tool_name` of a reviewer's decision notice on a call: the chats give it an overturn button.
+REVIEW_NOTICE = "review_decision"
 VERBS = {"allow": "allowed", "allow_session": "allowed for the session", "deny": "denied",
          "answer": "answered"}
 
@@ -256,7 +258,14 @@ class ReviewDesk:
         return f"Review {review_id}: {VERBS[decision]}. The operator sees it and may overturn it."
 
     async def take(self, review_id: str) -> bool:
-        """The operator takes an open review from its reviewer: the request comes to them."""
+        """The operator takes an open review from its reviewer: the request comes to them.
+        False if it was settled meanwhile; InvalidRequest if nothing waits for it any more
+        (its turn ended, or the supervisor restarted since: it is closed as cancelled)."""
+        if review_id not in self._waiting:
+            await self.store.reviews.close(review_id, status="cancelled",
+                                           answer="nobody waits for it any more")
+            raise InvalidRequest(f"review {review_id} no longer waits for anyone (the asking "
+                                 "turn ended, or Switchboard restarted): nothing to take")
         if not await self.store.reviews.close(review_id, status="handed_over",
                                               answer="taken by the operator"):
             return False
@@ -282,11 +291,12 @@ class ReviewDesk:
             logger.exception("review audit row not written id=%s", review_id)
         body = "\n".join(p for p in (
             what, f"Answer: {answer}" if answer else "", f"Reasoning: {reasoning}",
-            f"/overturn {review_id} to overturn it; /reviews lists the reviewers' decisions.")
+            f"/overturn {review_id}{' <your answer>' if answer else ''} to overturn it; /reviews "
+            "lists the reviewers' decisions.")
             if p)
         await self.escalations.notify(
             agent_id, f"{DIGEST_MARK} {reviewer_name} {VERBS[decision]} {agent_name}'s request",
-            body, ref_id=review_id)
+            body, ref_id=review_id, tool_name=None if answer else REVIEW_NOTICE)
 
     def _request_text(self, review_id: str, request: Request, coverage: Coverage) -> str:
         if request.kind == Kind.PERMISSION:

@@ -10,6 +10,7 @@ import pytest
 
 from bot.app import Switchboard
 from bot.kit import FrontDesk
+from supervisor.api import REVIEW_NOTICE
 from tests.conftest import wait_for
 from tests.fakes.fake_chat import FakeChat, FakeClock
 from tests.integration.test_kit import ALICE, ask, dm
@@ -35,7 +36,9 @@ async def test_routine_notices_within_a_minute_are_one_silent_message(fake_setti
             assert "dev finished" in first.text and first.silent
 
             await app.api.notify("qa finished", "Two tests are flaky.")
-            await app.api.notify("🧑\u200d⚖️ rev allowed dev's request", "Bash: npm test")
+            await app.pool.escalations.notify(None, "🧑\u200d⚖️ rev allowed dev's request",
+                                              "Bash: npm test", ref_id="rk3m",
+                                              tool_name=REVIEW_NOTICE)
             # Never held: a request that needs an answer, and a loud notice.
             request = await ask(app)
             await app.api.notify("web ended with an error", "exit 1")
@@ -51,6 +54,8 @@ async def test_routine_notices_within_a_minute_are_one_silent_message(fake_setti
             assert digest.silent and digest.text.startswith("ℹ️ 2 notices")
             assert "qa finished" in digest.text and "Two tests are flaky." in digest.text
             assert "rev allowed dev's request" in digest.text
+            # The reviewer's decision keeps its one-tap overturn inside the digest.
+            assert [[a for _, a in row] for row in digest.buttons] == [["/overturn rk3m"]]
             left = {r.title for r in await app.store.escalations.undelivered(chat.platform)}
             assert not left & {"qa finished", "🧑\u200d⚖️ rev allowed dev's request"}
 

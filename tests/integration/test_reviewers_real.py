@@ -14,6 +14,7 @@ import pytest
 
 from bot.app import Switchboard
 from commands.base import Caller, Role
+from supervisor.api import REVIEW_NOTICE
 from tests.conftest import make_settings, run, wait_for
 from tests.fakes.mock_anthropic import bus_directive, directive_of
 
@@ -97,6 +98,7 @@ async def test_a_reviewer_settles_what_its_charter_covers_and_the_operator_overr
                    if r.ref_id == allowed.id]
         assert len(notices) == 1 and notices[0].kind == "notice"
         assert notices[0].title == "🧑‍⚖️ rev allowed dev's request"
+        assert notices[0].tool_name == REVIEW_NOTICE  # the chats give it an overturn button
         assert REASON in notices[0].body and f"/overturn {allowed.id}" in notices[0].body
         # The reviewer's turn of review requests is quiet: its decision has its own notice.
         said = [r.title for r in await app.store.escalations.undelivered("t")

@@ -129,3 +129,23 @@ async def test_escalate_hands_it_over_with_the_reviewers_words(desk: ReviewDesk)
     outcome = await task
     assert outcome.answer is None
     assert outcome.note == "Reviewer rev handed it to you: it touches shared CI"
+
+
+async def test_the_operator_takes_an_open_review_and_a_stale_one_is_said_so(
+        desk: ReviewDesk) -> None:
+    task, _, review_id, _ = await offered(desk, npm())
+    assert await desk.take(review_id)
+    outcome = await task
+    assert outcome.answer is None
+    assert outcome.note == "Reviewer rev handed it to you: the operator took it"
+    with pytest.raises(InvalidRequest, match="no longer open"):
+        await desk.decide("rv1", review_id, "allow", "too late")
+    # A review nothing waits for (a restart since): closed, and the operator told.
+    await desk.store.reviews.create(
+        review_id="rold", agent_id="a1", agent_name="dev", reviewer_id="rv1",
+        reviewer_name="rev", kind="permission", title="t", summary="Bash: npm test",
+        tool_name="Bash", session_key="k", session_id="s")
+    with pytest.raises(InvalidRequest, match="no longer waits for anyone"):
+        await desk.take("rold")
+    row = await desk.store.reviews.get("rold")
+    assert row is not None and row.status == "cancelled"
