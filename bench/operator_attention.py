@@ -81,6 +81,7 @@ if str(ROOT) not in sys.path:
 
 from bench._common import quiet_logging, result, scratch_dir, smoke  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
+from bot.kit.digest import Gatherer  # noqa: E402
 from commands.base import Caller, Role  # noqa: E402
 from store import open_store  # noqa: E402
 from store.escalations import EscalationRow  # noqa: E402
@@ -107,6 +108,7 @@ STEPS = "STEPS "
 TURN_TIMEOUT_S = 120.0
 SETTLE_TIMEOUT_S = 30.0
 STEP_S = 240.0 if smoke() else 60.0  # the clock's step (the scheduler ticks every 15 s)
+DIGEST_S = Settings.model_fields["notice_digest_s"].default  # Telegram's notice digest
 
 CHARTER = """\
 Goal: keep the {name} service healthy and its main branch green.
@@ -282,6 +284,10 @@ class Day:
     twice_delivered: int = 0  # scheduled messages an agent got more than once per slot
     resumed: int = 0  # wakes that started a CLI (parked or stopped agent)
     one_tap: int = 0  # pushes needing an answer that the operator answered with one button
+    # What the phone shows: rows, with routine notices gathered as the Telegram front end does
+    # (bot/kit/digest.py, the default notice_digest_s) on the day's clock.
+    messages: int = 0
+    gatherer: Gatherer = field(default_factory=lambda: Gatherer(DIGEST_S))
     rules_taken: int = 0  # "Always allow" rules the operator took when offered
     reviewed: Counter[str] = field(default_factory=Counter)  # the reviewer's decisions
     steps: int = 0
@@ -298,12 +304,13 @@ class Day:
                 + self.superseded + self.twice_delivered)
 
 
-async def operator(app: Switchboard, day: Day) -> None:
+async def operator(app: Switchboard, day: Day, clock: FakeClock) -> None:
     """Follows the outbox; answers every question and request at once; counts every push."""
     assert app.pool is not None
     esc = app.pool.escalations
     async for row in esc.follow(FRONTEND):
         day.pushes.append(row)
+        day.messages += day.gatherer.offer(row, clock.monotonic())
         if row.kind != Kind.NOTICE:
             day.asks_per_wake[(row.agent_id or "", day.wake, row.body + (row.detail or ""))] += 1
         if row.status == "open" and row.kind == Kind.PERMISSION and ALWAYS in row.options:
@@ -349,12 +356,13 @@ async def run_day(home: Path, *, charters: bool, reviewer: bool = False) -> Day:
                                 notify=lambda a, t, b: app.pool.escalations.notify(a, t, b),
                                 clock=clock, tick_s=settings.schedule_tick_s,
                                 grace_s=settings.schedule_grace_s)
-            fe = asyncio.create_task(operator(app, day), name="bench-operator")
+            fe = asyncio.create_task(operator(app, day, clock), name="bench-operator")
             try:
                 names = await spawn_fleet(app, home, charters, reviewer)
                 sids = await make_schedules(app, names)
                 await pass_the_day(app, clock, replica, names, day)
                 await count_runs(app, sids, names, replica.holder, day)
+                day.messages += bool(day.gatherer.due(float("inf")))  # the day's last digest
                 day.send_backs = len(await app.store.charters.sendbacks())
                 day.superseded = sum(1 for r in await app.store.escalations.undelivered("none")
                                      if r.status in ("cancelled", "expired"))
@@ -443,6 +451,7 @@ async def pass_the_day(app: Switchboard, clock: FakeClock, replica: Scheduler,
             day.wake = slot
             day.resumed += sum(1 for r in app.pool.fleet.everyone()
                                if r.name in workers(names) and r.process is None)
+        day.messages += bool(day.gatherer.due(clock.monotonic()))  # a digest sent
         await asyncio.gather(scheduler.tick(), replica.tick())
         await wait_real(lambda: runs_ended(app, names),
                         f"the runs at {clock.now() - DAY_START:.0f}s")
@@ -517,7 +526,10 @@ def report(main: Day, charter: Day, base: Day) -> bool:
     rows = [  # figure, unit, with reviewer, charters only, baseline, goal, met (None: none)
         ("pushes needing an answer per agent-hour", "/agent-h", per_h(main.asks),
          per_h(charter.asks), per_h(base.asks), "<= 0.25", verdict(per_h(main.asks) <= 0.25)),
-        ("all pushes per agent-hour (with notices)", "/agent-h", per_h(main.pushes),
+        ("all pushes per agent-hour (with notices, digests)", "/agent-h",
+         main.messages / AGENT_HOURS, charter.messages / AGENT_HOURS,
+         base.messages / AGENT_HOURS, "", None),
+        ("all rows pushed per agent-hour (each notice alone)", "/agent-h", per_h(main.pushes),
          per_h(charter.pushes), per_h(base.pushes), "", None),
         ("tool calls settled without a push", "%", settled(main), settled(charter),
          settled(base), ">= 90 %", verdict(settled(main) >= 90.0)),
@@ -541,7 +553,8 @@ def report(main: Day, charter: Day, base: Day) -> bool:
         titles = Counter(_title_kind(r) for r in d.pushes if r.kind == Kind.NOTICE)
         asked = Counter(_ask_kind(r) for r in d.asks)
         print(f"\n  {d.label}: {d.tool_calls} tool calls ({d.questions} questions), "
-              f"{len(d.pushes)} pushes {dict(sorted(kinds.items()))}, asks "
+              f"{len(d.pushes)} rows {dict(sorted(kinds.items()))} in {d.messages} messages, "
+              f"asks "
               f"{dict(sorted(asked.items()))}, notices {dict(sorted(titles.items()))}, "
               f"{d.send_backs} sent back, reviewer {dict(sorted(d.reviewed.items()))}, "
               f"{d.rules_taken} rules taken; slots {dict(sorted(d.runs.items()))}, "
