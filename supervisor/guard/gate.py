@@ -210,7 +210,7 @@ class ToolGate:
         answer = await self._escalate(
             Kind.PERMISSION, f"{self.agent.name} wants to use {name}", body,
             name, tool_input, options, False, detail=call.text, detail_name=call.filename,
-            review=None if irreversible else (
+            review=None if irreversible or odd else (  # the unusual: to a human
                 f"{name}: {call.text}" if name == "Bash" else call.summary),
         )
         if answer.decision in (Decision.ALLOW, Decision.ALLOW_SESSION):

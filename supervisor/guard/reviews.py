@@ -66,26 +66,32 @@ class Coverage:
     lines: tuple[str, ...] = ()
 
 
+# Tool names say nothing about what a call does: "Bash" in an "ask" line does not send every
+# Bash call to the operator.
+TOOL_WORDS = words("Bash Write Edit MultiEdit NotebookEdit WebFetch WebSearch Read")
+
+
 def covers(text: str, charter: str) -> Coverage:
     """Whether a reviewer with this charter may decide a request whose whole text is `text`:
-    the lines of its Reviews section sharing the most words with it, none of an "ask"
-    section sharing as many, and no irreversible step named."""
+    no irreversible step named, no line of an "ask" section sharing any word with it but a
+    tool's name (stricter than a send-back: a reviewer decides for the operator, so the words
+    the operator listed to be asked about always reach the operator), and a line of its
+    Reviews section sharing at least MIN_OVERLAP words."""
     asked = words(text)
     irreversible = sorted(asked & IRREVERSIBLE_WORDS)
     if irreversible:
         return Coverage(False, f"it is about an irreversible step ({irreversible[0]})")
-    need = min(MIN_OVERLAP, len(asked)) or 1
-    candidates = [ln for ln in parse(charter) if ln.section.startswith(SECTION) or ln.must_ask]
-    scored = sorted(((len(asked & ln.words), i, ln) for i, ln in enumerate(candidates)),
-                    key=lambda s: (-s[0], s[1]))
-    hits = [(n, ln) for n, _, ln in scored if n >= need]
-    if not hits:
-        return Coverage(False, "no line of its Reviews section covers it")
-    top = hits[0][0]
-    asks = [ln for n, ln in hits if n == top and ln.must_ask]
+    lines = parse(charter)
+    asks = [ln for ln in lines if ln.must_ask and (asked & ln.words) - TOOL_WORDS]
     if asks:
         return Coverage(False, f"its charter says to ask: {asks[0].text}")
-    return Coverage(True, "", tuple(ln.text for n, ln in hits if not ln.must_ask)[:5])
+    need = min(MIN_OVERLAP, len(asked)) or 1
+    scored = sorted(((len(asked & ln.words), i, ln) for i, ln in enumerate(lines)
+                     if ln.section.startswith(SECTION)), key=lambda s: (-s[0], s[1]))
+    hits = [ln.text for n, _, ln in scored if n >= need]
+    if not hits:
+        return Coverage(False, "no line of its Reviews section covers it")
+    return Coverage(True, "", tuple(hits[:5]))
 
 
 @dataclass(frozen=True, slots=True)
