@@ -193,10 +193,14 @@ class ReviewDesk:
                         answer=f"no decision within {self.timeout_s:g} s"):
                     return Outcome(None, f"Reviewer {reviewer.name} did not decide within "
                                          f"{self.timeout_s:g} s: it is yours.")
-                decided = future.result() if future.done() else None
-            if decided is None or decided.decision == "escalate":
-                why = decided.reasoning if decided else "the operator took it"
-                return Outcome(None, f"Reviewer {reviewer.name} handed it to you: {why}")
+                # Another outcome closed it first; whoever closes a review resolves its future
+                # right after (decide, take), so this wait is short.
+                decided = await future
+            if decided is None:
+                return Outcome(None, f"You took it from reviewer {reviewer.name}.")
+            if decided.decision == "escalate":
+                return Outcome(None, f"Reviewer {reviewer.name} handed it to you: "
+                                     f"{decided.reasoning}")
             return Outcome(self._answer(reviewer, decided))
         except asyncio.CancelledError:
             await asyncio.shield(self.store.reviews.close(

@@ -79,15 +79,15 @@ async def test_only_the_reviewer_offered_a_request_may_settle_it(short_home, moc
         # Not a reviewer: it has no such tool.
         assert (await run(app, "/ask mal TOOL mcp__switchboard__review_decision "
                                f"{json.dumps(forged)}")).ok
+        await wait_for(lambda: any("No such tool available: mcp__switchboard__review_decision"
+                                   in r for r in tool_results(mock_api)), 90, "mal's attempt")
         await idle(mal)
         # A reviewer, but not the one offered this review: refused, nothing decided.
         assert (await run(app, "/ask sly TOOL mcp__switchboard__review_decision "
                                f"{json.dumps(forged)}")).ok
+        await wait_for(lambda: any(f"no review '{review.id}' was offered to you" in r
+                                   for r in tool_results(mock_api)), 90, "sly's attempt")
         await idle(sly)
-        results = tool_results(mock_api)
-        assert any(f"no review '{review.id}' was offered to you" in r for r in results), results
-        assert any("review_decision" in r and ("No such tool" in r or "not available" in r)
-                   for r in results), results
         assert (await app.api.reviews.recent(1))[0].status == "open"
         assert not (work / "hostile.txt").exists()
         assert [a for a in await app.store.audit.recent(50) if a.platform == "reviewer"] == []
@@ -110,7 +110,7 @@ async def test_only_the_reviewer_offered_a_request_may_settle_it(short_home, moc
         assert reply.ok and "comes to you now" in reply.plain(), reply.plain()
         await wait_for(lambda: asked(dev), 60, "the taken request as a card")
         card = await asked(dev)
-        assert card.body.startswith("Reviewer rev handed it to you: the operator took it")
+        assert card.body.startswith("You took it from reviewer rev.")
         assert not (work / "hostile.txt").exists()
         assert (await app.run_command(ALICE, f"/approve {card.id}")).ok
         await wait_for(lambda: (work / "hostile.txt").exists(), 60, "the approved call")

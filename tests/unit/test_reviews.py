@@ -143,7 +143,7 @@ async def test_the_operator_takes_an_open_review_and_a_stale_one_is_said_so(
     assert await desk.take(review_id)
     outcome = await task
     assert outcome.answer is None
-    assert outcome.note == "Reviewer rev handed it to you: the operator took it"
+    assert outcome.note == "You took it from reviewer rev."
     with pytest.raises(InvalidRequest, match="no longer open"):
         await desk.decide("rv1", review_id, "allow", "too late")
     # A review nothing waits for (a restart since): closed, and the operator told.
