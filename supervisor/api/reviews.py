@@ -31,8 +31,10 @@ if TYPE_CHECKING:
     from supervisor.schedule.standing import StandingAgents
 
 WAKE_BY = "reviews"
-# A reviewer's own state in which it cannot take a review: it would only time out.
-_UNAVAILABLE = (AgentState.PAUSED, AgentState.STOPPED, AgentState.FAILED, AgentState.KILLED)
+# A reviewer's own state in which it cannot take a review: it would only time out (waiting:
+# its own request is open, so no turn of its can start until the operator answers).
+_UNAVAILABLE = (AgentState.PAUSED, AgentState.WAITING, AgentState.STOPPED, AgentState.FAILED,
+                AgentState.KILLED)
 
 
 @dataclass(frozen=True, slots=True)
