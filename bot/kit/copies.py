@@ -89,8 +89,9 @@ class Copies:
                 if held:
                     await self._deliver_digest(held)
         finally:
-            if upcoming is not None:
+            if upcoming is not None:  # the outbox's follower, closed before this returns
                 upcoming.cancel()
+                await asyncio.wait((upcoming,), timeout=1.0)
 
     async def _deliver_one(self, row: Escalation) -> None:
         try:
