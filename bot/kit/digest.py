@@ -13,6 +13,7 @@ from bot.kit.ports import Escalation
 from bot.kit.text import visible
 from commands.base import Reply, Text
 from supervisor.api import SENT_FILE
+from supervisor.events import REPLY_NOTICE
 
 # A notice whose text is longer than this goes out on its own (a final answer worth reading
 # whole), never in a digest.
@@ -21,9 +22,10 @@ DIGEST_MAX = 20  # notices in one digest message; more wait for the next one
 
 
 def gatherable(row: Escalation) -> bool:
-    """A routine notice short enough to share a message: silent, no file, no detail."""
+    """A routine notice short enough to share a message: silent, no file, no detail, and not
+    the answer to the operator's own /ask or /spawn (they are waiting for it)."""
     return (render.quiet(row) and not row.detail and len(row.body) <= DIGEST_BODY_CHARS
-            and row.tool_name != SENT_FILE)
+            and row.tool_name not in (SENT_FILE, REPLY_NOTICE))
 
 
 class Gatherer:

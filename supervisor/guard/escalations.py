@@ -164,10 +164,12 @@ class Escalations:
         self._answer_hooks[tool_name] = hook
 
     async def draft_notice(self, agent_id: str | None, title: str, body: str = "",
-                           ref_id: str | None = None) -> EscalationDraft:
+                           ref_id: str | None = None,
+                           tool_name: str | None = None) -> EscalationDraft:
         """A notice to be written inside another write's transaction; `published` after."""
         return EscalationDraft(id=await self._new_id(), agent_id=agent_id, kind=Kind.NOTICE,
-                               title=title, body=body, ref_id=ref_id, status="info")
+                               title=title, body=body, ref_id=ref_id, status="info",
+                               tool_name=tool_name)
 
     async def draft_question(self, agent_id: str | None, title: str, body: str, *,
                              options: tuple[str, ...], tool_name: str,
