@@ -33,7 +33,7 @@ from supervisor.redact import SECRETS
 from supervisor.service import FnService, Service, Services, TaskGroup, loop_service
 
 if TYPE_CHECKING:
-    from bot.web import Listener
+    from bot.web import Listener, WebContext
     from supervisor.agents.pool import AgentPool
 
 logger = logging.getLogger(__name__)
@@ -73,8 +73,10 @@ class Switchboard:
         self.listener: Listener | None = None
         if settings.http_listen is not None:
             from bot.web import Listener  # aiohttp and prometheus-client: only when listening
+            from bot.web.site import install_web
 
             self.listener = Listener(self, *settings.http_listen)
+            install_web(self.listener)  # the web console and the HTTP API (bot/web/)
         self.stopping = asyncio.Event()
         self.forced = asyncio.Event()
         # The database and shared context in the bucket, when one is configured.
@@ -130,6 +132,13 @@ class Switchboard:
             self._lock_file = None
 
     async def _open_store(self, _group: TaskGroup) -> None:
+        if self.settings.database_url is not None:
+            # The store runs on PostgreSQL (switchboard doctor opens it), but the kill switch's
+            # halt flag and `switchboard kill` still write the SQLite file: a supervisor on
+            # PostgreSQL could forget a kill switch. Refused until they move too.
+            raise ConfigError(
+                "SWITCHBOARD_DATABASE_URL is set: running the supervisor on PostgreSQL is not "
+                "built yet (docs/postgresql.md); unset it to run on SQLite")
         db, rescued = self.settings.db_path, rescued_path(self.settings.db_path)
         if not db.exists() and rescued.exists():
             # Opening would make a new, empty database beside the agents' last known state.
@@ -163,6 +172,8 @@ class Switchboard:
         assert self.core is not None
         self.api = SupervisorAPI.over(self.core)
         self.fleet = ApiFleet(self.api)
+        if self.listener is not None:  # it listens by now: its port is known
+            self.api.web.url = (self.settings.public_url or self.listener.url).rstrip("/")
 
     async def _start_scheduler(self, _group: TaskGroup) -> None:
         assert self.api is not None
@@ -240,6 +251,14 @@ class Switchboard:
         fh.write(str(os.getpid()))
         fh.flush()
         self._lock_file = fh
+
+    def web_context(self) -> WebContext | None:
+        """What the web console and the HTTP API run with (bot/web/); None until the API is up."""
+        if self.api is None or self.listener is None:
+            return None
+        from bot.web import WebContext
+
+        return WebContext(self.api, self.run_command, self.links, self.api.web.url or "")
 
     def context(self, caller: Caller) -> Context:
         assert self.api is not None

@@ -249,7 +249,8 @@ async def serve(settings: Settings, *, console: bool) -> int:
                              "without Slack (see docs/slack.md)")
         # Before the console: once its prompt is up, only it writes to the terminal.
         if app.listener is not None:
-            text = f"health and metrics on {app.listener.url} (/healthz /readyz /metrics)"
+            text = (f"health and metrics on {app.listener.url} (/healthz /readyz /metrics); "
+                    "the web console there: /web gives a sign-in link")
             if console:
                 print(text)
             else:

@@ -21,6 +21,7 @@ from supervisor.errors import ConfigError, StoreFailed
 from supervisor.guard.gateway import MAX_SOCKET_PATH, upstream_of
 from supervisor.persistence.offline import (
     HaltState,
+    database_where,
     find_cli,
     halt_state,
     policy_problem,
@@ -251,7 +252,8 @@ def _check_database(settings: Settings, doctor: Doctor) -> None:
             doctor.report(True, "database in use by the running supervisor")
         else:
             version = asyncio.run(schema_version(settings))
-            doctor.report(True, f"database {settings.db_path} opens (schema version {version})")
+            doctor.report(True, f"database {database_where(settings)} opens (schema version"
+                                f" {version})")
     except StoreFailed as exc:
         doctor.report(False, f"database: {exc.cause}")
 

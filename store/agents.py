@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from store.clock import Now, system_now
-from store.db import Database
+from store.db import AnyDatabase
 
 LIVE_STATES = ("starting", "working", "idle", "waiting", "stalled", "paused")
 
@@ -51,7 +51,7 @@ class TransitionRow:
 
 class AgentRepo:
     # The method list() shadows the builtin in this class's body: annotations say builtins.list.
-    def __init__(self, db: Database, *, now: Now = system_now) -> None:
+    def __init__(self, db: AnyDatabase, *, now: Now = system_now) -> None:
         self.db = db
         self._now = now
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from store.clock import Now, system_now
-from store.db import Database
+from store.db import AnyDatabase
 from store.text_search import contains_all, escape_like
 
 
@@ -30,7 +30,7 @@ def _same(text: str) -> str:
 
 
 class AuditRepo:
-    def __init__(self, db: Database, redact: Callable[[str], str] | None = None, *,
+    def __init__(self, db: AnyDatabase, redact: Callable[[str], str] | None = None, *,
                  now: Now = system_now) -> None:
         self.db = db
         self._now = now

@@ -12,16 +12,15 @@ attempts counted), or one of the ends expired | dead (dead-lettered, with a reas
 from __future__ import annotations
 
 import itertools
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from store.db import Database
+from store.db import AnyDatabase
 from store.errors import StoreUnavailable
 from store.text_search import contains_all
-from store.writer import ThreadWriter, Write
+from store.writer import SyncConn, ThreadWriter, Write
 
 # A delivery is open (queued or leased) while its ended_at is NULL: the open-deliveries index is
 # keyed on that (migration 16), so a lease or a release, which change the state but not whether
@@ -185,28 +184,38 @@ _TAKE = ("SELECT message_id, seq, state, attempts, lane FROM bus_deliveries WHER
          f"recipient_id = ? AND {_OPEN} AND {_TAKABLE} ORDER BY lane, seq LIMIT ?")
 
 
-def _all(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+# The last message id ever given (ids are never used again, even after retention deleted
+# them): SQLite's AUTOINCREMENT counter, PostgreSQL's identity sequence.
+_TOP_ID = {
+    "sqlite": "SELECT seq FROM sqlite_sequence WHERE name = 'bus_messages'",
+    "postgresql": "SELECT last_value FROM pg_sequences WHERE schemaname = current_schema()"
+                  " AND sequencename = 'bus_messages_id_seq'",
+}
+_KEEP_ID = "SELECT setval(pg_get_serial_sequence('bus_messages', 'id'), ?)"
+
+
+def _all(conn: SyncConn, sql: str, params: Sequence[Any] = ()) -> list[Any]:
     return conn.execute(sql, params).fetchall()
 
 
 class BusRepo:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: AnyDatabase) -> None:
         self.db = db
         self._next_seq: dict[str, int] = {}  # recipient -> its next sequence (writer only)
         self._last_id: int | None = None  # the last message id stored (writer only)
         self._recent: dict[int, MessageRow] = {}  # id -> message, stored lately (writer only)
 
     def writer(self) -> BusWriter:
-        return BusWriter(self.db.path, self)
+        return BusWriter(self.db.writer_target, self)
 
     # -- writes: in the bus writer's thread, inside its transaction (BusWriter) ----------------
 
-    def insert(self, conn: sqlite3.Connection, msg: NewMessage) -> tuple[int, bool]:
+    def insert(self, conn: SyncConn, msg: NewMessage) -> tuple[int, bool]:
         """Store a message and its deliveries. Returns (id, duplicate): a dedup key the
         sender used before returns the first message's id and stores nothing."""
         return (self.insert_many(conn, [msg]))[0]
 
-    def insert_many(self, conn: sqlite3.Connection,
+    def insert_many(self, conn: SyncConn,
                           msgs: Sequence[NewMessage]) -> list[tuple[int, bool]]:
         """Many messages in two statements (messages, deliveries): ids and per-recipient
         sequences are assigned here, which is safe because the bus is the only writer of
@@ -218,7 +227,7 @@ class BusRepo:
             self._last_id = None
             raise
 
-    def _insert_many(self, conn: sqlite3.Connection,
+    def _insert_many(self, conn: SyncConn,
                            msgs: Sequence[NewMessage]) -> list[tuple[int, bool]]:
         seen: dict[tuple[str, str], int] = {}
         for msg in msgs:
@@ -229,8 +238,8 @@ class BusRepo:
                     seen[(msg.sender, msg.dedup_key)] = int(found[0][0])
         next_id = self._last_id
         if next_id is None:  # read once, then kept (the bus is these tables' only writer)
-            top = _all(conn, "SELECT seq FROM sqlite_sequence WHERE name = 'bus_messages'")
-            next_id = int(top[0][0]) if top else 0
+            top = _all(conn, _TOP_ID[self.db.dialect])
+            next_id = int(top[0][0] or 0) if top else 0
         next_seq = self._next_seq
         missing = {rid for m in msgs for rid in m.recipients if rid not in next_seq}
         if missing:
@@ -269,6 +278,10 @@ class BusRepo:
         conn.executemany(
             "INSERT INTO bus_deliveries (message_id, recipient_id, seq, lane, state) "
             "VALUES (?, ?, ?, ?, ?)", delivery_rows)
+        if self.db.dialect == "postgresql" and message_rows:
+            # The ids are given, not drawn: keep the identity's sequence past them (SQLite's
+            # AUTOINCREMENT keeps sqlite_sequence so by itself), so they are never used again.
+            conn.execute(_KEEP_ID, (next_id,))
         self._last_id = next_id
         self._trim_recent()
         return out
@@ -280,7 +293,7 @@ class BusRepo:
         self._last_id = None
         self._recent.clear()
 
-    def lease(self, conn: sqlite3.Connection, recipient_id: str, *, holder: str,
+    def lease(self, conn: SyncConn, recipient_id: str, *, holder: str,
                     token: str, until: float, now: float, limit: int) -> list[Leased]:
         """Lease up to `limit` open deliveries of one recipient (queued ones, and leased ones
         whose lease has run out): interrupts first, then in sequence order."""
@@ -294,7 +307,7 @@ class BusRepo:
         by_seq = {int(r[2]): _delivery(r) for r in rows}
         return [Leased(t.message, by_seq[t.seq]) for t in taken]
 
-    def take(self, conn: sqlite3.Connection, recipient_id: str, *, holder: str,
+    def take(self, conn: SyncConn, recipient_id: str, *, holder: str,
              token: str, until: float, now: float,
              limit: int) -> tuple[list[MessageRow], list[Taking]]:
         """`lease`, for the bus's own path: the queued messages found expired on the way are
@@ -336,7 +349,7 @@ class BusRepo:
                          (holder, token, until, now, recipient_id, *[t.seq for t in live]))
         return expired, live
 
-    def _messages(self, conn: sqlite3.Connection, ids: list[int]) -> dict[int, MessageRow]:
+    def _messages(self, conn: SyncConn, ids: list[int]) -> dict[int, MessageRow]:
         cache = self._recent
         found: dict[int, MessageRow] = {}
         missing: list[int] = []
@@ -361,7 +374,7 @@ class BusRepo:
             for old in list(itertools.islice(cache, len(cache) - RECENT_MESSAGES // 2)):
                 del cache[old]
 
-    def expire_queued(self, conn: sqlite3.Connection,
+    def expire_queued(self, conn: SyncConn,
                       now: float) -> list[tuple[MessageRow, str]]:
         """Every queued delivery whose message has expired ends as expired, whether or not its
         recipient is reading: (message, recipient id) of each, so its sender can be told."""
@@ -373,23 +386,23 @@ class BusRepo:
         messages = self._messages(conn, [int(r[0]) for r in rows])
         return [(messages[int(r[0])], str(r[1])) for r in rows]
 
-    def extend(self, conn: sqlite3.Connection, lease: Lease, until: float) -> int:
+    def extend(self, conn: SyncConn, lease: Lease, until: float) -> int:
         where, params = lease.where()
         cur = conn.execute(f"UPDATE bus_deliveries SET lease_expires_at = ? WHERE {where}",
                            (until, *params))
         return int(cur.rowcount)
 
-    def ack(self, conn: sqlite3.Connection, lease: Lease, now: float) -> int:
+    def ack(self, conn: SyncConn, lease: Lease, now: float) -> int:
         """Consumed: only while the lease is still this token's (fencing). How many."""
         return self.ack_many(conn, [(lease, now)])
 
-    def ack_many(self, conn: sqlite3.Connection, acks: Sequence[tuple[Lease, float]]) -> int:
+    def ack_many(self, conn: SyncConn, acks: Sequence[tuple[Lease, float]]) -> int:
         """`ack` for many leases in one statement (a batch's acknowledgements). How many
         deliveries were consumed, in all."""
         cur = conn.executemany(_ACK, [(now, now, *lease.where()[1]) for lease, now in acks])
         return int(cur.rowcount)
 
-    def release(self, conn: sqlite3.Connection, lease: Lease, *, max_attempts: int,
+    def release(self, conn: SyncConn, lease: Lease, *, max_attempts: int,
                 reason: str, now: float) -> tuple[list[MessageRow], int]:
         """The turn holding `lease` failed: its deliveries go back to the queue, or, after
         `max_attempts`, to the dead letters. Not the operator's own messages: the failed turn
@@ -419,7 +432,7 @@ class BusRepo:
             (reason, *params))
         return [_message(r) for r in dead], dropped
 
-    def reclaim(self, conn: sqlite3.Connection, holder_prefix: str, now: float) -> int:
+    def reclaim(self, conn: SyncConn, holder_prefix: str, now: float) -> int:
         """Leases held by anyone but `holder_prefix` (a previous supervisor, now dead) go back
         to the queue at once, without waiting for them to run out: an agent's message is
         delivered again (at least once). The operator's own messages are not, once a turn of
@@ -444,7 +457,7 @@ class BusRepo:
             (QUEUED, LEASED, len(holder_prefix), holder_prefix))
         return int(cur.rowcount)
 
-    def dead_letter_open(self, conn: sqlite3.Connection, recipient_id: str,
+    def dead_letter_open(self, conn: SyncConn, recipient_id: str,
                          reason: str, now: float) -> list[MessageRow]:
         """Every open delivery of `recipient_id` ends as a dead letter (killed, over budget)."""
         mcols = ", ".join("m." + c.strip() for c in _M_COLS.split(","))
@@ -458,12 +471,12 @@ class BusRepo:
             (DEAD, reason, now, recipient_id))
         return [_message(r) for r in rows]
 
-    def subscribe(self, conn: sqlite3.Connection, topic: str, agent_id: str,
+    def subscribe(self, conn: SyncConn, topic: str, agent_id: str,
                         now: float) -> None:
-        conn.execute("INSERT OR IGNORE INTO bus_subscriptions (topic, agent_id, "
-                           "created_at) VALUES (?, ?, ?)", (topic, agent_id, now))
+        conn.execute("INSERT INTO bus_subscriptions (topic, agent_id, created_at)"
+                     " VALUES (?, ?, ?) ON CONFLICT DO NOTHING", (topic, agent_id, now))
 
-    def unsubscribe(self, conn: sqlite3.Connection, topic: str, agent_id: str) -> None:
+    def unsubscribe(self, conn: SyncConn, topic: str, agent_id: str) -> None:
         conn.execute("DELETE FROM bus_subscriptions WHERE topic = ? AND agent_id = ?",
                            (topic, agent_id))
 
@@ -544,15 +557,15 @@ class BusRepo:
 
 
 class BusWriter(ThreadWriter):
-    """The bus's write connection (store/writer.py: its own sqlite3 connection on one thread of
+    """The bus's write connection (store/writer.py: its own connection on one thread of
     its own, a whole batch of writes one call into that thread and one transaction). A rolled
     back transaction makes the repository read its sequences again; a write that failed for the
     database's sake (disk full, read-only, I/O) is noted in the thread and told to the store's
     write-error listeners (the storage guard) on the event loop once the batch is back, so the
     bus's connection is watched like the store's own."""
 
-    def __init__(self, path: Path, repo: BusRepo) -> None:
-        super().__init__(path, name="bus writer", on_rollback=repo.forget_sequences,
+    def __init__(self, target: Path | str, repo: BusRepo) -> None:
+        super().__init__(target, name="bus writer", on_rollback=repo.forget_sequences,
                          pragmas=(f"wal_autocheckpoint={WAL_CHECKPOINT_PAGES}",))
         self.repo = repo
         self._failures: list[str] = []
@@ -569,6 +582,6 @@ class BusWriter(ThreadWriter):
         try:
             return super().run_transaction(writes)
         except StoreUnavailable as exc:
-            if isinstance(exc.__cause__, sqlite3.Error):
+            if exc.__cause__ is not None:  # the database's, not "the writer is closed"
                 self._failures.append(str(exc.__cause__))
             raise

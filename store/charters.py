@@ -6,7 +6,7 @@ import builtins
 import json
 from dataclasses import dataclass
 
-from store.db import Database
+from store.db import AnyDatabase
 from store.errors import Conflict
 
 
@@ -19,7 +19,7 @@ class SendBack:
 
 
 class CharterRepo:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: AnyDatabase) -> None:
         self.db = db
 
     async def set(self, agent_id: str, charter: str, *, now: float) -> None:

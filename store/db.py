@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import aiosqlite
 
@@ -18,7 +18,14 @@ from store.migrations import MIGRATIONS
 
 logger = logging.getLogger(__name__)
 
+if TYPE_CHECKING:
+    from store.pg import PgConnection, PgDatabase
+
 Params = Sequence[Any] | dict[str, Any]
+# What a repository is given: this SQLite database, or store/pg.py's PostgreSQL one (the same
+# calls; `dialect` says which, for the few queries kept in one text per engine).
+AnyDatabase: TypeAlias = "Database | PgDatabase"
+AnyConnection: TypeAlias = "aiosqlite.Connection | PgConnection"  # a transaction's
 
 
 
@@ -29,6 +36,8 @@ def rescued_path(path: Path) -> Path:
 class Database:
     """Owns the connections. Writes are serialised through one connection (SQLite allows one
     writer); reads use a second connection, which WAL lets run while a write is in progress."""
+
+    dialect = "sqlite"
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
@@ -153,6 +162,15 @@ class Database:
     @property
     def schema_version(self) -> int:
         return len(MIGRATIONS)
+
+    @property
+    def name(self) -> str:
+        return str(self.path)
+
+    @property
+    def writer_target(self) -> Path:
+        """What a batched writer (store/writer.py) connects to."""
+        return self.path
 
     def _w(self) -> aiosqlite.Connection:
         if self._writer is None:

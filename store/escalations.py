@@ -9,10 +9,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import aiosqlite
-
 from store.clock import Now, system_now
-from store.db import Database
+from store.db import AnyConnection, AnyDatabase
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +101,29 @@ class EscalationDraft:
     survives_restart: bool = False
 
 
-async def _advance(conn: aiosqlite.Connection, frontend: str) -> None:
+# One text per engine where they differ: the larger or smaller of two values is MAX(a, b) and
+# MIN(a, b) in SQLite, GREATEST and LEAST in PostgreSQL (where MAX and MIN only aggregate).
+_DUE_SQL = (
+    "SELECT * FROM escalations WHERE status='open' AND timed_out_at IS NULL AND"
+    " ((expires_at IS NOT NULL AND expires_at <= ?) OR"
+    "  (reminded_at IS NULL AND remind_at IS NOT NULL AND remind_at <= ?))"
+    " ORDER BY {min}(COALESCE(remind_at, expires_at), COALESCE(expires_at, remind_at)),"
+    " seq LIMIT ?")
+_DUE = {"sqlite": _DUE_SQL.format(min="MIN"), "postgresql": _DUE_SQL.format(min="LEAST")}
+_UNDELIVERED_SQL = (
+    "SELECT e.* FROM escalations e LEFT JOIN deliveries d"
+    " ON d.escalation_id = e.id AND d.frontend = ?"
+    " WHERE d.escalation_id IS NULL AND e.seq > {max}(?, COALESCE((SELECT seq FROM"
+    " outbox_cursors WHERE frontend = ?), 0)) ORDER BY e.seq LIMIT ?")
+_UNDELIVERED = {"sqlite": _UNDELIVERED_SQL.format(max="MAX"),
+                "postgresql": _UNDELIVERED_SQL.format(max="GREATEST")}
+_RAISE_CURSOR_SQL = ("INSERT INTO outbox_cursors (frontend, seq) VALUES (?,?) ON CONFLICT"
+                     " (frontend) DO UPDATE SET seq = {max}(outbox_cursors.seq, excluded.seq)")
+_RAISE_CURSOR = {"sqlite": _RAISE_CURSOR_SQL.format(max="MAX"),
+                 "postgresql": _RAISE_CURSOR_SQL.format(max="GREATEST")}
+
+
+async def _advance(conn: AnyConnection, frontend: str) -> None:
     """Move `frontend`'s cursor up to just before its first undelivered row (or the last row)."""
     async with conn.execute("SELECT seq FROM outbox_cursors WHERE frontend = ?",
                             (frontend,)) as cur:
@@ -127,7 +147,7 @@ async def _advance(conn: aiosqlite.Connection, frontend: str) -> None:
 
 
 class EscalationRepo:
-    def __init__(self, db: Database, *, now: Now = system_now) -> None:
+    def __init__(self, db: AnyDatabase, *, now: Now = system_now) -> None:
         self.db = db
         self._now = now
 
@@ -154,7 +174,7 @@ class EscalationRepo:
         return row
 
     @staticmethod
-    async def insert(conn: aiosqlite.Connection, d: EscalationDraft, now: float) -> None:
+    async def insert(conn: AnyConnection, d: EscalationDraft, now: float) -> None:
         """Insert a row inside the caller's transaction (with the write it reports)."""
         await conn.execute(
             "INSERT INTO escalations (id, agent_id, kind, title, body, tool_name, tool_input,"
@@ -169,7 +189,7 @@ class EscalationRepo:
         )
 
     @staticmethod
-    async def _insert_notice(conn: aiosqlite.Connection, notice: Notice, now: float) -> None:
+    async def _insert_notice(conn: AnyConnection, notice: Notice, now: float) -> None:
         await conn.execute(
             "INSERT INTO escalations (id, agent_id, kind, title, body, ref_id, status,"
             " created_at) VALUES (?,?,'notice',?,?,?,'info',?)",
@@ -192,7 +212,7 @@ class EscalationRepo:
         async with self.db.transaction() as conn:
             cur = await conn.execute(
                 "UPDATE escalations SET status=?, answer=?, answered_by=?, answered_via=?,"
-                " answered_at=?, timed_out_at=CASE WHEN ? THEN ? ELSE timed_out_at END"
+                " answered_at=?, timed_out_at=CASE WHEN ? = 1 THEN ? ELSE timed_out_at END"
                 " WHERE id=? AND status='open'",
                 (status, json.dumps(answer), by, via, at, int(timed_out), at, esc_id),
             )
@@ -206,14 +226,7 @@ class EscalationRepo:
 
     async def due(self, now: float, limit: int = 100) -> list[EscalationRow]:
         """Open rows whose reminder or timeout is due at `now`, the most overdue first."""
-        rows = await self.db.fetchall(
-            "SELECT * FROM escalations WHERE status='open' AND timed_out_at IS NULL AND"
-            " ((expires_at IS NOT NULL AND expires_at <= ?) OR"
-            "  (reminded_at IS NULL AND remind_at IS NOT NULL AND remind_at <= ?))"
-            " ORDER BY MIN(COALESCE(remind_at, expires_at), COALESCE(expires_at, remind_at)),"
-            " seq LIMIT ?",
-            (now, now, limit),
-        )
+        rows = await self.db.fetchall(_DUE[self.db.dialect], (now, now, limit))
         return [EscalationRow.from_row(r) for r in rows]
 
     async def next_due(self) -> float | None:
@@ -224,7 +237,7 @@ class EscalationRepo:
             "  AND reminded_at IS NULL AND timed_out_at IS NULL AND remind_at IS NOT NULL"
             " UNION ALL"
             " SELECT expires_at FROM escalations WHERE status='open'"
-            "  AND timed_out_at IS NULL AND expires_at IS NOT NULL)"
+            "  AND timed_out_at IS NULL AND expires_at IS NOT NULL) AS due"
         )
         return None if row is None or row[0] is None else float(row[0])
 
@@ -282,13 +295,8 @@ class EscalationRepo:
         """Rows `frontend` has not acknowledged, oldest first, from after `after_seq` (to
         page through a long backlog) and after its delivery cursor (below which everything
         is delivered): a range of the primary key, never the whole history."""
-        rows = await self.db.fetchall(
-            "SELECT e.* FROM escalations e LEFT JOIN deliveries d"
-            " ON d.escalation_id = e.id AND d.frontend = ?"
-            " WHERE d.escalation_id IS NULL AND e.seq > MAX(?, COALESCE((SELECT seq FROM"
-            " outbox_cursors WHERE frontend = ?), 0)) ORDER BY e.seq LIMIT ?",
-            (frontend, after_seq, frontend, limit),
-        )
+        rows = await self.db.fetchall(_UNDELIVERED[self.db.dialect],
+                                      (frontend, after_seq, frontend, limit))
         return [EscalationRow.from_row(r) for r in rows]
 
     async def cursor(self, frontend: str) -> int:
@@ -302,8 +310,8 @@ class EscalationRepo:
         in a row (from the cursor to the first gap: a few rows, not the history)."""
         async with self.db.transaction() as conn:
             await conn.execute(
-                "INSERT OR IGNORE INTO deliveries (escalation_id, frontend, delivered_at)"
-                " VALUES (?,?,?)",
+                "INSERT INTO deliveries (escalation_id, frontend, delivered_at)"
+                " VALUES (?,?,?) ON CONFLICT DO NOTHING",
                 (esc_id, frontend, self._stamp(now)),
             )
             await _advance(conn, frontend)
@@ -326,21 +334,21 @@ class EscalationRepo:
             start = min(last_old, int(first_open[0]) - 1) \
                 if first_open and first_open[0] is not None else last_old
             await conn.execute(
-                "INSERT OR IGNORE INTO deliveries (escalation_id, frontend, delivered_at)"
+                "INSERT INTO deliveries (escalation_id, frontend, delivered_at)"
                 " SELECT id, ?, ? FROM escalations WHERE seq > ? AND seq <= ?"
-                " AND status != 'open'",
+                " AND status != 'open' ON CONFLICT DO NOTHING",
                 (frontend, self._stamp(now), start, last_old),
             )
-            await conn.execute(
-                "INSERT INTO outbox_cursors (frontend, seq) VALUES (?,?) ON CONFLICT (frontend)"
-                " DO UPDATE SET seq = MAX(seq, excluded.seq)", (frontend, start))
+            await conn.execute(_RAISE_CURSOR[self.db.dialect], (frontend, start))
             await _advance(conn, frontend)
 
     async def allow_for_session(self, agent_id: str, session_id: str | None, key: str,
                                 tool_name: str, by: str, *, now: float | None = None) -> None:
         await self.db.execute(
-            "INSERT OR REPLACE INTO session_allowances (agent_id, session_id, key, tool_name,"
-            " granted_by, created_at) VALUES (?,?,?,?,?,?)",
+            "INSERT INTO session_allowances (agent_id, session_id, key, tool_name, granted_by,"
+            " created_at) VALUES (?,?,?,?,?,?) ON CONFLICT (agent_id, key) DO UPDATE SET"
+            " session_id = excluded.session_id, tool_name = excluded.tool_name,"
+            " granted_by = excluded.granted_by, created_at = excluded.created_at",
             (agent_id, session_id, key, tool_name, by, self._stamp(now)),
         )
 

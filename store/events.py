@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 
 from store.clock import Now, system_now
-from store.db import Database
+from store.db import AnyDatabase
+from store.writer import SyncConn
 
 # One raw event as the ingest queues it: (agent_id, turn_id, kind, summary, data as JSON, at).
 # The JSON is made when the row is queued (`encode`, a fraction of a microsecond): a queued row is
@@ -70,7 +71,16 @@ def _insert_sql(n: int) -> str:
             " WHERE column1 IS NOT NULL")
 
 
-def _insert(conn: sqlite3.Connection, rows: Sequence[RawEvent]) -> None:
+def _insert(conn: SyncConn, rows: Sequence[RawEvent]) -> None:
+    if not isinstance(conn, sqlite3.Connection):
+        # PostgreSQL: psycopg sends an executemany's rows in one pipeline, one round trip
+        # for the batch; a lone surrogate fails there as it would here (repaired alike).
+        try:
+            conn.executemany(_INSERT, rows)
+        except UnicodeEncodeError:
+            conn.executemany(_INSERT, [tuple(_safe(v) if isinstance(v, str) else v for v in r)
+                                       for r in rows])
+        return
     for i in range(0, len(rows), STATEMENT_ROWS):
         chunk = rows[i:i + STATEMENT_ROWS]
         size = 1 << (len(chunk) - 1).bit_length()
@@ -108,7 +118,7 @@ def tool_calls_of(data: Any) -> list[tuple[str, dict[str, Any]]]:
 
 
 class EventRepo:
-    def __init__(self, db: Database, *, now: Now = system_now) -> None:
+    def __init__(self, db: AnyDatabase, *, now: Now = system_now) -> None:
         self.db = db
         self._now = now
 
@@ -123,7 +133,7 @@ class EventRepo:
         )
 
     @staticmethod
-    def insert_rows(conn: sqlite3.Connection, rows: Sequence[RawEvent]) -> int:
+    def insert_rows(conn: SyncConn, rows: Sequence[RawEvent]) -> int:
         """In a writer's thread, inside its transaction: up to STATEMENT_ROWS rows a statement.
 
         One multi-row INSERT rather than `executemany`, and as few statements as can be:
@@ -140,7 +150,7 @@ class EventRepo:
     async def tail(self, agent_id: str, n: int) -> list[EventRow]:
         rows = await self.db.fetchall(
             "SELECT * FROM (SELECT * FROM agent_events WHERE agent_id = ? ORDER BY id DESC LIMIT ?)"
-            " ORDER BY id",
+            " AS newest ORDER BY id",
             (agent_id, n),
         )
         return [
@@ -172,7 +182,7 @@ class EventRepo:
     # -- retention: in a writer's thread, one bounded transaction per call ---------------------
 
     @staticmethod
-    def first_kept(conn: sqlite3.Connection, cutoff: float) -> int | None:
+    def first_kept(conn: SyncConn, cutoff: float) -> int | None:
         """The lowest id whose event is not older than `cutoff`, None if every event is:
         a binary search over ids (which grow with `at`), a few primary-key lookups, no
         index on `at` for every insert to keep up."""
@@ -192,7 +202,7 @@ class EventRepo:
         return lo
 
     @staticmethod
-    def delete_before(conn: sqlite3.Connection, first_kept: int, limit: int) -> int:
+    def delete_before(conn: SyncConn, first_kept: int, limit: int) -> int:
         """Delete up to `limit` of the oldest events with an id below `first_kept`."""
         cur = conn.execute(
             "DELETE FROM agent_events WHERE id IN (SELECT id FROM agent_events WHERE id < ?"
@@ -200,7 +210,7 @@ class EventRepo:
         return cur.rowcount
 
     @staticmethod
-    def delete_beyond(conn: sqlite3.Connection, agent_id: str, keep: int, limit: int) -> int:
+    def delete_beyond(conn: SyncConn, agent_id: str, keep: int, limit: int) -> int:
         """Delete up to `limit` of the oldest events of `agent_id` beyond its newest `keep`
         (the agent index: no scan of other agents' rows)."""
         row = conn.execute("SELECT id FROM agent_events WHERE agent_id = ? ORDER BY id DESC"
@@ -213,7 +223,7 @@ class EventRepo:
         return cur.rowcount
 
     @staticmethod
-    def agents_over(conn: sqlite3.Connection, keep: int) -> list[str]:
+    def agents_over(conn: SyncConn, keep: int) -> list[str]:
         """Agents with more than `keep` events: one probe of the agent index per agent."""
         ids = [r[0] for r in conn.execute("SELECT id FROM agents")]
         return [a for a in ids if conn.execute(

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from store.clock import Now, system_now
-from store.db import Database
+from store.db import AnyDatabase
 
 
 class KvRepo:
-    def __init__(self, db: Database, *, now: Now = system_now) -> None:
+    def __init__(self, db: AnyDatabase, *, now: Now = system_now) -> None:
         self.db = db
         self._now = now
 

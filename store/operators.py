@@ -8,7 +8,7 @@ import hashlib
 from dataclasses import dataclass
 
 from store.clock import Now, system_now
-from store.db import Database
+from store.db import AnyDatabase
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +32,7 @@ def hash_code(code: str) -> str:
 
 class OperatorRepo:
     # The method list() shadows the builtin in this class's body: annotations say builtins.list.
-    def __init__(self, db: Database, *, now: Now = system_now) -> None:
+    def __init__(self, db: AnyDatabase, *, now: Now = system_now) -> None:
         self.db = db
         self._now = now
 
@@ -99,8 +99,10 @@ class OperatorRepo:
     async def add_copy(self, escalation_id: str, platform: str, chat_id: str,
                        message_id: str) -> None:
         await self.db.execute(
-            "INSERT OR REPLACE INTO chat_copies (escalation_id, platform, chat_id, message_id)"
-            " VALUES (?,?,?,?)", (escalation_id, platform, chat_id, message_id))
+            "INSERT INTO chat_copies (escalation_id, platform, chat_id, message_id)"
+            " VALUES (?,?,?,?) ON CONFLICT (escalation_id, platform, chat_id) DO UPDATE SET"
+            " message_id = excluded.message_id, settled_at = NULL",  # a new copy: unsettled
+            (escalation_id, platform, chat_id, message_id))
 
     async def copies(self, escalation_id: str, platform: str) -> builtins.list[tuple[str, str]]:
         rows = await self.db.fetchall(
@@ -111,9 +113,9 @@ class OperatorRepo:
     async def unsettled(self, platform: str) -> builtins.list[str]:
         """Ids of closed escalations with copies on `platform` still showing the question."""
         rows = await self.db.fetchall(
-            "SELECT DISTINCT c.escalation_id FROM chat_copies c JOIN escalations e"
+            "SELECT c.escalation_id FROM chat_copies c JOIN escalations e"
             " ON e.id = c.escalation_id WHERE c.platform=? AND c.settled_at IS NULL"
-            " AND e.status != 'open' ORDER BY e.seq", (platform,))
+            " AND e.status != 'open' GROUP BY c.escalation_id ORDER BY MIN(e.seq)", (platform,))
         return [r["escalation_id"] for r in rows]
 
     async def settle(self, escalation_id: str, platform: str) -> None:
@@ -134,8 +136,9 @@ class OperatorRepo:
     async def set_card(self, platform: str, agent_id: str, chat_id: str,
                        message_id: str) -> None:
         await self.db.execute(
-            "INSERT OR REPLACE INTO chat_threads (platform, agent_id, chat_id, message_id,"
-            " created_at) VALUES (?,?,?,?,?)",
+            "INSERT INTO chat_threads (platform, agent_id, chat_id, message_id, created_at)"
+            " VALUES (?,?,?,?,?) ON CONFLICT (platform, agent_id, chat_id) DO UPDATE SET"
+            " message_id = excluded.message_id, created_at = excluded.created_at",
             (platform, agent_id, chat_id, message_id, self._now()))
 
     async def card(self, platform: str, agent_id: str, chat_id: str) -> str | None:

@@ -1,14 +1,16 @@
-"""What a storage engine must offer: one Protocol per repository family, the SQLite one checked.
+"""What a storage engine must offer: one Protocol per repository family, the repositories checked.
 
-Each protocol names the family's public async methods, with the signatures of the SQLite
-classes; a second engine (PostgreSQL) implements them and passes tests/store, the conformance
-suites written against these types.
+Each protocol names the family's public async methods. The repositories implement them on both
+engines: they are given a SQLite `Database` (store/db.py) or a `PgDatabase` (store/pg.py), the
+same calls, and pass tests/store, the conformance suites written against these types, on both.
 
 Not in the protocols: the steps that run inside an engine's own write transaction and take its
 connection (the bus's writer-thread methods and `BusRepo.writer()`, `EventRepo.insert_rows` and
 its retention steps, `EscalationRepo.insert`) and the private-connection helpers (`kv.set_sync`,
-`audit.record_sync`). They are the engine's transaction seam; tests/store exercises them
-through SQLite's writer, and a second engine will need its own form of them.
+`audit.record_sync`). They are the engine's transaction seam: the writer's steps get a
+`store.writer.SyncConn` (sqlite3's connection, or store/pg_sql.py's over psycopg), and
+tests/store runs them through each engine's writer. The private-connection helpers are still
+SQLite's only (docs/postgresql.md).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from store.results import OutgoingFile, ResultRepo, ResultRow
 from store.reviews import ReviewRepo, ReviewRow
 from store.schedules import NewRun, RunRow, ScheduleRepo, ScheduleRow
 from store.turns import CostLine, Tally, TurnRepo, TurnRow
+from store.web import CredentialRow, WebCredentialRepo
 
 # Methods named like builtins (list, all) shadow them in a class body: annotations say builtins.
 
@@ -248,6 +251,23 @@ class TurnStore(Protocol):
     async def totals_by_model(self, agent_id: str | None = None) -> builtins.list[CostLine]: ...
 
 
+class WebCredentialStore(Protocol):
+    async def add(self, cid: str, kind: str, secret: str, operator: str, *, label: str = "",
+                  csrf: str = "", ttl_s: float | None = None) -> CredentialRow: ...
+    async def get(self, cid: str) -> CredentialRow | None: ...
+    async def by_secret(self, secret: str, kind: str) -> CredentialRow | None: ...
+    async def link_state(self, secret: str) -> str: ...
+    async def valid(self, secret: str, kind: str) -> CredentialRow | None: ...
+    async def use_link(self, secret: str) -> CredentialRow | None: ...
+    async def revoke(self, cid: str, by: str) -> bool: ...
+    async def revoke_secret(self, secret: str, kind: str, by: str) -> bool: ...
+    async def revoke_all(self, by: str = "kill switch",
+                         operator: str | None = None) -> int: ...
+    async def list(self, kind: str, operator: str | None = None, *,
+                   live_only: bool = True) -> builtins.list[CredentialRow]: ...
+    async def purge(self, older_than: float) -> int: ...
+
+
 def _conforms(db: Database) -> None:
     """Never called: mypy checks here that each SQLite repository satisfies its protocol."""
     agents: AgentStore = AgentRepo(db)
@@ -263,5 +283,6 @@ def _conforms(db: Database) -> None:
     reviews: ReviewStore = ReviewRepo(db)
     schedules: ScheduleStore = ScheduleRepo(db)
     turns: TurnStore = TurnRepo(db)
+    web: WebCredentialStore = WebCredentialRepo(db)
     del agents, audit, bus, charters, escalations, events, kv, operators, repos, results
-    del reviews, schedules, turns
+    del reviews, schedules, turns, web

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from store.clock import Now, system_now
-from store.db import Database
+from store.db import AnyDatabase
 
 # A worktree's record: 'creating' before the worktree exists (a spawn holds it), 'active' while
 # it exists, 'removed' once Switchboard removed it.
@@ -57,7 +57,7 @@ class ArchiveRow:
 
 
 class RepoRepo:
-    def __init__(self, db: Database, *, now: Now = system_now) -> None:
+    def __init__(self, db: AnyDatabase, *, now: Now = system_now) -> None:
         self.db = db
         self._now = now
 
@@ -130,8 +130,11 @@ class RepoRepo:
 
     async def add_archive(self, row: ArchiveRow) -> None:
         await self.db.execute(
-            "INSERT OR REPLACE INTO repo_archives (ref, repo, agent_id, agent_name, commit_sha,"
-            " reason, created_at) VALUES (?,?,?,?,?,?,?)",
+            "INSERT INTO repo_archives (ref, repo, agent_id, agent_name, commit_sha, reason,"
+            " created_at) VALUES (?,?,?,?,?,?,?) ON CONFLICT (ref) DO UPDATE SET"
+            " repo = excluded.repo, agent_id = excluded.agent_id,"
+            " agent_name = excluded.agent_name, commit_sha = excluded.commit_sha,"
+            " reason = excluded.reason, created_at = excluded.created_at",
             (row.ref, row.repo, row.agent_id, row.agent_name, row.commit_sha, row.reason,
              row.created_at))
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from store.clock import Now, system_now
-from store.db import Database
+from store.db import AnyDatabase
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +39,7 @@ class ResultRow:
 
 
 class ResultRepo:
-    def __init__(self, db: Database, *, now: Now = system_now) -> None:
+    def __init__(self, db: AnyDatabase, *, now: Now = system_now) -> None:
         self.db = db
         self._now = now
 
@@ -83,7 +83,7 @@ class ResultRepo:
         where, args = ("WHERE agent_id = ?", (agent_id,)) if agent_id else ("", ())
         rows = await self.db.fetchall(
             f"SELECT * FROM (SELECT * FROM results {where} ORDER BY id DESC LIMIT ?)"  # noqa: S608
-            " ORDER BY confidence ASC, id DESC", (*args, n))
+            " AS newest ORDER BY confidence ASC, id DESC", (*args, n))
         return [ResultRow.from_row(r) for r in rows]
 
     async def latest(self, agent_id: str) -> ResultRow | None:

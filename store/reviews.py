@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from store.clock import Now, system_now
-from store.db import Database
+from store.db import AnyDatabase
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ DECIDED = ("allow", "allow_session", "deny", "answer")
 
 
 class ReviewRepo:
-    def __init__(self, db: Database, *, now: Now = system_now) -> None:
+    def __init__(self, db: AnyDatabase, *, now: Now = system_now) -> None:
         self.db = db
         self._now = now
 
@@ -88,7 +88,7 @@ class ReviewRepo:
     async def recent(self, n: int = 20, *, since: float = 0.0) -> list[ReviewRow]:
         """The newest reviews, newest first."""
         rows = await self.db.fetchall(
-            "SELECT * FROM reviews WHERE created_at >= ? ORDER BY created_at DESC, rowid DESC"
+            "SELECT * FROM reviews WHERE created_at >= ? ORDER BY created_at DESC, id DESC"
             " LIMIT ?", (since, n))
         return [ReviewRow.from_row(r) for r in rows]
 

@@ -11,9 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-import aiosqlite
-
-from store.db import Database
+from store.db import AnyConnection, AnyDatabase
 
 RUNNING, RAN, FAILED, TIMED_OUT, SKIPPED, INTERRUPTED = (
     "running", "ran", "failed", "timed_out", "skipped", "interrupted")
@@ -89,7 +87,7 @@ class NewRun:
 
 
 class ScheduleRepo:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: AnyDatabase) -> None:
         self.db = db
 
     # -- schedules -------------------------------------------------------------------------------
@@ -103,7 +101,7 @@ class ScheduleRepo:
     async def get(self, schedule_id: str, *, deleted: bool = False) -> ScheduleRow | None:
         """A schedule by id; with `deleted`, one that was deleted too."""
         row = await self.db.fetchone(
-            "SELECT * FROM schedules WHERE id = ? AND (deleted_at IS NULL OR ?)",
+            "SELECT * FROM schedules WHERE id = ? AND (deleted_at IS NULL OR ? = 1)",
             (schedule_id, int(deleted)))
         return _schedule(row) if row else None
 
@@ -234,7 +232,7 @@ class ScheduleRepo:
         return {str(r["status"]): int(r["n"]) for r in rows}
 
 
-async def _insert(conn: aiosqlite.Connection, run: NewRun) -> int | None:
+async def _insert(conn: AnyConnection, run: NewRun) -> int | None:
     async with conn.execute(
             "INSERT INTO schedule_runs (schedule_id, slot_key, slot_at, status, reason,"
             " catch_up, manual, claimed_by, started_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?)"

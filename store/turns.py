@@ -6,10 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import aiosqlite
-
 from store.clock import Now, system_now
-from store.db import Database
+from store.db import AnyConnection, AnyDatabase
 from store.escalations import EscalationDraft, EscalationRepo
 from store.text_search import contains_all
 
@@ -52,7 +50,7 @@ class Tally:
 DAY_S = 86400
 
 
-async def _add_totals(conn: aiosqlite.Connection, row: Any, cost_usd: float,
+async def _add_totals(conn: AnyConnection, row: Any, cost_usd: float,
                       input_tokens: int, output_tokens: int) -> None:
     """A turn's new cost and tokens into the roll-ups, as the change from what it had (a turn
     finished twice is counted once)."""
@@ -63,19 +61,20 @@ async def _add_totals(conn: aiosqlite.Connection, row: Any, cost_usd: float,
     await conn.execute(
         "INSERT INTO agent_totals (agent_id, cost_usd, input_tokens, output_tokens)"
         " VALUES (?,?,?,?) ON CONFLICT (agent_id) DO UPDATE SET"
-        " cost_usd = cost_usd + excluded.cost_usd,"
-        " input_tokens = input_tokens + excluded.input_tokens,"
-        " output_tokens = output_tokens + excluded.output_tokens",
+        " cost_usd = agent_totals.cost_usd + excluded.cost_usd,"
+        " input_tokens = agent_totals.input_tokens + excluded.input_tokens,"
+        " output_tokens = agent_totals.output_tokens + excluded.output_tokens",
         (agent_id, d_cost, d_in, d_out))
     if d_cost:
         await conn.execute(
             "INSERT INTO spend_days (day, agent_id, cost_usd) VALUES (?,?,?)"
-            " ON CONFLICT (day, agent_id) DO UPDATE SET cost_usd = cost_usd + excluded.cost_usd",
+            " ON CONFLICT (day, agent_id) DO UPDATE SET"
+            " cost_usd = spend_days.cost_usd + excluded.cost_usd",
             (int(started_at // DAY_S), agent_id, d_cost))
 
 
 class TurnRepo:
-    def __init__(self, db: Database, *, now: Now = system_now) -> None:
+    def __init__(self, db: AnyDatabase, *, now: Now = system_now) -> None:
         self.db = db
         self._now = now
         # Kept in memory from the first tally() on, by the same transactions that write the
@@ -119,11 +118,12 @@ class TurnRepo:
                 turn_id = cur.lastrowid or 0
             if message_ids:
                 await conn.executemany(
-                    "INSERT OR IGNORE INTO turn_messages (message_id, turn_id) VALUES (?,?)",
+                    "INSERT INTO turn_messages (message_id, turn_id) VALUES (?,?)"
+                    " ON CONFLICT DO NOTHING",
                     [(m, turn_id) for m in message_ids])
             await conn.execute(
                 "INSERT INTO agent_totals (agent_id, turns) VALUES (?, 1)"
-                " ON CONFLICT (agent_id) DO UPDATE SET turns = turns + 1", (agent_id,))
+                " ON CONFLICT (agent_id) DO UPDATE SET turns = agent_totals.turns + 1", (agent_id,))
         return turn_id
 
     async def finish(
@@ -168,9 +168,10 @@ class TurnRepo:
                 await conn.execute(
                     "INSERT INTO model_totals (agent_id, model, turns, cost_usd, input_tokens,"
                     " output_tokens) VALUES (?,?,1,?,?,?) ON CONFLICT (agent_id, model) DO"
-                    " UPDATE SET turns = turns + 1, cost_usd = cost_usd + excluded.cost_usd,"
-                    " input_tokens = input_tokens + excluded.input_tokens,"
-                    " output_tokens = output_tokens + excluded.output_tokens",
+                    " UPDATE SET turns = model_totals.turns + 1,"
+                    " cost_usd = model_totals.cost_usd + excluded.cost_usd,"
+                    " input_tokens = model_totals.input_tokens + excluded.input_tokens,"
+                    " output_tokens = model_totals.output_tokens + excluded.output_tokens",
                     (agent_id, model, m_cost, m_in, m_out))
         # Committed: now the tally (a row that was not there changes nothing).
         if row is not None:

@@ -1,47 +1,103 @@
 """A write connection of its own, on one thread of its own: a whole batch of writes is one call
-into that thread and one transaction, and the event loop never waits on SQLite.
+into that thread and one transaction, and the event loop never waits on the database.
 
 Kept here once for every batched writer: the bus's (store/bus.py BusWriter, a subclass) and the
-event ingest's (supervisor/agents/ingest.py). SQLite's lock (busy_timeout)
-serialises it with the store's own writer connection."""
+event ingest's (supervisor/agents/ingest.py). On SQLite, its lock (busy_timeout) serialises it
+with the store's own writer connection; on PostgreSQL (a `postgresql://` target, store/pg.py's
+PgLink), the store's write lock, an advisory lock, does. The steps a batch runs see one
+connection with sqlite3's `execute` and `executemany` (`SyncConn`) on either engine."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from store.errors import Conflict, StoreUnavailable
 
 T = TypeVar("T")
-Write = Callable[[sqlite3.Connection], Any]
 
 
-class ThreadWriter:
-    """`batch(writes)`: every write in one transaction, in the writer's thread. `on_rollback`
-    is called (in that thread) when a transaction is rolled back, for caches of what it wrote."""
+class SyncCursor(Protocol):
+    @property
+    def rowcount(self) -> int: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+    def __iter__(self) -> Iterator[Any]: ...
 
-    def __init__(self, path: Path, *, name: str = "writer",
-                 on_rollback: Callable[[], None] = lambda: None,
-                 pragmas: Sequence[str] = ()) -> None:
-        self.path = Path(path)
-        self.name = name
-        self.on_rollback = on_rollback
-        self.pragmas = tuple(pragmas)  # "name=value" for this connection, after the common ones
-        self._pool: ThreadPoolExecutor | None = None
-        self._conn: sqlite3.Connection | None = None
 
-    def _connect(self) -> None:
+class SyncConn(Protocol):
+    """The connection a writer's steps are handed: sqlite3's, or store/pg_sql.py's."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> SyncCursor: ...
+    def executemany(self, sql: str, parameters: Iterable[Any], /) -> SyncCursor: ...
+
+
+Write = Callable[[SyncConn], Any]
+
+
+class _SqliteLink:
+    """SQLite's side of a writer: its connection and transactions."""
+
+    def __init__(self, path: Path, pragmas: Sequence[str]) -> None:
+        self.path = path
+        self.name = str(path)
+        self.pragmas = pragmas
+
+    def connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA busy_timeout=5000")
         for pragma in self.pragmas:
             conn.execute(f"PRAGMA {pragma}")
-        self._conn = conn
+        return conn
+
+    def begin(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+
+    def commit(self, conn: sqlite3.Connection) -> None:
+        conn.execute("COMMIT")
+
+    def rollback(self, conn: sqlite3.Connection) -> None:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+    def error(self, exc: BaseException) -> Exception | None:
+        if isinstance(exc, sqlite3.IntegrityError):
+            return Conflict(str(exc))
+        if isinstance(exc, sqlite3.Error):
+            return StoreUnavailable(self.name, str(exc))
+        return None
+
+
+class ThreadWriter:
+    """`batch(writes)`: every write in one transaction, in the writer's thread. `on_rollback`
+    is called (in that thread) when a transaction is rolled back, for caches of what it wrote."""
+
+    def __init__(self, target: Path | str, *, name: str = "writer",
+                 on_rollback: Callable[[], None] = lambda: None,
+                 pragmas: Sequence[str] = ()) -> None:
+        """`target`: the SQLite file, or a PostgreSQL URL (the store's `writer_target`).
+        `pragmas`: "name=value" for a SQLite connection, after the common ones."""
+        self.name = name
+        self.on_rollback = on_rollback
+        self._link: Any
+        if isinstance(target, str) and target.startswith(("postgresql://", "postgres://")):
+            from store.pg import PgLink  # psycopg: imported only by a store on PostgreSQL
+
+            self._link = PgLink(target)
+        else:
+            self._link = _SqliteLink(Path(target), tuple(pragmas))
+        self.target = self._link.name  # for messages: a file, or the URL without a password
+        self._pool: ThreadPoolExecutor | None = None
+        self._conn: Any = None
+
+    def _connect(self) -> None:
+        self._conn = self._link.connect()
 
     @property
     def is_open(self) -> bool:
@@ -53,9 +109,12 @@ class ThreadWriter:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix=self.name)
         try:
             await self.call(self._connect)
-        except sqlite3.Error as exc:
+        except Exception as exc:
             await self.close()
-            raise StoreUnavailable(str(self.path), str(exc)) from exc
+            mapped = self._link.error(exc)
+            if mapped is None:
+                raise
+            raise StoreUnavailable(self.target, str(exc)) from exc
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None
@@ -69,7 +128,7 @@ class ThreadWriter:
     async def call(self, fn: Callable[[], T]) -> T:
         """Run `fn` in the writer's thread (no transaction of its own)."""
         if self._pool is None:
-            raise StoreUnavailable(str(self.path), f"the {self.name} is closed")
+            raise StoreUnavailable(self.target, f"the {self.name} is closed")
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
 
     async def batch(self, writes: Sequence[Write]) -> list[tuple[bool, Any]]:
@@ -96,21 +155,19 @@ class ThreadWriter:
         return out
 
     def run_transaction(self, writes: Sequence[Write]) -> list[Any]:
-        """In the writer's thread: BEGIN IMMEDIATE, every write, COMMIT."""
-        conn = self._conn
+        """In the writer's thread: BEGIN (IMMEDIATE, on SQLite), every write, COMMIT."""
+        conn, link = self._conn, self._link
         if conn is None:
-            raise StoreUnavailable(str(self.path), f"the {self.name} is closed")
+            raise StoreUnavailable(self.target, f"the {self.name} is closed")
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            link.begin(conn)
             values = [write(conn) for write in writes]
-            conn.execute("COMMIT")
+            link.commit(conn)
             return values
         except BaseException as exc:
             self.on_rollback()
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.IntegrityError):
-                raise Conflict(str(exc)) from exc
-            if isinstance(exc, sqlite3.Error):
-                raise StoreUnavailable(str(self.path), str(exc)) from exc
-            raise
+            link.rollback(conn)
+            mapped = link.error(exc)
+            if mapped is None:
+                raise
+            raise mapped from exc

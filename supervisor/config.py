@@ -104,6 +104,8 @@ class Settings(BaseSettings):
 
     home: Annotated[UserPath, Key(env="SWITCHBOARD_HOME")]
     config_file: Annotated[UserPath | None, Key(env="SWITCHBOARD_CONFIG")] = None
+    # A PostgreSQL store (docs/postgresql.md); unset: SQLite under `home`.
+    database_url: Annotated[SecretText, Key("SWITCHBOARD_DATABASE_URL", "database_url")] = None
     claude_cli: Annotated[CliPath | None, Key("SWITCHBOARD_CLAUDE_CLI", "claude_cli")] = None
     default_model: Annotated[Text | None, Key("SWITCHBOARD_MODEL", "model")] = None
     permission_mode: Annotated[PermissionMode, Choice,
@@ -180,6 +182,9 @@ class Settings(BaseSettings):
     http_port: Annotated[Port | None, Key("SWITCHBOARD_HTTP_PORT", "http_port",
                                           also_env=("PORT",))] = None
     http_host: Annotated[Text, Key("SWITCHBOARD_HTTP_HOST", "http_host")] = "127.0.0.1"
+    # Where the operator's browser reaches the listener (behind a TLS proxy: its https URL):
+    # the web console's sign-in links and the escalations' deep links. Unset: the listener's.
+    public_url: Annotated[Text | None, Key("SWITCHBOARD_PUBLIC_URL", "public_url")] = None
 
     # [telegram]
     telegram_token: Annotated[SecretText, Key("TELEGRAM_BOT_TOKEN", "telegram.bot_token",

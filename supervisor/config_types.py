@@ -189,8 +189,7 @@ AgentEnv = Annotated[Mapping[str, str], Kind("table", "a table of NAME = value")
 
 
 def env_secrets(env: Mapping[str, str]) -> tuple[Secret, ...]:
-    """The secrets an environment holds (and those in the key file it names), so that logs
-    can be kept clean of them."""
+    """The secrets our own environment holds (for the redactor only)."""
     values = [v for k, v in env.items() if v and looks_secret(k)]
     # The key file's path is harmless; the private key inside it is not. google-auth does not
     # log it, but an error that quotes the file must not carry it either.

@@ -81,6 +81,7 @@ class Core:
         self.killswitch = KillSwitch(settings, store, self.fleet, self.escalations, clock)
         # Kill switch layer 3: whatever Switchboard issued is revoked with it.
         self.killswitch.revokers.append(store.operators.revoke_invites)
+        self.killswitch.revokers.append(store.web.revoke_all)  # web sessions, API tokens
         self.memory = MemoryProbe(settings.cgroup_dir)
         self.watchdog = Watchdog(settings, self.fleet, self.escalations, store, self.memory,
                                  clock)

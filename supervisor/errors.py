@@ -21,8 +21,10 @@ can do about it (`fix`), so the command dispatcher turns any of them into text i
     ├── UnknownRepo(name)                 no registered repository by that name
     ├── RepoFailed(what, detail)          a git operation on a repository failed
     ├── ResumeFailed(name, reason)        its session could not be resumed (resume failed)
-    └── FileRefused(what, fix)            a file sent to or from an agent was refused (too
-                                          big, a name or path that leaves the workspace)
+    ├── FileRefused(what, fix)            a file sent to or from an agent was refused (too
+    │                                     big, a name or path that leaves the workspace)
+    └── SignInRefused(what, fix)          a web sign-in link, session or API token does not
+                                          work (unknown, used, expired, revoked)
 """
 
 from __future__ import annotations
@@ -212,4 +214,12 @@ class FileRefused(SupervisorError):
     it, a path outside the workspace or through a symbolic link. Nothing was written or sent."""
 
     def __init__(self, what: str, fix: str = "") -> None:
+        super().__init__(what, what=what, fix=fix)
+
+
+class SignInRefused(SupervisorError):
+    """A sign-in link, browser session or API token that does not work: `what` says which
+    way (used, expired, revoked), `fix` how to get a new one. Never carries the secret."""
+
+    def __init__(self, what: str, fix: str) -> None:
         super().__init__(what, what=what, fix=fix)

@@ -39,7 +39,7 @@ from bot.console.text import (
     stamped,
     toolbar_lines,
 )
-from bot.kit import AuditEntry
+from bot.kit import AuditEntry, Operator
 from bot.kit import escalation as esc
 from bot.kit.context import FrontContext
 from commands.base import Caller, Reply, Role
@@ -94,6 +94,7 @@ class Console:
 
     async def run(self) -> None:
         terminal = self._terminal() if self.is_terminal else None
+        await self._register()
         async with asyncio.TaskGroup() as tg:
             printer = tg.create_task(self.printer.run(), name="console-printer")
             self.write(Line(BANNER, "banner"))
@@ -114,6 +115,14 @@ class Console:
                 printer.cancel()
         if self.on_exit:
             self.on_exit()
+
+    async def _register(self) -> None:
+        """Whoever holds the terminal is an admin; recorded as an operator once, so what acts
+        as an operator from elsewhere works for them too (a web sign-in link from /web)."""
+        platform, _, user = self.caller.id.partition(":")
+        if await self.fleet.operator(platform, user) is None:
+            await self.fleet.save_operator(Operator(platform, user, self.caller.name, Role.ADMIN,
+                                                    "console"))
 
     # -- the terminal ---------------------------------------------------------------------
 

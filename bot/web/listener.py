@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from bot.kit.links import Links
+from bot.kit.service import CommandRunner
 from bot.metrics import LinkSample, Metrics, Sample
 from supervisor.api import SupervisorAPI, SupervisorError
 from supervisor.errors import ConfigError
@@ -26,6 +28,10 @@ logger = logging.getLogger(__name__)
 
 Webhook = Callable[[web.Request], Awaitable[web.StreamResponse]]
 RESERVED = ("/healthz", "/readyz", "/metrics")
+# Routes a part of the web side adds to the listener's application before it starts (the web
+# console, the HTTP API): given the application and the listener, whose `context()` they read
+# per request.
+Install = Callable[[web.Application, "Listener"], None]
 
 
 class Observed(Protocol):
@@ -34,6 +40,23 @@ class Observed(Protocol):
     api: SupervisorAPI | None
     links: Links
     stopping: asyncio.Event
+
+    def web_context(self) -> WebContext | None:
+        """What the web console and the HTTP API run with; None until the API is up."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class WebContext:
+    """What the web console's pages, its event stream and the HTTP API are given (read per
+    request, so the listener can answer before the supervisor is up): the supervisor's API,
+    the one command runner every front end uses (roles, rate limits, audit rows), the chat
+    links, and the address the operator's browser reaches this listener at."""
+
+    api: SupervisorAPI
+    commands: CommandRunner
+    links: Links
+    public_url: str
 
 
 class LoopLag:
@@ -93,6 +116,7 @@ class Listener:
         self.lag = LoopLag(lag_interval_s)
         self.metrics = Metrics()
         self._hooks: dict[str, Webhook] = {}
+        self._installs: list[Install] = []
         self._runner: web.AppRunner | None = None
 
     @property
@@ -109,11 +133,29 @@ class Listener:
     def unmount(self, path: str) -> None:
         self._hooks.pop(path, None)
 
+    def install(self, routes: Install) -> None:
+        """Routes of a part of the web side (the console, the HTTP API); before `start`."""
+        if self._runner is not None:
+            raise RuntimeError("install routes before the listener starts")
+        self._installs.append(routes)
+
+    def context(self) -> WebContext:
+        """What a page or an API call runs with; a 503 that says why while starting."""
+        ctx = self.app.web_context()
+        if ctx is None or self.app.stopping.is_set():
+            raise web.HTTPServiceUnavailable(
+                text="Switchboard is starting or stopping; try again in a few seconds.\n",
+                headers={"Retry-After": "2"})
+        return ctx
+
     async def start(self, group: TaskGroup) -> None:
         web_app = web.Application()
         web_app.router.add_get("/healthz", self._healthz)
         web_app.router.add_get("/readyz", self._readyz)
         web_app.router.add_get("/metrics", self._metrics)
+        for install in self._installs:
+            install(web_app, self)
+        # Last: a POST no installed route took goes to a mounted webhook, if one is there.
         web_app.router.add_post("/{path:.*}", self._webhook)
         # A bounded stop: a scrape or a webhook still in flight gets two seconds.
         runner = web.AppRunner(web_app, handle_signals=False, access_log=None,
@@ -169,4 +211,4 @@ class Listener:
         return await handler(request)
 
 
-__all__ = ["Listener", "LoopLag", "Observed", "Webhook", "readiness"]
+__all__ = ["Install", "Listener", "LoopLag", "Observed", "WebContext", "Webhook", "readiness"]

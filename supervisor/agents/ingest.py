@@ -42,7 +42,7 @@ class EventIngest:
         self.window_s = window_s
         self.max_batch = max_batch
         self.clock = clock
-        self.writer = ThreadWriter(store.db.path, name="event-ingest")
+        self.writer = ThreadWriter(store.db.writer_target, name="event-ingest")
         self._rows: list[RawEvent] = []
         self._flushers: list[asyncio.Future[None]] = []
         self._wake = asyncio.Event()

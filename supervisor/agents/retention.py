@@ -17,6 +17,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from store.db import AnyDatabase, Database
 from store.errors import StoreError
 from store.events import EventRepo
 from store.writer import Write
@@ -90,8 +91,12 @@ class Retention:
             await self.clock.sleep(self.interval_s)
 
 
-def database_bytes(path: Path) -> int:
-    """The database file and its write-ahead log, bytes (what the disk holds for it)."""
+def database_bytes(db: Path | AnyDatabase) -> int:
+    """The database file and its write-ahead log, bytes (what the disk holds for it); 0 for a
+    store on PostgreSQL, whose disk is the server's."""
+    if not isinstance(db, Path | Database):
+        return 0
+    path = db if isinstance(db, Path) else db.path
     total = 0
     for p in (path, path.with_name(path.name + "-wal")):
         with contextlib.suppress(OSError):

@@ -64,6 +64,7 @@ from supervisor.api.views import (
     agent_fields,
     agent_view,
 )
+from supervisor.api.web import WebAPI
 from supervisor.bus.core import OPERATOR_SENDER
 from supervisor.config import Settings
 from supervisor.errors import (
@@ -144,6 +145,7 @@ class SupervisorAPI(OperatorAdmin):
         # Results agents report with a confidence grade (supervisor/api/results.py).
         self.results = ResultsAPI(pool, settings, store, escalations)
         self.memory = MemoryAPI(pool, store)  # project memory (supervisor/api/memory.py)
+        self.web = WebAPI(store, self._not_halted)  # sign-in links, sessions, API tokens
         self.reviews = ReviewsAPI(pool, standing, store)  # reviewer agents (api/reviews.py)
 
     @classmethod
@@ -200,7 +202,7 @@ class SupervisorAPI(OperatorAdmin):
             counts[r.state] = counts.get(r.state, 0) + 1
         totals = await self._store.turns.totals_by_agent()
         return FleetView(tuple(sorted(counts.items())), sum(t.cost_usd for t in totals),
-                         db_bytes=database_bytes(self._store.db.path),
+                         db_bytes=database_bytes(self._store.db),
                          retention=retention_words(self.settings))
 
     @store_errors
@@ -582,13 +584,12 @@ __all__ = [
     "AgentView", "AgentDetail", "FleetView", "Sent", "Paused", "Killed", "LogEntry", "AgentLog",
     "SpendLine", "SpendReport", "Approved", "HaltView", "InviteView", "EscalationView",
     "OperatorView", "AuditView", "KillReport", "StatsView", "CostCell", "StoreCheck",
-    "GatewayView",
+    "GatewayView", "REVIEW_NOTICE",
     "TURN_OUTCOMES", "SCHEDULE_OUTCOMES", "BusSent", "BusView", "MessageView", "DeliveryView",
     "TeamView", "TeamStarted", "ScheduleAPI", "ScheduleView", "RunView", "Draft",
     "LearnedRuleView", "ALWAYS_ALLOW", "PolicyTestView", "ChangedCall", "SearchView", "Hit",
     "Attached", "WorkspaceFile", "FilesAPI", "SentFile", "SENT_FILE", "ResultsAPI", "ResultView",
     "MemoryAPI", "MemoryView", "UnknownProject", "ReviewsAPI", "ReviewView", "Overturned",
-    "REVIEW_NOTICE",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",

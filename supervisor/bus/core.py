@@ -18,7 +18,6 @@ import contextlib
 import itertools
 import logging
 import secrets
-import sqlite3
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
@@ -26,6 +25,7 @@ from typing import Any, Protocol, TypeVar
 from store import Store
 from store.bus import DEAD, Lease, MessageRow, NewMessage, Taking
 from store.errors import StoreError
+from store.writer import SyncConn
 from supervisor.bus.guards import GuardLimits, Guards
 from supervisor.bus.inbox import Origin, Taken
 from supervisor.bus.message import (
@@ -171,7 +171,7 @@ class Bus:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+    def _write(self, fn: Callable[[SyncConn], T]) -> asyncio.Future[T]:
         """Queue a write for the writer's next batch; await the future for its value. Not a
         coroutine (two turns' worth of frames for every lease and acknowledgement)."""
         if self.state is not BusState.RUNNING:
@@ -404,7 +404,7 @@ class Bus:
         holder = f"{self.run_id}:{box.agent_id}"
         until = now + self.settings.bus_lease_s
 
-        def op(conn: sqlite3.Connection) -> tuple[list[MessageRow], list[Taking]]:
+        def op(conn: SyncConn) -> tuple[list[MessageRow], list[Taking]]:
             return self.store.bus.take(conn, box.agent_id, holder=holder, token=token,
                                              until=until, now=now,
                                              limit=self.settings.bus_turn_max_messages)
@@ -457,12 +457,12 @@ class Bus:
                     told.add(msg.id)
                     await self._tell_sender(msg, "expired before it was read")
 
-    def _expiry(self, now: float) -> Callable[[sqlite3.Connection],
+    def _expiry(self, now: float) -> Callable[[SyncConn],
                                               list[tuple[MessageRow, str]]]:
         return lambda conn: self.store.bus.expire_queued(conn, now)
 
     def _extension(self, leases: list[Lease],
-                   until: float) -> Callable[[sqlite3.Connection], int]:
+                   until: float) -> Callable[[SyncConn], int]:
         return lambda conn: sum(self.store.bus.extend(conn, x, until) for x in leases)
 
     async def ack(self, box: BusInbox, taken: Taken, consumed: bool) -> None:

@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from store import Store
 from store.bus import Lease, NewMessage
 from store.errors import StoreError
+from store.writer import SyncConn
 from supervisor.errors import ShuttingDown
 
 T = TypeVar("T")
 
 
-Write = Callable[[sqlite3.Connection], Any]
+Write = Callable[[SyncConn], Any]
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
@@ -60,7 +60,7 @@ class BatchWriter:
         # resumes: inbox counts never lag their rows.
         self.on_stored: Callable[[list[NewMessage]], None] = lambda _msgs: None
 
-    def submit(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+    def submit(self, fn: Callable[[SyncConn], T]) -> asyncio.Future[T]:
         """Queue a write; await the future for its value (not a coroutine, as `insert`)."""
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._writes.append((fn, future))

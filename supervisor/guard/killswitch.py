@@ -55,16 +55,16 @@ class KillReport:
     agents: tuple[str, ...]
     pids: tuple[int, ...]
     denied: int  # open escalations denied
-    revoked: int  # invite codes and other credentials Switchboard issued
+    revoked: int  # invite codes, web sign-in links, sessions and API tokens
     took_s: float
     problems: tuple[str, ...] = ()  # what could not be done or recorded (a broken store)
 
     def text(self) -> str:
         text = (f"Kill switch on: {len(self.agents)} agent(s) killed "
                 f"({len(self.pids)} processes SIGKILLed in {self.took_s * 1000:.0f} ms), "
-                f"{self.denied} open request(s) denied, {self.revoked} invite code(s) or "
-                "token(s) revoked. Spawns, messages and tool calls are "
-                "refused until an admin turns it off.")
+                f"{self.denied} open request(s) denied, {self.revoked} invite code(s), "
+                "sign-in link(s), web session(s) or API token(s) revoked. Spawns, messages "
+                "and tool calls are refused until an admin turns it off.")
         if self.problems:
             text += " Warning: " + "; ".join(self.problems) + "."
         return text

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from store import Store
-from store.db import rescued_path
+from store.db import Database, rescued_path
 from store.errors import StoreError
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.errors import StorageTrouble
@@ -84,7 +84,10 @@ class StorageGuard:
 
     @property
     def path(self) -> Path:
-        return self.store.db.path
+        """The SQLite file watched. A store on PostgreSQL has no file here (its
+        `file_problem` is always None): only its failed writes are noticed, named by URL."""
+        db = self.store.db
+        return db.path if isinstance(db, Database) else Path(db.name)
 
     # -- what the pool asks -----------------------------------------------------------------
 
@@ -159,9 +162,12 @@ class StorageGuard:
     async def save_copy(self) -> Path | None:
         """A consistent copy of the open database beside its path (after a delete or
         replace); None if even that failed."""
+        db = self.store.db
+        if not isinstance(db, Database):
+            return None  # no file to lose (see `path`)
         target = rescued_path(self.path)
         try:
-            await self.store.db.rescue(target)
+            await db.rescue(target)
         except StoreError:
             logger.exception("could not save a copy of the database path=%s", target)
             return None

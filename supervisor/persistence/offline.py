@@ -9,6 +9,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from store import open_store
 from store.audit import record_sync
@@ -110,10 +111,22 @@ async def recorded_agents(settings: Settings) -> list[RecordedAgent]:
         await store.db.close()
 
 
+def database_where(settings: Settings) -> str:
+    """The database, for messages: the SQLite file, or the PostgreSQL URL without its password."""
+    if settings.database_url is None:
+        return str(settings.db_path)
+    url = urlsplit(settings.database_url.value)
+    host = url.hostname or ""
+    netloc = f"{url.username}@{host}" if url.username else host
+    return urlunsplit((url.scheme, netloc + (f":{url.port}" if url.port else ""), url.path,
+                       url.query, ""))
+
+
 async def schema_version(settings: Settings) -> int:
     """Open (and migrate) the database; its schema version."""
+    url = settings.database_url.value if settings.database_url is not None else None
     try:
-        store = await open_store(settings.db_path)
+        store = await open_store(settings.db_path, database_url=url)
     except StoreError as exc:
         raise StoreFailed(exc) from exc
     try:

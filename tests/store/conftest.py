@@ -3,7 +3,7 @@ storage engine honours, written against the protocols of store/protocols.py."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +12,12 @@ import pytest
 from store import Store, open_store
 from store.agents import AgentRow
 from store.writer import ThreadWriter
+from tests.pg import Cluster, pg_cluster
 
-# The engines every conformance suite runs against. A PostgreSQL backend is added to this list
-# (issue 24), with its branch in `store` and in the writer fixtures below.
-BACKENDS = ["sqlite"]
+# The engines every conformance suite runs against: SQLite (a file per test) and PostgreSQL (a
+# server per test session, a database per test: tests/pg.py).
+BACKENDS = ["sqlite", "postgresql"]
+__all__ = ["pg_cluster"]  # the session's server (tests/pg.py), a fixture of this directory
 
 T0 = 1_750_000_000.0  # the fake clock's start: any fixed epoch time far from the real one
 
@@ -45,13 +47,36 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def store(backend: str, tmp_path: Path, clock: FakeNow) -> AsyncIterator[Store]:
+def database_url(backend: str, request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """None on SQLite; on PostgreSQL a fresh database's URL, dropped after the test."""
+    if backend == "sqlite":
+        yield None
+        return
+    cluster: Cluster = request.getfixturevalue("pg_cluster")
+    opened: list[str] = []
+
+    def make() -> str:
+        opened.append(cluster.new_database())
+        return opened[-1]
+
+    request.node.stash[_MORE_DATABASES] = make
+    try:
+        yield make()
+    finally:
+        for url in opened:
+            cluster.drop_database(url)
+
+
+_MORE_DATABASES = pytest.StashKey[Callable[[], str]]()
+
+
+@pytest.fixture
+async def store(backend: str, database_url: str | None, tmp_path: Path,
+                clock: FakeNow) -> AsyncIterator[Store]:
     """A fresh, migrated store whose every time stamp comes from `clock`; its audit redactor
     stands in for the real one (bot/app.py passes the secrets'): "hunter2" is the secret."""
-    if backend != "sqlite":
-        raise NotImplementedError(backend)
     s = await open_store(tmp_path / "store.db", now=clock, redact=lambda t: t.replace(
-        "hunter2", "[redacted]"))
+        "hunter2", "[redacted]"), database_url=database_url)
     try:
         yield s
     finally:
@@ -62,14 +87,15 @@ OpenAt = Callable[[Callable[[], float]], Awaitable[Store]]
 
 
 @pytest.fixture
-async def open_at(backend: str, tmp_path: Path) -> AsyncIterator[OpenAt]:
-    """Opens another store of this backend, with the clock given (closed after the test)."""
+async def open_at(backend: str, database_url: str | None, tmp_path: Path,
+                  request: pytest.FixtureRequest) -> AsyncIterator[OpenAt]:
+    """Opens another store of this backend (another database), with the clock given (closed
+    after the test)."""
     opened: list[Store] = []
 
     async def open_(now: Callable[[], float]) -> Store:
-        if backend != "sqlite":
-            raise NotImplementedError(backend)
-        s = await open_store(tmp_path / f"other-{len(opened)}.db", now=now)
+        url = None if database_url is None else request.node.stash[_MORE_DATABASES]()
+        s = await open_store(tmp_path / f"other-{len(opened)}.db", now=now, database_url=url)
         opened.append(s)
         return s
 
@@ -110,7 +136,8 @@ async def bus_tx(store: Store, backend: str) -> AsyncIterator[Tx]:
 async def events_tx(store: Store, backend: str) -> AsyncIterator[Tx]:
     """One write of the event ingest or retention (EventRepo's static steps), in its own
     transaction on a writer of its own, as supervisor/agents/ingest.py and retention.py run them."""
-    async for run in _one_write_each(ThreadWriter(store.db.path, name="events writer")):
+    async for run in _one_write_each(ThreadWriter(store.db.writer_target,
+                                                  name="events writer")):
         yield run
 
 
