@@ -64,9 +64,11 @@ class FrontDesk(Lifecycle):
                  clock: Clock | None = None, admin_ids: Iterable[str] = (),
                  card_interval_s: float = 2.0, kill_label: str | None = None,
                  stats: ChatStats | None = None,
-                 threads: bool = False, pace: Pace | None = None) -> None:
+                 threads: bool = False, pace: Pace | None = None,
+                 digest_s: float = 0.0) -> None:
         """`threads`: each agent has one card for its whole life and what concerns the agent
-        goes under it (Slack's thread per agent). `pace`: the platform's per-chat rate."""
+        goes under it (Slack's thread per agent). `pace`: the platform's per-chat rate.
+        `digest_s`: routine notices within this many seconds are sent as one message."""
         self.adapter = adapter
         self.fleet = fleet
         self.commands = commands
@@ -79,7 +81,8 @@ class FrontDesk(Lifecycle):
         self.cards = StatusCards(fleet, self.outbox, self.clock,
                                  lambda: self.access.chats(Role.VIEWER),
                                  interval_s=card_interval_s, pinned=threads)
-        self.copies = Copies(fleet, self.outbox, self.access, anchor=self.cards.anchor)
+        self.copies = Copies(fleet, self.outbox, self.access, anchor=self.cards.anchor,
+                             digest_s=digest_s, clock=self.clock)
         self.state = DeskState.NEW
         self._tasks: list[asyncio.Task[None]] = []
         self._feed: contextlib.ExitStack | None = None

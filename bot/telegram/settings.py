@@ -17,6 +17,7 @@ class TelegramSettings:
     telegram_webhook_url: str | None
     telegram_webhook_secret: Secret | None
     status_card_interval_s: float
+    notice_digest_s: float
 
     @classmethod
     def of(cls, settings: Settings) -> TelegramSettings:

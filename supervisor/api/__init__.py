@@ -30,6 +30,7 @@ from supervisor.api.policy import ChangedCall, LearnedRuleView, PolicyAPI, Polic
 from supervisor.api.record import Hit, RecordAPI, SearchView
 from supervisor.api.repos import RepoAPI
 from supervisor.api.results import ResultsAPI, ResultView
+from supervisor.api.reviews import REVIEW_NOTICE, Overturned, ReviewsAPI, ReviewView
 from supervisor.api.schedules import Draft, RunView, ScheduleAPI, ScheduleView
 from supervisor.api.standing import StandingAPI
 from supervisor.api.views import (
@@ -145,6 +146,7 @@ class SupervisorAPI(OperatorAdmin):
         self.results = ResultsAPI(pool, settings, store, escalations)
         self.memory = MemoryAPI(pool, store)  # project memory (supervisor/api/memory.py)
         self.web = WebAPI(store, self._not_halted)  # sign-in links, sessions, API tokens
+        self.reviews = ReviewsAPI(pool, standing, store)  # reviewer agents (api/reviews.py)
 
     @classmethod
     def over(cls, core: Core) -> SupervisorAPI:
@@ -582,12 +584,12 @@ __all__ = [
     "AgentView", "AgentDetail", "FleetView", "Sent", "Paused", "Killed", "LogEntry", "AgentLog",
     "SpendLine", "SpendReport", "Approved", "HaltView", "InviteView", "EscalationView",
     "OperatorView", "AuditView", "KillReport", "StatsView", "CostCell", "StoreCheck",
-    "GatewayView",
+    "GatewayView", "REVIEW_NOTICE",
     "TURN_OUTCOMES", "SCHEDULE_OUTCOMES", "BusSent", "BusView", "MessageView", "DeliveryView",
     "TeamView", "TeamStarted", "ScheduleAPI", "ScheduleView", "RunView", "Draft",
     "LearnedRuleView", "ALWAYS_ALLOW", "PolicyTestView", "ChangedCall", "SearchView", "Hit",
     "Attached", "WorkspaceFile", "FilesAPI", "SentFile", "SENT_FILE", "ResultsAPI", "ResultView",
-    "MemoryAPI", "MemoryView", "UnknownProject",
+    "MemoryAPI", "MemoryView", "UnknownProject", "ReviewsAPI", "ReviewView", "Overturned",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",
