@@ -2,11 +2,14 @@
 
 Run from the repository root:  .venv/bin/python bench/operator_attention.py
 
-The same day runs twice, one after the other, each in a fresh Switchboard with ten agents on the
-REAL bundled `claude` CLI against the mock Anthropic API, the whole Switchboard on one injected
-clock (supervisor/clock.py `FakeClock`), so the 8-hour day passes in about a minute:
+The same day runs three times, one after the other, each in a fresh Switchboard with ten agents
+on the REAL bundled `claude` CLI against the mock Anthropic API, the whole Switchboard on one
+injected clock (supervisor/clock.py `FakeClock`), so the 8-hour day passes in about a minute:
 
-* charter: the ten agents are standing agents (`/spawn ... --charter @file`);
+* reviewer (the figures): the ten agents are standing agents (`/spawn ... --charter @file`),
+  and an eleventh, `rev`, is a reviewer agent (docs/reviewers.md): its charter's Reviews section
+  covers `make check` and two of the questions the workers' charters leave to the operator;
+* charter: the same ten standing agents without the reviewer;
 * baseline: the same agents, schedules, prompts and policy, with no charter.
 
 The day is Monday 7 Dec 2026, 08:00 to 16:00 Europe/Berlin: 10 agents x 8 h = 80 agent-hours.
@@ -30,20 +33,31 @@ policy does); by a fixed pattern a command no rule decides (`make check`, asked 
 every other wake a question (AskUserQuestion): one the charter decides, one it says to ask, or
 one it does not cover (3:1:1); and a quarter of the wakes end with a finding (`NOTIFY: ...`).
 
-A simulated operator follows the outbox, answers every question and permission request at once
-("Allow for session" where offered, which it never is for a standing agent's irreversible step,
-else "Allow"; a question's first option) and counts what it was sent: a push is any row it gets
-(questions, permission requests, notices such as "finished", a run's finding, a TTL warning).
-Figures, each with its ratio to the baseline measured in the same run (only the duplicates have
-a goal, the issue's):
+The reviewer's model plays its charter: each review request it is sent is decided at once with
+`review_decision` (a call allowed, a question answered with its first option); those calls are
+the reviewer's, not the script's, and are not counted as the day's tool calls. The agent-hours
+are the ten workers' (80): the reviewer's eight hours are not counted, which would lower every
+rate.
 
-* pushes per agent-hour that need an answer, and all pushes per agent-hour;
-* the share of tool calls settled without a push;
+A simulated operator follows the outbox, answers every question and permission request at once
+as a real one would with one tap on its card: "♾ Always allow" when a rule is offered (after
+three identical approvals: this day never offers one, since no agent repeats an approvable call
+three times), else "Allow for session" where offered (never for a standing agent's irreversible
+step), else "Allow"; a question's first option (the recommended one, when there is one). It
+counts what it was sent: a push is any row it gets (questions, permission requests, notices such
+as "finished", a run's finding, a TTL warning, a reviewer's decision). Figures, each with its
+ratio to the baseline measured in the same run; the goals are issue 27's, for the ten-agent day:
+
+* pushes per agent-hour that need an answer (goal <= 0.25), and all pushes per agent-hour;
+* the share of tool calls settled without a push (goal >= 90%);
 * duplicate or superseded pushes: the same request twice in one wake, reminders, requests
   closed unanswered (cancelled, expired), and a slot delivered to its agent twice; goal 0;
+* the share of pushes needing an answer that one button answers (goal 100%);
 * questions settled by the charter (sent back and not asked again) of all questions asked.
 
-Under BENCH_SMOKE=1 (make bench-smoke) the day has three agents and 4-minute steps.
+Under BENCH_SMOKE=1 (make bench-smoke) the day has three agents and 4-minute steps; its attention
+figures are printed without a verdict (the goals are the ten-agent day's), the duplicates' and
+the one tap's still hold.
 """
 
 from __future__ import annotations
@@ -67,11 +81,14 @@ if str(ROOT) not in sys.path:
 
 from bench._common import quiet_logging, result, scratch_dir, smoke  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
+from bot.kit.digest import Gatherer  # noqa: E402
+from commands.base import Caller, Role  # noqa: E402
 from store import open_store  # noqa: E402
 from store.escalations import EscalationRow  # noqa: E402
 from supervisor.clock import FakeClock  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
 from supervisor.guard.escalations import Answer, Decision, Kind  # noqa: E402
+from supervisor.guard.learned import ALWAYS  # noqa: E402
 from supervisor.process.sandbox import agent_ids  # noqa: E402
 from supervisor.schedule.scheduler import PoolTargets, Scheduler  # noqa: E402
 from tests.conftest import make_settings, run  # noqa: E402
@@ -91,6 +108,7 @@ STEPS = "STEPS "
 TURN_TIMEOUT_S = 120.0
 SETTLE_TIMEOUT_S = 30.0
 STEP_S = 240.0 if smoke() else 60.0  # the clock's step (the scheduler ticks every 15 s)
+DIGEST_S = Settings.model_fields["notice_digest_s"].default  # Telegram's notice digest
 
 CHARTER = """\
 Goal: keep the {name} service healthy and its main branch green.
@@ -109,6 +127,17 @@ DECIDED = (
     "Which wording and formatting should the changelog entry use?",
     "The build failed once. Should I retry the build or report it now?",
 )
+REVIEWER = "rev"
+REVIEWER_CHARTER = """\
+Goal: settle the fleet's routine requests, so the operator is asked only what needs them.
+Reviews:
+- Bash make check, make test and make lint in an agent's own workspace
+- a test that fails three runs in a row: quarantine the test and open an issue
+- which customer to contact about an outage: the account owner on the on-call sheet
+Escalate:
+- anything about credentials, secrets or money
+"""
+REASONING = "routine for this fleet, as my charter's Reviews section says"
 MUST_ASK = "The same test fails three runs in a row now. What should happen?"
 OPEN = "Which customer should we contact about the outage?"
 POLICY = """\
@@ -127,6 +156,8 @@ action = "allow"
 reason = "routine for this fleet"
 """
 _STEPS_RE = re.compile(r'written="([^"]+)"[^>]*>\s*' + STEPS + r"svc(\d+)\b")
+_REVIEW_RE = re.compile(r"Review request (r[a-z0-9]+): \S+ (wants to use|asks)")
+OPERATOR = Caller("bench:1", "bench", Role.ADMIN, "bench")
 
 
 def wake_script(agent: int, wake: int) -> list[dict[str, Any]]:
@@ -191,12 +222,16 @@ class ScriptedMock(MockAnthropic):
     def __init__(self) -> None:
         super().__init__()
         self.served: Counter[str] = Counter()
+        self.reviewed: Counter[str] = Counter()  # the reviewer's decisions (not the script's)
         self.on_request = self._play
 
     def _play(self, body: dict[str, Any]) -> dict[str, Any] | None:
         if not body.get("tools"):
             return None
         messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        decision = self._review(messages)
+        if decision is not None:
+            return decision
         for i in range(len(messages) - 1, -1, -1):
             if messages[i].get("role") != "user":
                 continue
@@ -211,6 +246,26 @@ class ScriptedMock(MockAnthropic):
                 self.served[steps[done]["tool"]] += 1
                 return dict(steps[done])
             return {"text": closing_text(agent, wake)}
+        return None
+
+    def _review(self, messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The reviewer: the review requests of its latest turn, decided one per step as
+        its charter says (a call allowed, a question answered with its first option)."""
+        for i in range(len(messages) - 1, -1, -1):
+            if messages[i].get("role") != "user" or not _user_texts(messages[i]):
+                continue
+            asked = [m for t in _user_texts(messages[i]) for m in _REVIEW_RE.finditer(t)]
+            if not asked:
+                return None
+            done = sum(_tool_results(m) for m in messages[i + 1:])
+            if done >= len(asked):
+                return {"text": "Reviewed."}
+            review_id, what = asked[done].group(1), asked[done].group(2)
+            decision = {"review_id": review_id, "decision": "allow", "reasoning": REASONING}
+            if what == "asks":
+                decision.update(decision="answer", answer="go ahead")
+            self.reviewed[str(decision["decision"])] += 1
+            return {"tool": "mcp__switchboard__review_decision", "input": decision}
         return None
 
 
@@ -228,6 +283,13 @@ class Day:
     by_replica: int = 0  # slots the second scheduler claimed
     twice_delivered: int = 0  # scheduled messages an agent got more than once per slot
     resumed: int = 0  # wakes that started a CLI (parked or stopped agent)
+    one_tap: int = 0  # pushes needing an answer that the operator answered with one button
+    # What the phone shows: rows, with routine notices gathered as the Telegram front end does
+    # (bot/kit/digest.py, the default notice_digest_s) on the day's clock.
+    messages: int = 0
+    gatherer: Gatherer = field(default_factory=lambda: Gatherer(DIGEST_S))
+    rules_taken: int = 0  # "Always allow" rules the operator took when offered
+    reviewed: Counter[str] = field(default_factory=Counter)  # the reviewer's decisions
     steps: int = 0
     seconds: float = 0.0
 
@@ -242,21 +304,31 @@ class Day:
                 + self.superseded + self.twice_delivered)
 
 
-async def operator(app: Switchboard, day: Day) -> None:
+async def operator(app: Switchboard, day: Day, clock: FakeClock) -> None:
     """Follows the outbox; answers every question and request at once; counts every push."""
     assert app.pool is not None
     esc = app.pool.escalations
     async for row in esc.follow(FRONTEND):
         day.pushes.append(row)
+        day.messages += day.gatherer.offer(row, clock.monotonic())
         if row.kind != Kind.NOTICE:
             day.asks_per_wake[(row.agent_id or "", day.wake, row.body + (row.detail or ""))] += 1
-        if row.status == "open" and row.kind == Kind.PERMISSION:
+        if row.status == "open" and row.kind == Kind.PERMISSION and ALWAYS in row.options:
+            # A rule offered after three identical approvals: one tap takes it for good.
+            assert app.api is not None
+            await app.api.approve(row.id, by=OPERATOR, always=True)
+            day.rules_taken += 1
+            day.one_tap += 1
+        elif row.status == "open" and row.kind == Kind.PERMISSION:
             # "Allow for session" where it is offered (never for an irreversible step).
-            how = Decision.ALLOW_SESSION if "Allow for session" in row.options else Decision.ALLOW
+            label = "Allow for session" if "Allow for session" in row.options else "Allow"
+            how = Decision.ALLOW_SESSION if label == "Allow for session" else Decision.ALLOW
             await esc.answer(row.id, Answer(how, "", "bench", "bench"))
+            day.one_tap += label in row.options  # its card's button
         elif row.status == "open" and row.kind in (Kind.QUESTION, Kind.PLAN):
-            text = row.options[0] if row.options else "go ahead"
+            text = row.options[0] if row.options else "go ahead"  # a recommendation is first
             await esc.answer(row.id, Answer(Decision.ANSWER, text, "bench", "bench"))
+            day.one_tap += bool(row.options)
         await esc.ack(row.id, FRONTEND)
 
 
@@ -266,8 +338,8 @@ def _quiet(app: Switchboard, names: list[str]) -> bool:
     return all(r.state in ("idle", "stopped") and not r.busy and not r.queued for r in runners)
 
 
-async def run_day(home: Path, *, charters: bool) -> Day:
-    day = Day("charter" if charters else "baseline")
+async def run_day(home: Path, *, charters: bool, reviewer: bool = False) -> Day:
+    day = Day("reviewer" if reviewer else "charter" if charters else "baseline")
     started = time.monotonic()
     policy = home / "policy.toml"
     policy.write_text(POLICY)
@@ -284,12 +356,13 @@ async def run_day(home: Path, *, charters: bool) -> Day:
                                 notify=lambda a, t, b: app.pool.escalations.notify(a, t, b),
                                 clock=clock, tick_s=settings.schedule_tick_s,
                                 grace_s=settings.schedule_grace_s)
-            fe = asyncio.create_task(operator(app, day), name="bench-operator")
+            fe = asyncio.create_task(operator(app, day, clock), name="bench-operator")
             try:
-                names = await spawn_fleet(app, home, charters)
+                names = await spawn_fleet(app, home, charters, reviewer)
                 sids = await make_schedules(app, names)
                 await pass_the_day(app, clock, replica, names, day)
                 await count_runs(app, sids, names, replica.holder, day)
+                day.messages += bool(day.gatherer.due(float("inf")))  # the day's last digest
                 day.send_backs = len(await app.store.charters.sendbacks())
                 day.superseded = sum(1 for r in await app.store.escalations.undelivered("none")
                                      if r.status in ("cancelled", "expired"))
@@ -300,12 +373,18 @@ async def run_day(home: Path, *, charters: bool) -> Day:
                 await replica_store.db.close()
         day.tool_calls = sum(mock.served.values())
         day.questions = mock.served["AskUserQuestion"]
+        day.reviewed = Counter(mock.reviewed)
     day.seconds = time.monotonic() - started
     return day
 
 
-async def spawn_fleet(app: Switchboard, home: Path, charters: bool) -> list[str]:
+async def spawn_fleet(app: Switchboard, home: Path, charters: bool,
+                      reviewer: bool = False) -> list[str]:
+    """The fleet's names; with `reviewer`, the reviewer agent first (the day waits for it as
+    for the others, but its schedule-less turns are not the script's)."""
     names = [f"svc{i}" for i in range(AGENTS)]
+    if reviewer:
+        names.insert(0, REVIEWER)
     uid, gid = agent_ids(Settings(home=home))
     for name in names:
         cwd = home / "w" / name
@@ -315,7 +394,7 @@ async def spawn_fleet(app: Switchboard, home: Path, charters: bool) -> list[str]
         flag = ""
         if charters:
             f = home / f"{name}.charter.md"
-            f.write_text(CHARTER.format(name=name))
+            f.write_text(REVIEWER_CHARTER if name == REVIEWER else CHARTER.format(name=name))
             flag = f"--charter @{f} "
         reply = await run(app, f"/spawn {name} --cwd {cwd} {flag}TEXT: ready")
         if not reply.ok:
@@ -324,10 +403,15 @@ async def spawn_fleet(app: Switchboard, home: Path, charters: bool) -> list[str]
     return names
 
 
+def workers(names: list[str]) -> list[str]:
+    """The agents with a schedule (all but the reviewer)."""
+    return [n for n in names if n != REVIEWER]
+
+
 async def make_schedules(app: Switchboard, names: list[str]) -> list[str]:
     """Each agent's schedule, in plain words from chat, confirmed as the operator would."""
     sids = []
-    for name in names:
+    for name in workers(names):
         draft = await run(app, f"/cron add every 2 hours {name} {STEPS}{name}: the routine "
                                "round: check the build, tidy up, report what you find")
         if not draft.ok or not draft.blocks[0].text.startswith("Every 2 hours, next "):
@@ -366,7 +450,8 @@ async def pass_the_day(app: Switchboard, clock: FakeClock, replica: Scheduler,
         if abs(clock.now() - (DAY_START + (slot + 1) * WAKE_EVERY_H * 3600)) < STEP_S / 2:
             day.wake = slot
             day.resumed += sum(1 for r in app.pool.fleet.everyone()
-                               if r.name in names and r.process is None)
+                               if r.name in workers(names) and r.process is None)
+        day.messages += bool(day.gatherer.due(clock.monotonic()))  # a digest sent
         await asyncio.gather(scheduler.tick(), replica.tick())
         await wait_real(lambda: runs_ended(app, names),
                         f"the runs at {clock.now() - DAY_START:.0f}s")
@@ -402,7 +487,7 @@ async def count_runs(app: Switchboard, sids: list[str], names: list[str], replic
         for r in await app.store.schedules.history(sid, 100):
             day.runs[r.status] += 1
             day.by_replica += r.claimed_by == replica
-    for name in names:
+    for name in workers(names):
         runner = await app.pool.fleet.get(name)
         got: Counter[str] = Counter()
         for t in await app.store.turns.recent(runner.id, 100):
@@ -419,7 +504,10 @@ def _ratio_text(value: float, base: float) -> str:
     return ("—" if value == 0 else "∞") if r is None else f"{r:.2f}x"
 
 
-def report(charter: Day, base: Day) -> bool:
+def report(main: Day, charter: Day, base: Day) -> bool:
+    """The figures of `main` (charters and a reviewer), with the charters-only day beside them
+    and the ratio to the baseline (no charters). The issue's goals hold for the ten-agent day;
+    the smoke day (three agents) reports them without a verdict."""
     def per_h(rows: list[Any]) -> float:
         return len(rows) / AGENT_HOURS
 
@@ -429,45 +517,75 @@ def report(charter: Day, base: Day) -> bool:
     def by_charter(d: Day) -> float:
         return 100.0 * d.send_backs / d.questions if d.questions else 0.0
 
-    dup_c, dup_b = charter.duplicates, base.duplicates
-    rows = [  # figure, unit, charter, baseline, goal, met (None: no goal)
-        ("pushes needing an answer per agent-hour", "/agent-h", per_h(charter.asks),
-         per_h(base.asks), "", None),
-        ("all pushes per agent-hour (with notices)", "/agent-h", per_h(charter.pushes),
-         per_h(base.pushes), "", None),
-        ("tool calls settled without a push", "%", settled(charter), settled(base), "", None),
-        ("duplicate or superseded pushes", "pushes", dup_c, dup_b, "0", dup_c == 0),
-        ("questions settled by the charter", "%", by_charter(charter), by_charter(base), "",
-         None),
+    def one_tap(d: Day) -> float:
+        return 100.0 * d.one_tap / len(d.asks) if d.asks else 100.0
+
+    def verdict(ok: bool) -> bool | None:
+        return None if smoke() else ok
+
+    rows = [  # figure, unit, with reviewer, charters only, baseline, goal, met (None: none)
+        ("pushes needing an answer per agent-hour", "/agent-h", per_h(main.asks),
+         per_h(charter.asks), per_h(base.asks), "<= 0.25", verdict(per_h(main.asks) <= 0.25)),
+        ("all pushes per agent-hour (with notices, digests)", "/agent-h",
+         main.messages / AGENT_HOURS, charter.messages / AGENT_HOURS,
+         base.messages / AGENT_HOURS, "", None),
+        ("all rows pushed per agent-hour (each notice alone)", "/agent-h", per_h(main.pushes),
+         per_h(charter.pushes), per_h(base.pushes), "", None),
+        ("tool calls settled without a push", "%", settled(main), settled(charter),
+         settled(base), ">= 90 %", verdict(settled(main) >= 90.0)),
+        ("duplicate or superseded pushes", "pushes", main.duplicates, charter.duplicates,
+         base.duplicates, "0", main.duplicates == 0 and charter.duplicates == 0),
+        ("pushes needing an answer answerable with one tap", "%", one_tap(main),
+         one_tap(charter), one_tap(base), "100 %", one_tap(main) == 100.0),
+        ("questions settled by the charter", "%", by_charter(main), by_charter(charter),
+         by_charter(base), "", None),
     ]
-    print(f"\n  {'figure':<44} {'charter':>9} {'baseline':>9} {'ratio':>7}  goal")
-    for label, _unit, value, b, goal, met in rows:
-        verdict = "" if met is None else f"{goal}: {'met' if met else 'NOT MET'}"
-        print(f"  {label:<44} {value:9.2f} {b:9.2f} {_ratio_text(value, b):>7}  {verdict}")
-    for d in (charter, base):
+    print(f"\n  {'figure':<48} {'reviewer':>9} {'charter':>9} {'baseline':>9} {'ratio':>7}"
+          "  goal")
+    for label, _unit, value, c, b, goal, met in rows:
+        verdict_text = "" if met is None else f"{goal}: {'met' if met else 'NOT MET'}"
+        if met is None and goal:
+            verdict_text = f"{goal}: (the ten-agent day's goal)"
+        print(f"  {label:<48} {value:9.2f} {c:9.2f} {b:9.2f} {_ratio_text(value, b):>7}  "
+              f"{verdict_text}")
+    for d in (main, charter, base):
         kinds = Counter(str(r.kind) for r in d.pushes)
         titles = Counter(_title_kind(r) for r in d.pushes if r.kind == Kind.NOTICE)
+        asked = Counter(_ask_kind(r) for r in d.asks)
         print(f"\n  {d.label}: {d.tool_calls} tool calls ({d.questions} questions), "
-              f"{len(d.pushes)} pushes {dict(sorted(kinds.items()))}, notices "
-              f"{dict(sorted(titles.items()))}, {d.send_backs} sent back; slots "
-              f"{dict(sorted(d.runs.items()))}, {d.by_replica} claimed by the replica, "
-              f"{d.twice_delivered} delivered twice; {d.resumed} wakes started a CLI; "
-              f"{d.steps} ticks, {d.seconds:.1f}s", flush=True)
-    for label, unit, value, b, goal, met in rows:
+              f"{len(d.pushes)} rows {dict(sorted(kinds.items()))} in {d.messages} messages, "
+              f"asks "
+              f"{dict(sorted(asked.items()))}, notices {dict(sorted(titles.items()))}, "
+              f"{d.send_backs} sent back, reviewer {dict(sorted(d.reviewed.items()))}, "
+              f"{d.rules_taken} rules taken; slots {dict(sorted(d.runs.items()))}, "
+              f"{d.by_replica} claimed by the replica, {d.twice_delivered} delivered twice; "
+              f"{d.resumed} wakes started a CLI; {d.steps} ticks, {d.seconds:.1f}s", flush=True)
+    for label, unit, value, _c, b, goal, met in rows:
         result(label, value, unit, goal=goal, baseline=b, ratio=ratio(value, b), passed=met,
-               note="charter run; baseline: the same day without charters")
+               note="charters and a reviewer agent; baseline: the same day without charters")
     want = AGENTS * WAKES
-    same = charter.tool_calls == base.tool_calls and charter.questions == base.questions
+    same = all(d.tool_calls == base.tool_calls and d.questions == base.questions
+               for d in (main, charter))
     if not same:
-        print("unexpected: the two runs did not play the same script")
-    complete = all(d.runs == Counter({"ran": want}) for d in (charter, base))
+        print("unexpected: the runs did not play the same script")
+    complete = all(d.runs == Counter({"ran": want}) for d in (main, charter, base))
     if not complete:
         print(f"unexpected: not every one of the {want} slots ran once")
-    return same and complete and dup_c == 0
+    return same and complete and all(met is not False for *_, met in rows)
+
+
+def _ask_kind(row: EscalationRow) -> str:
+    """What a push that needs an answer was about: the command's first word, or the kind."""
+    if row.kind == Kind.PERMISSION and isinstance(row.tool_input, dict):
+        words = str(row.tool_input.get("command", "")).split()
+        return " ".join(words[:2]) if words[:1] == ["git"] else (words[0] if words else "?")
+    return str(row.kind)
 
 
 def _title_kind(row: EscalationRow) -> str:
     title = row.title
+    if title.startswith("🧑"):
+        return "reviewer's decision"
     for word in ("finished", "session TTL", "stopped", "ran", "failed", "paused"):
         if word in title:
             return word
@@ -481,11 +599,12 @@ async def main() -> int:
           f"{AGENTS} agents x {DAY_H} h = {AGENT_HOURS} agent-hours on a fake clock, "
           f"'every 2 hours' schedules, the real CLI on the mock API", flush=True)
     with scratch_dir("sbo") as home:
-        for d in (home / "c", home / "b"):
+        for d in (home / "r", home / "c", home / "b"):
             (d / "t").mkdir(parents=True)
+        main_day = await run_day(home / "r", charters=True, reviewer=True)
         charter = await run_day(home / "c", charters=True)
         base = await run_day(home / "b", charters=False)
-    ok = report(charter, base)
+    ok = report(main_day, charter, base)
     print(f"done in {time.monotonic() - started:.1f}s")
     return 0 if ok else 1
 

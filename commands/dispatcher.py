@@ -28,6 +28,7 @@ from commands.operators import Invite, Operators, redact_codes
 from commands.policy import PolicyCmd
 from commands.record import AuditCmd, SearchCmd
 from commands.repos import DiffCmd, MergeCmd, RepoCmd
+from commands.reviews import OverturnCmd, ReviewsCmd
 from commands.schedules import CronCmd, RemindCmd
 from commands.web import TokenCmd, WebCmd
 from supervisor.api import SupervisorError
@@ -81,7 +82,7 @@ REGISTRY: tuple[Command, ...] = (
     Pending(), Approve(), Deny(), AnswerCmd(), KillAll(), KillSwitchCmd(), Invite(), Operators(),
     Send(), InboxCmd(), Messages(), BusCmd(), TeamCmd(), CronCmd(), RemindCmd(),
     RepoCmd(), DiffCmd(), MergeCmd(), PolicyCmd(), AuditCmd(), SearchCmd(), FileCmd(),
-    ResultsCmd(), MemoryCmd(), WebCmd(), TokenCmd(),
+    ResultsCmd(), MemoryCmd(), WebCmd(), TokenCmd(), ReviewsCmd(), OverturnCmd(),
     Help(),
 )
 COMMANDS: dict[str, Command] = {c.name: c for c in REGISTRY}

@@ -21,6 +21,7 @@ from store.kv import KvRepo
 from store.operators import OperatorRepo
 from store.repos import RepoRepo
 from store.results import ResultRepo
+from store.reviews import ReviewRepo
 from store.schedules import ScheduleRepo
 from store.turns import TurnRepo
 from store.web import WebCredentialRepo
@@ -42,6 +43,7 @@ class Store:
     schedules: ScheduleRepo
     results: ResultRepo
     web: WebCredentialRepo
+    reviews: ReviewRepo
 
     @classmethod
     def on(cls, db: AnyDatabase, *, redact: Callable[[str], str] | None = None,
@@ -51,7 +53,8 @@ class Store:
                    AuditRepo(db, redact, now=now), EscalationRepo(db, now=now),
                    KvRepo(db, now=now), OperatorRepo(db, now=now), BusRepo(db),
                    CharterRepo(db), RepoRepo(db, now=now), ScheduleRepo(db),
-                   ResultRepo(db, now=now), WebCredentialRepo(db, now=now))
+                   ResultRepo(db, now=now), WebCredentialRepo(db, now=now),
+                   ReviewRepo(db, now=now))
 
 
 async def open_store(path: Path, *, read_only: bool = False,

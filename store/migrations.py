@@ -497,6 +497,31 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX web_credentials_operator ON web_credentials(operator, kind);
     """,
+    # 20 (reviewer agents, docs/reviewers.md): each request offered to a reviewer agent, what
+    # it decided and why, and the operator's overturn of it.
+    """
+    CREATE TABLE reviews (
+        id            TEXT PRIMARY KEY,
+        agent_id      TEXT NOT NULL,
+        agent_name    TEXT NOT NULL,
+        reviewer_id   TEXT NOT NULL,
+        reviewer_name TEXT NOT NULL,
+        kind          TEXT NOT NULL,
+        title         TEXT NOT NULL,
+        summary       TEXT NOT NULL,
+        tool_name     TEXT,
+        session_key   TEXT,
+        session_id    TEXT,
+        status        TEXT NOT NULL DEFAULT 'open',
+        answer        TEXT NOT NULL DEFAULT '',
+        reasoning     TEXT NOT NULL DEFAULT '',
+        created_at    REAL NOT NULL,
+        decided_at    REAL,
+        overturned_by TEXT,
+        overturned_at REAL
+    );
+    CREATE INDEX reviews_recent ON reviews(created_at);
+    """,
 )
 
 

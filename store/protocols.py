@@ -30,6 +30,7 @@ from store.kv import KvRepo
 from store.operators import OperatorRepo, OperatorRow
 from store.repos import ArchiveRow, RepoRepo, RepoRow, WorktreeRow
 from store.results import OutgoingFile, ResultRepo, ResultRow
+from store.reviews import ReviewRepo, ReviewRow
 from store.schedules import NewRun, RunRow, ScheduleRepo, ScheduleRow
 from store.turns import CostLine, Tally, TurnRepo, TurnRow
 from store.web import CredentialRow, WebCredentialRepo
@@ -191,6 +192,19 @@ class ResultStore(Protocol):
     async def latest(self, agent_id: str) -> ResultRow | None: ...
 
 
+class ReviewStore(Protocol):
+    async def create(self, *, review_id: str, agent_id: str, agent_name: str,
+                     reviewer_id: str, reviewer_name: str, kind: str, title: str,
+                     summary: str, tool_name: str | None, session_key: str | None,
+                     session_id: str | None) -> ReviewRow: ...
+    async def get(self, review_id: str) -> ReviewRow | None: ...
+    async def close(self, review_id: str, *, status: str, answer: str = "",
+                    reasoning: str = "") -> bool: ...
+    async def overturn(self, review_id: str, *, by: str) -> bool: ...
+    async def recent(self, n: int = 20, *, since: float = 0.0) -> builtins.list[ReviewRow]: ...
+    async def revoke_session(self, agent_id: str, key: str, granted_by: str) -> int: ...
+
+
 class ScheduleStore(Protocol):
     async def create(self, row: ScheduleRow) -> None: ...
     async def get(self, schedule_id: str, *, deleted: bool = False) -> ScheduleRow | None: ...
@@ -267,8 +281,9 @@ def _conforms(db: Database) -> None:
     operators: OperatorStore = OperatorRepo(db)
     repos: RepoStore = RepoRepo(db)
     results: ResultStore = ResultRepo(db)
+    reviews: ReviewStore = ReviewRepo(db)
     schedules: ScheduleStore = ScheduleRepo(db)
     turns: TurnStore = TurnRepo(db)
     web: WebCredentialStore = WebCredentialRepo(db)
     del agents, audit, bus, charters, escalations, events, kv, operators, repos, results
-    del schedules, turns, web
+    del reviews, schedules, turns, web

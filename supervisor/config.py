@@ -159,11 +159,18 @@ class Settings(BaseSettings):
                                                 "approval_reminder_s")] = 300.0
     approval_timeout_s: Annotated[Seconds, Key("SWITCHBOARD_APPROVAL_TIMEOUT_S",
                                                "approval_timeout_s")] = 900.0
+    # How long a reviewer agent has to decide a request before it goes to the operator.
+    review_timeout_s: Annotated[Interval, Key("SWITCHBOARD_REVIEW_TIMEOUT_S",
+                                              "review_timeout_s")] = 120.0
     approval_on_timeout: Annotated[OnTimeout, Choice, Key("SWITCHBOARD_APPROVAL_ON_TIMEOUT",
                                                           "approval_on_timeout")] = "deny"
     invite_ttl_s: Annotated[Seconds, Key("SWITCHBOARD_INVITE_TTL_S", "invite_ttl_s")] = 3600.0
     status_card_interval_s: Annotated[Seconds, Key("SWITCHBOARD_STATUS_CARD_INTERVAL_S",
                                                    "status_card_interval_s")] = 2.0
+    # Routine notices (sent silently) within this many seconds of the last one sent are
+    # gathered into one message on Telegram (bot/kit/digest.py); 0: each on its own.
+    notice_digest_s: Annotated[Seconds, Key("SWITCHBOARD_NOTICE_DIGEST_S",
+                                            "notice_digest_s")] = 60.0
     console: Annotated[Flag | None, Key("SWITCHBOARD_CONSOLE", "console")] = None  # None: a tty?
     log_level: Annotated[LogLevel, Choice, BeforeValidator(_upper),
                          Key("SWITCHBOARD_LOG_LEVEL", "log_level")] = "INFO"

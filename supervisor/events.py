@@ -33,6 +33,11 @@ class AgentState(StrEnum):
                             AgentState.RESUME_FAILED)
 
 
+# The `tool_name` of the notice that ends a turn the operator asked for (/ask, /spawn): they are
+# waiting for it, so a front end never holds it back for a digest (bot/kit/digest.py).
+REPLY_NOTICE = "operator_reply"
+
+
 @dataclass(frozen=True, slots=True)
 class StateChanged:
     agent_id: str

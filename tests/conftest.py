@@ -156,6 +156,9 @@ def make_settings(home: Path, mock: MockAnthropic | None = None, *, fake: bool =
         # default (10 levels lower) makes every test wait on starved agents. The default is
         # tested on its own (tests/security/test_priority.py).
         agent_nice=kw.pop("agent_nice", 0),
+        # Each notice on its own: tests wait for one notice after another. The digest is
+        # tested on its own (tests/unit/test_kit_digest.py, tests/integration/test_kit_digest.py).
+        notice_digest_s=kw.pop("notice_digest_s", 0.0),
         **kw,  # type: ignore[arg-type]
     )
 

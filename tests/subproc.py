@@ -108,6 +108,8 @@ def write_config(home: Path, mock=None, *, fake: bool = False, permissive: bool 
     lines = [f'model = "{MODEL}"', "kill_grace_s = 2"]
     if "agent_nice" not in extra:
         lines.append("agent_nice = 0")
+    if "notice_digest_s" not in extra:
+        lines.append("notice_digest_s = 0")  # each notice on its own, as tests wait for them
     if permissive:
         lines.append(f'policy_file = "{PERMISSIVE_POLICY}"')
     if fake:

@@ -10,8 +10,18 @@ from collections.abc import Awaitable, Callable
 
 from bot.kit import escalation as render
 from bot.kit.access import Access
+from bot.kit.digest import Gatherer, digest
 from bot.kit.outbox import Outbox, Priority
-from bot.kit.ports import ChatCopy, ChatError, ChatId, Escalation, FleetPort, MessageId
+from bot.kit.ports import (
+    ChatCopy,
+    ChatError,
+    ChatId,
+    Clock,
+    Escalation,
+    FleetPort,
+    MessageId,
+    SystemClock,
+)
 from commands.base import Role
 from supervisor.api import SENT_FILE, Kind
 
@@ -27,15 +37,20 @@ async def _no_anchor(_agent_id: str | None, _chat: ChatId) -> MessageId | None:
 
 class Copies:
     """`anchor`: the message under which what concerns an agent goes in a chat (on Slack,
-    the top of the agent's thread); by default none."""
+    the top of the agent's thread); by default none. `digest_s`: routine notices within this
+    many seconds of the last one sent are gathered into one message (bot/kit/digest.py); 0:
+    each on its own."""
 
     def __init__(self, fleet: FleetPort, outbox: Outbox, access: Access, *,
-                 anchor: Anchor = _no_anchor, web_url: str = "") -> None:
+                 anchor: Anchor = _no_anchor, digest_s: float = 0.0,
+                 clock: Clock | None = None, web_url: str = "") -> None:
         self.fleet = fleet
         self.web_url = web_url.rstrip("/")
         self.outbox = outbox
         self.access = access
         self.anchor = anchor
+        self.clock: Clock = clock or SystemClock()
+        self.gatherer = Gatherer(digest_s)
         self.platform = access.platform
         self.closed: asyncio.Queue[Escalation] = asyncio.Queue()
         # Rows some chat refused in every form: not acknowledged (the next start sends them
@@ -46,20 +61,73 @@ class Copies:
 
     async def deliver(self) -> None:
         """Follow the escalation outbox for this platform: push each row, then acknowledge
-        it, but only once every chat has it."""
-        async for row in self.fleet.follow_escalations(self.platform):
-            if row.id in self.undeliverable:
-                continue
+        it, but only once every chat has it. Routine notices held for a digest are pushed
+        when their window closes, and acknowledged then (a stop before that leaves them
+        unacknowledged: the next start sends them)."""
+        rows = aiter(self.fleet.follow_escalations(self.platform))
+        upcoming: asyncio.Future[Escalation] | None = None
+        try:
+            while True:
+                if upcoming is None:
+                    upcoming = asyncio.ensure_future(anext(rows))
+                at = self.gatherer.next_due()
+                if at is None:
+                    await asyncio.wait((upcoming,))
+                else:
+                    timer = asyncio.ensure_future(
+                        self.clock.sleep(at - self.clock.monotonic()))
+                    try:
+                        await asyncio.wait((upcoming, timer),
+                                           return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        timer.cancel()
+                if upcoming.done():
+                    row, upcoming = upcoming.result(), None
+                    if row.id not in self.undeliverable and \
+                            self.gatherer.offer(row, self.clock.monotonic()):
+                        await self._deliver_one(row)
+                held = self.gatherer.due(self.clock.monotonic())
+                if held:
+                    await self._deliver_digest(held)
+        finally:
+            if upcoming is not None:  # the outbox's follower, closed before this returns
+                upcoming.cancel()
+                await asyncio.wait((upcoming,), timeout=1.0)
+
+    async def _deliver_one(self, row: Escalation) -> None:
+        try:
+            refused = await self.push(row)
+        except Exception as exc:  # noqa: BLE001 - one bad row must not stop delivery
+            logger.exception("could not deliver escalation platform=%s id=%s",
+                             self.platform, row.id)
+            refused = {ChatId("*"): exc}
+        if refused:
+            self.undeliverable.add(row.id)
+            await self._report(row, refused)
+            return
+        await self.fleet.ack_escalation(row.id, self.platform)
+
+    async def _deliver_digest(self, rows: list[Escalation]) -> None:
+        """Several routine notices as one silent message to every chat that sees notices; a
+        single one as its own card."""
+        if len(rows) == 1:
+            await self._deliver_one(rows[0])
+            return
+        sent = [self.outbox.send(chat, digest(rows), priority=Priority.URGENT, silent=True)
+                for chat in await self.access.chats(Role.VIEWER)]
+        refused = False
+        for fut in sent:
             try:
-                refused = await self.push(row)
-            except Exception as exc:  # noqa: BLE001 - one bad row must not stop delivery
-                logger.exception("could not deliver escalation platform=%s id=%s",
-                                 self.platform, row.id)
-                refused = {ChatId("*"): exc}
-            if refused:
-                self.undeliverable.add(row.id)
-                await self._report(row, refused)
-                continue
+                await fut
+            except ChatError:
+                refused = True
+        if refused:  # in every form: each one on its own, as without a digest
+            logger.warning("digest refused platform=%s: its %d notices go one by one",
+                           self.platform, len(rows))
+            for row in rows:
+                await self._deliver_one(row)
+            return
+        for row in rows:
             await self.fleet.ack_escalation(row.id, self.platform)
 
     async def _report(self, row: Escalation, refused: dict[ChatId, BaseException]) -> None:

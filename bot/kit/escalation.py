@@ -13,7 +13,7 @@ from bot.kit.ports import Escalation
 from bot.kit.text import preview, split_text, visible
 from commands.approvals import detail_filename, escalation_blocks, escalation_buttons
 from commands.base import Attachment, Button, Reply, Text
-from supervisor.api import Kind
+from supervisor.api import REVIEW_NOTICE, Kind
 
 # The card's share for the body (what kind of call, why asked) when a detail follows it, and
 # without one (a question); anything longer is cut with a note and sent whole as a file.
@@ -79,9 +79,16 @@ def long_notice(row: Escalation) -> Reply:
     return Reply(blocks=(Text(header(row), "title"), Text(row.body)))
 
 
+def notice_buttons(row: Escalation) -> tuple[tuple[Button, ...], ...]:
+    """A reviewer agent's decision on a call: one tap overturns it (docs/reviewers.md)."""
+    if row.kind == Kind.NOTICE and row.tool_name == REVIEW_NOTICE and row.ref_id:
+        return ((Button(f"↩ Overturn {row.ref_id}", f"/overturn {row.ref_id}"),),)
+    return ()
+
+
 def card_buttons(row: Escalation) -> tuple[tuple[Button, ...], ...]:
     if row.kind == Kind.NOTICE:
-        return ()
+        return notice_buttons(row)
     buttons = escalation_buttons(row)
     rows = [tuple(buttons[i:i + 2]) for i in range(0, len(buttons), 2)]
     rows.append((details_button(row.id),))
@@ -134,6 +141,8 @@ def card(row: Escalation, web_url: str = "") -> Card:
         if row.kind in (Kind.QUESTION, Kind.PLAN) and row.free_text:
             blocks.append(Text("Reply to this message to answer in your own words."))
         buttons = card_buttons(row)
+    else:
+        buttons = notice_buttons(row)
     return Card(Reply(blocks=tuple(blocks), buttons=buttons), tuple(files))
 
 

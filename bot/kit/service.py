@@ -64,9 +64,11 @@ class FrontDesk(Lifecycle):
                  clock: Clock | None = None, admin_ids: Iterable[str] = (),
                  card_interval_s: float = 2.0, kill_label: str | None = None,
                  stats: ChatStats | None = None,
-                 threads: bool = False, pace: Pace | None = None, web_url: str = "") -> None:
+                 threads: bool = False, pace: Pace | None = None,
+                 digest_s: float = 0.0, web_url: str = "") -> None:
         """`threads`: each agent has one card for its whole life and what concerns the agent
         goes under it (Slack's thread per agent). `pace`: the platform's per-chat rate.
+        `digest_s`: routine notices within this many seconds are sent as one message.
         `web_url`: the web console's public address; each escalation links to its page."""
         self.adapter = adapter
         self.fleet = fleet
@@ -81,7 +83,7 @@ class FrontDesk(Lifecycle):
                                  lambda: self.access.chats(Role.VIEWER),
                                  interval_s=card_interval_s, pinned=threads)
         self.copies = Copies(fleet, self.outbox, self.access, anchor=self.cards.anchor,
-                            web_url=web_url)
+                             digest_s=digest_s, clock=self.clock, web_url=web_url)
         self.state = DeskState.NEW
         self._tasks: list[asyncio.Task[None]] = []
         self._feed: contextlib.ExitStack | None = None

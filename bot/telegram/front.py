@@ -142,7 +142,8 @@ class TelegramFrontend(Lifecycle):
             TelegramAdapter(self.ptb.bot, self.codec), self.context.fleet, self.context.commands,
             admin_ids=self.settings.telegram_admin_ids,
             card_interval_s=self.settings.status_card_interval_s, kill_label=KILL_TEXT,
-            stats=self.link.stats, web_url=self.settings.public_url or "")
+            stats=self.link.stats, digest_s=self.settings.notice_digest_s,
+            web_url=self.settings.public_url or "")
         await self.ptb.bot.set_my_commands(
             [BotCommand(c.name, c.summary[:256]) for c in REGISTRY])
         await self.desk.start()  # admins are seeded before the first update is read

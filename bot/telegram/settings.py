@@ -17,6 +17,7 @@ class TelegramSettings:
     telegram_webhook_url: str | None
     telegram_webhook_secret: Secret | None
     status_card_interval_s: float
+    notice_digest_s: float
     public_url: str | None  # where the web console is: each escalation links to its page
 
     @classmethod

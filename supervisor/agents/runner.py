@@ -146,6 +146,7 @@ class AgentRunner(TurnExecution):
         # finished-turn notice and then cleared.
         self.graded: str | None = None
         self._quiet_turn = False  # this turn: quiet_turns, or only such scheduled messages
+        self._operator_turn = False  # this turn: one with a message of the operator's
         self._unsolicited_told = False  # a turn of the CLI's own was refused, its result unread
         self.gate = ToolGate(self, GateDeps(deps.store, deps.policy, deps.escalations,
                                             lambda: deps.killswitch.halted,

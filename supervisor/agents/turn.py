@@ -23,9 +23,9 @@ from supervisor.agents.records import (
     retryable_api_error,
     turn_status,
 )
-from supervisor.bus.inbox import Inbox, Taken, quiet_turn
+from supervisor.bus.inbox import Inbox, Origin, Taken, quiet_turn
 from supervisor.errors import AgentFailed
-from supervisor.events import AgentOutput, AgentState, StateChanged, TurnFinished
+from supervisor.events import REPLY_NOTICE, AgentOutput, AgentState, StateChanged, TurnFinished
 from supervisor.guard.guardrails import day_start
 from supervisor.guard.unsolicited import describe as describe_unsolicited
 from supervisor.guard.unsolicited import origin_kind, result_is_ours
@@ -67,6 +67,7 @@ class TurnExecution:
         _stopping: bool
         _shutting_down: bool
         _quiet_turn: bool
+        _operator_turn: bool  # this turn holds a message of the operator's
         _note: str | None
         _baseline: dict[str, float]
         _mirror_warned: bool
@@ -142,6 +143,7 @@ class TurnExecution:
         self._turn_done.clear()
         prompt = item.text
         self._quiet_turn = self.quiet_turns or quiet_turn(item)
+        self._operator_turn = Origin.OPERATOR in item.origins
         self._api_trouble.begin()
         turn_id: int | None = None
         pids: asyncio.Task[None] | None = None
@@ -385,7 +387,8 @@ class TurnExecution:
         title = f"{self.name} {'finished' if ok else 'ended with an error'}"
         notice = None if self._quiet_turn and ok else await self._deps.escalations.draft_notice(
             self.id, f"{title} · {graded.partition(':')[0]}" if graded else title,
-            (f"📊 {graded}\n\n{text}" if graded else text)[:200_000])
+            (f"📊 {graded}\n\n{text}" if graded else text)[:200_000],
+            tool_name=REPLY_NOTICE if self._operator_turn else None)
         await self._flush_events()
         await self._deps.store.turns.finish(
             turn_id,

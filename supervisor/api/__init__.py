@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from store import Store
-from store.errors import StoreError
 from supervisor.agents.retention import database_bytes, retention_words
 from supervisor.api.chats import ChatCopiesAPI
 from supervisor.api.errors import store_errors
 from supervisor.api.files import SENT_FILE, Attached, FilesAPI, SentFile, WorkspaceFile
+from supervisor.api.health import SCHEDULE_OUTCOMES, TURN_OUTCOMES, HealthAndRecord
 from supervisor.api.memory import MemoryAPI, MemoryView, UnknownProject
 from supervisor.api.operators import INVITE_ALPHABET, INVITE_LENGTH, ROLES, OperatorAdmin
 from supervisor.api.persistence import PersistenceAPI
@@ -30,6 +30,7 @@ from supervisor.api.policy import ChangedCall, LearnedRuleView, PolicyAPI, Polic
 from supervisor.api.record import Hit, RecordAPI, SearchView
 from supervisor.api.repos import RepoAPI
 from supervisor.api.results import ResultsAPI, ResultView
+from supervisor.api.reviews import REVIEW_NOTICE, Overturned, ReviewsAPI, ReviewView
 from supervisor.api.schedules import Draft, RunView, ScheduleAPI, ScheduleView
 from supervisor.api.standing import StandingAPI
 from supervisor.api.turns import TodaySpend, TurnsAPI, TurnView
@@ -103,13 +104,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Outcomes reported even before one happens, so a dashboard sees 0 rather than no series.
-TURN_OUTCOMES = ("ok", "error", "interrupted", "failed")
-SCHEDULE_OUTCOMES = ("ok", "failed", "skipped")
-WRITE_PROBE_KEY = "health.write_probe"
 
 
-class SupervisorAPI(OperatorAdmin):
+class SupervisorAPI(OperatorAdmin, HealthAndRecord):
     """The facade; operators and invites are OperatorAdmin's (supervisor/api/operators.py)."""
 
     def __init__(self, *, settings: Settings, store: Store, hub: EventHub, pool: AgentPool,
@@ -147,6 +144,7 @@ class SupervisorAPI(OperatorAdmin):
         self.memory = MemoryAPI(pool, store)  # project memory (supervisor/api/memory.py)
         self.turns = TurnsAPI(pool, settings, store)  # turns, today's spend (api/turns.py)
         self.web = WebAPI(store, self._not_halted)  # sign-in links, sessions, API tokens
+        self.reviews = ReviewsAPI(pool, standing, store)  # reviewer agents (api/reviews.py)
 
     @classmethod
     def over(cls, core: Core) -> SupervisorAPI:
@@ -476,52 +474,6 @@ class SupervisorAPI(OperatorAdmin):
 
     # -- what the supervisor counts: /metrics and /readyz ---------------------------------------
 
-    def report_bus_depth(self, depth: Callable[[], int]) -> None:
-        """The agent bus plugs in here: how many messages wait (read on every scrape)."""
-        self._bus_depth = depth
-
-    def report_schedule_runs(self, runs: Callable[[], Mapping[str, int]]) -> None:
-        """The scheduler plugs in here: runs so far by outcome (counters, read on every
-        scrape)."""
-        self._schedule_runs = runs
-
-    @store_errors
-    async def stats(self) -> StatsView:
-        """Counts from memory (agents, the turn tally) and one indexed count of open
-        escalations: cheap enough for every scrape, whatever the size of the tables."""
-        runners = self._pool.fleet.everyone()
-        agents = {str(state): 0 for state in AgentState}
-        for r in runners:
-            agents[str(r.state)] += 1
-        names = {r.id: r.name for r in runners}
-        tally = await self._store.turns.tally()
-        turns = dict.fromkeys(TURN_OUTCOMES, 0) | dict(tally.outcomes)
-        count, oldest = await self._store.escalations.open_summary()
-        age = max(0.0, self._pool.clock.now() - oldest) if oldest is not None else 0.0
-        runs = dict.fromkeys(SCHEDULE_OUTCOMES, 0) | dict(self._schedule_runs())
-        return StatsView(
-            agents=tuple(agents.items()),
-            turns=tuple(sorted(turns.items())),
-            costs=tuple(CostCell(a, names.get(a, a), m, c) for a, m, c in tally.costs),
-            open_escalations=count,
-            oldest_escalation_age_s=age,
-            halted=self._killswitch.halted,
-            bus_depth=int(self._bus_depth()),
-            schedule_runs=tuple(sorted(runs.items())),
-            gateway=self._pool.gateway.view() if self._pool.gateway is not None else None,
-        )
-
-    async def check_store(self, timeout_s: float = 5.0) -> StoreCheck:
-        """Whether the database takes a write now (one small row, bounded in time)."""
-        try:
-            await asyncio.wait_for(self._store.kv.touch(WRITE_PROBE_KEY), timeout_s)
-        except TimeoutError:
-            return StoreCheck(False, f"a write did not finish within {timeout_s:g}s")
-        except StoreError as exc:
-            # The reason only: the body is served to whoever can reach the port.
-            return StoreCheck(False, f"the database takes no writes: {getattr(exc, 'reason', exc)}")
-        return StoreCheck(True, "writable")
-
     # -- the kill switch ------------------------------------------------------------------------
 
     @property
@@ -553,29 +505,6 @@ class SupervisorAPI(OperatorAdmin):
         with self._hub.subscription() as queue:
             yield queue
 
-    # -- audit ------------------------------------------------------------------------------------
-
-    async def audit(self, by: Actor, action: str, args: str, *, ok: bool, result: str) -> bool:
-        """Record an operator action. A failed write is logged, never raised: the action
-        it records has already happened. Returns whether it was written."""
-        try:
-            await self._store.audit.record(platform=by.platform, user_id=by.id,
-                                           user_name=by.name, action=action, args=args, ok=ok,
-                                           result=result)
-        except StoreError:
-            logger.warning("audit write failed action=%s", action, exc_info=True)
-            return False
-        return True
-
-    async def _audit_row(self, by: Actor, action: str, args: str, ok: bool,
-                         result: str) -> bool:
-        return await self.audit(by, action, args, ok=ok, result=result)
-
-    @store_errors
-    async def recent_actions(self, n: int = 10) -> tuple[AuditView, ...]:
-        """The newest audit rows, newest first (what a front end's home screen lists)."""
-        return tuple(await self._store.audit.recent(n))
-
 
 __all__ = [
     # the API and who calls it
@@ -584,12 +513,12 @@ __all__ = [
     "AgentView", "AgentDetail", "FleetView", "Sent", "Paused", "Killed", "LogEntry", "AgentLog",
     "SpendLine", "SpendReport", "Approved", "HaltView", "InviteView", "EscalationView",
     "OperatorView", "AuditView", "KillReport", "StatsView", "CostCell", "StoreCheck",
-    "GatewayView", "TurnView", "TodaySpend",
+    "GatewayView", "REVIEW_NOTICE", "TurnView", "TodaySpend",
     "TURN_OUTCOMES", "SCHEDULE_OUTCOMES", "BusSent", "BusView", "MessageView", "DeliveryView",
     "TeamView", "TeamStarted", "ScheduleAPI", "ScheduleView", "RunView", "Draft",
     "LearnedRuleView", "ALWAYS_ALLOW", "PolicyTestView", "ChangedCall", "SearchView", "Hit",
     "Attached", "WorkspaceFile", "FilesAPI", "SentFile", "SENT_FILE", "ResultsAPI", "ResultView",
-    "MemoryAPI", "MemoryView", "UnknownProject",
+    "MemoryAPI", "MemoryView", "UnknownProject", "ReviewsAPI", "ReviewView", "Overturned",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",

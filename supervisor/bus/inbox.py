@@ -23,6 +23,7 @@ class Origin(StrEnum):
     SCHEDULE = "schedule"  # a schedule's run: a wake, or the first prompt of a run's agent
     CHARTER = "charter"  # a standing agent's question its charter decided, sent back to it
     RESTART = "restart"  # the supervisor's note after a restart (a request left unanswered)
+    REVIEW = "review"  # a request offered to a reviewer agent (supervisor/guard/reviews.py)
     SYSTEM = "system"  # Switchboard's own notices (a sibling's commits, a message expired)
 
 
@@ -54,7 +55,10 @@ QUIET_NOTE = (f"\n\n[Switchboard] This is a scheduled run. If all is well, end w
 def quiet_turn(taken: Taken) -> bool:
     """Whether a turn is only scheduled runs whose schedules want no news when all is well:
     every message in it is the scheduler's (its origin, carried as data) and carries the note
-    that says how to report findings."""
+    that says how to report findings; or only review requests to a reviewer agent (its
+    decisions reach the operator as notices of their own)."""
+    if taken.message_ids and all(o == Origin.REVIEW for o in taken.origins):
+        return True
     return bool(taken.message_ids) and all(o == Origin.SCHEDULE for o in taken.origins) and \
         taken.text.count(QUIET_NOTE) == len(taken.message_ids)
 

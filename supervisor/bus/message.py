@@ -29,7 +29,8 @@ OPERATOR_SENDER = Sender(OPERATOR, OPERATOR)
 CHARTER_SENDER = Sender(SYSTEM, "charter")
 # Switchboard's own senders whose messages are more than notices (supervisor/schedule/scheduler.py
 # sends as "scheduler").
-_SYSTEM_ORIGINS = {"scheduler": Origin.SCHEDULE, "charter": Origin.CHARTER}
+_SYSTEM_ORIGINS = {"scheduler": Origin.SCHEDULE, "charter": Origin.CHARTER,
+                   "reviews": Origin.REVIEW}
 
 
 def origin_of(m: MessageRow) -> Origin:

@@ -43,13 +43,16 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store import Store
 from store.errors import StoreError
 from store.escalations import EscalationDraft, EscalationRow, Notice
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.errors import AlreadyAnswered, SupervisorError, UnknownEscalation
+
+if TYPE_CHECKING:
+    from supervisor.guard.reviews import ReviewDesk
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +88,10 @@ class Answer:
     def to_agent(self) -> str:
         """A question's answer as the asking agent reads it (the ask_operator tool's result,
         or the `result` message a bus question gets back)."""
+        who = self.by.capitalize() if self.via == "reviewer" else "The operator"
         if self.decision == Decision.DENY:
-            return f"The operator did not answer: {self.text or 'no reason given'}"
-        return f"The operator answered: {self.text}"
+            return f"{who} did not answer: {self.text or 'no reason given'}"
+        return f"{who} answered: {self.text}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +151,8 @@ class Escalations:
         self.started_at = self.clock.now()
         self._waiting: dict[str, _Waiting] = {}
         self._answer_hooks: dict[str, AnswerHook] = {}
+        # Reviewer agents (supervisor/guard/reviews.py): set when the API is built.
+        self.desk: ReviewDesk | None = None
         # Notices the store refused (disk full, read-only): held here and delivered to every
         # front end from memory, so the operator hears about the trouble that stops the store.
         self._held: list[EscalationRow] = []
@@ -158,10 +164,12 @@ class Escalations:
         self._answer_hooks[tool_name] = hook
 
     async def draft_notice(self, agent_id: str | None, title: str, body: str = "",
-                           ref_id: str | None = None) -> EscalationDraft:
+                           ref_id: str | None = None,
+                           tool_name: str | None = None) -> EscalationDraft:
         """A notice to be written inside another write's transaction; `published` after."""
         return EscalationDraft(id=await self._new_id(), agent_id=agent_id, kind=Kind.NOTICE,
-                               title=title, body=body, ref_id=ref_id, status="info")
+                               title=title, body=body, ref_id=ref_id, status="info",
+                               tool_name=tool_name)
 
     async def draft_question(self, agent_id: str | None, title: str, body: str, *,
                              options: tuple[str, ...], tool_name: str,

@@ -44,6 +44,7 @@ from supervisor.guard.mcp_server import tool_server
 from supervisor.guard.policy import Action, Policy
 from supervisor.guard.policy import Decision as PolicyDecision
 from supervisor.guard.recommend import marked, recommend
+from supervisor.guard.reviews import Request
 from supervisor.guard.sendback import send_back, turn_scope
 from supervisor.guard.unsolicited import REFUSED
 from supervisor.guard.unusual import unusual
@@ -141,7 +142,8 @@ class ToolGate:
                                       str(args.get("why") or ""))
             answer = await self._escalate(
                 Kind.QUESTION, f"{self.agent.name} asks",
-                "\n\n".join(p for p in (line, question) if p), None, None, options, True
+                "\n\n".join(p for p in (line, question) if p), None, None, options, True,
+                review=question,
             )
             return {"content": [{"type": "text", "text": answer.to_agent()}]}
 
@@ -208,6 +210,8 @@ class ToolGate:
         answer = await self._escalate(
             Kind.PERMISSION, f"{self.agent.name} wants to use {name}", body,
             name, tool_input, options, False, detail=call.text, detail_name=call.filename,
+            review=None if irreversible or odd else (  # the unusual: to a human
+                f"{name}: {call.text}" if name == "Bash" else call.summary),
         )
         if answer.decision in (Decision.ALLOW, Decision.ALLOW_SESSION):
             if answer.decision == Decision.ALLOW_SESSION and not irreversible:
@@ -217,7 +221,8 @@ class ToolGate:
                 )
             return PermissionResultAllow(updated_input=tool_input)
         reason = answer.text or "no reason given"
-        return PermissionResultDeny(message=f"The operator denied this: {reason}")
+        who = answer.by.capitalize() if answer.via == "reviewer" else "The operator"
+        return PermissionResultDeny(message=f"{who} denied this: {reason}")
 
     async def _unsolicited(self, name: str, tool_input: dict[str, Any]) -> str:
         """A tool call while no turn anybody asked for runs: the CLI began one on its own."""
@@ -258,10 +263,12 @@ class ToolGate:
             labels, line = recommend(labels, marked(labels))
             answer = await self._escalate(Kind.QUESTION, f"{self.agent.name} asks",
                                           "\n\n".join(p for p in (line, text) if p),
-                                          "AskUserQuestion", tool_input, labels, True)
+                                          "AskUserQuestion", tool_input, labels, True,
+                                          review=text)
             if answer.decision == Decision.DENY:
+                who = answer.by.capitalize() if answer.via == "reviewer" else "The operator"
                 return PermissionResultDeny(
-                    message=f"The operator did not answer: {answer.text or 'declined'}")
+                    message=f"{who} did not answer: {answer.text or 'declined'}")
             answers[text] = answer.text
         return PermissionResultAllow(updated_input={**tool_input, "answers": answers})
 
@@ -287,8 +294,19 @@ class ToolGate:
     async def _escalate(self, kind: Kind, title: str, body: str, tool_name: str | None,
                         tool_input: dict[str, Any] | None, options: tuple[str, ...],
                         free_text: bool, *, detail: str | None = None,
-                        detail_name: str | None = None) -> Answer:
+                        detail_name: str | None = None, review: str | None = None) -> Answer:
+        """Ask the operator; first a reviewer agent when `review` (the request's whole
+        text) is given and one covers it (supervisor/guard/reviews.py)."""
         esc = self.deps.escalations
+        if review is not None and esc.desk is not None:
+            outcome = await esc.desk.settle(Request(
+                self.agent.id, self.agent.name, kind, title, body, review, detail, tool_name,
+                self.deps.policy.session_key(tool_name, tool_input or {})
+                if tool_name and kind == Kind.PERMISSION else None,
+                self.agent.session_id, options))
+            if outcome.answer is not None:
+                return outcome.answer
+            body = "\n\n".join(p for p in (outcome.note, body) if p)
         row = await esc.open(agent_id=self.agent.id, kind=kind, title=title, body=body,
                              tool_name=tool_name, tool_input=tool_input, options=options,
                              free_text=free_text, detail=detail, detail_name=detail_name)

@@ -96,6 +96,10 @@ async def test_spawn_approve_ask_kill_with_a_token(real_settings, mock_api, tmp_
         # The kill switch's own row (it also fires from a file or the bucket: no operator id).
         assert any(r.action == "killswitch" and r.user_name == "alice" for r in rows)
         rows = [r for r in rows if r.action != "killswitch"]
+        # The two calls with a token that no longer worked: recorded, with no operator.
+        refused = [r for r in rows if r.action == "refused"]
+        assert [(r.user_id, r.ok) for r in refused] == [("api:unknown", 0)] * 2
+        rows = [r for r in rows if r.action != "refused"]
         actions = [r.action for r in reversed(rows)]
         for action in ("spawn", "pending", "approve", "ask", "status", "kill", "killall"):
             assert action in actions, actions
