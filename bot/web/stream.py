@@ -266,6 +266,9 @@ class Stream:
                     drawn[role] = await self.render(topic, role)
                 except (web.HTTPException, SupervisorError):
                     continue  # starting or stopping, or the agent is gone: nothing to draw
+                except Exception:  # noqa: BLE001 - one region's bug must not stop the stream
+                    logger.exception("web console region failed to render topic=%s", topic)
+                    continue
             sends = {r: d for r, d in ((r, self._change(topic, r, d)) for r, d in drawn.items())
                      if d is not None}
             if not sends:

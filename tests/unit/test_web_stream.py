@@ -204,3 +204,18 @@ async def test_a_page_opening_beside_others_starts_from_what_they_have_and_catch
             delta = frame(stream.last_id, "fleet-rows",
                           '<div hx-swap-oob="true" id="row-a">a2</div>')
             assert drain(first.queue) == drain(second.queue) == [delta]
+
+
+async def test_a_region_that_fails_to_render_does_not_stop_the_others(caplog):
+    class Broken(Drawn):
+        async def __call__(self, topic: str, role: Role) -> str:
+            if topic == NEEDS:
+                raise KeyError("a bug in one template")
+            return await super().__call__(topic, role)
+
+    stream = Stream(Broken())
+    with stream.connect({FLEET, NEEDS}, Role.VIEWER) as page:
+        stream.mark([FLEET, NEEDS])
+        await stream.flush()
+        assert drain(page.queue) == [frame(stream.last_id, FLEET, "fleet as VIEWER")]
+    assert "region failed to render topic=needs" in caplog.text
