@@ -26,12 +26,16 @@ def probes(base: str, home: str) -> str:
     return rf"""
 probe() {{ echo "== $1"; shift; out=$("$@" 2>&1); rc=$?; printf '%s' "$out" | head -c 600
     echo; echo "rc=$rc"; }}
-probe none curl -sS -m 5 -X POST -H 'Content-Type: application/json' -d '{{"confirm":"confirm"}}' {base}/api/v1/killall
-probe token curl -sS -m 5 -X POST -H 'Authorization: Bearer {guess}' -H 'Content-Type: application/json' -d '{{"confirm":"confirm"}}' {base}/api/v1/killall
-probe cookie curl -sS -m 5 -X POST -H 'Cookie: switchboard_session=guessed' -H 'X-CSRF-Token: x' -H 'Origin: {base}' -H 'Content-Type: application/json' -d '{{"confirm":"confirm"}}' {base}/api/v1/killall
-probe act curl -sS -m 5 -X POST -H 'Cookie: switchboard_session=guessed' -d 'verb=killall' {base}/act
-probe signin curl -sS -m 5 -X POST -H 'Origin: {base}' -d 'token=guessed' {base}/signin
-probe spawn curl -sS -m 5 -X POST -H 'Authorization: Bearer {guess}' -H 'Content-Type: application/json' -d '{{"name":"mole","prompt":"hi"}}' {base}/api/v1/spawn
+B={base}; J=Content-Type:application/json; K='{{"confirm":"confirm"}}'
+C=Cookie:switchboard_session=guessed; T="Authorization: Bearer {guess}"
+probe none curl -sS -m 5 -X POST -H $J -d "$K" $B/api/v1/killall
+probe token curl -sS -m 5 -X POST -H "$T" -H $J -d "$K" $B/api/v1/killall
+probe cookie curl -sS -m 5 -X POST -H $C -H X-CSRF-Token:x -H Origin:$B -H $J -d "$K" \
+    $B/api/v1/killall
+probe act curl -sS -m 5 -X POST -H $C -d verb=killall $B/act
+probe signin curl -sS -m 5 -X POST -H Origin:$B -d token=guessed $B/signin
+probe spawn curl -sS -m 5 -X POST -H "$T" -H $J -d '{{"name":"mole","prompt":"hi"}}' \
+    $B/api/v1/spawn
 probe files sh -c 'ls -la {home} 2>&1; grep -rl sbt_ {home} 2>&1 | head'
 echo "== done"
 """
