@@ -8,8 +8,10 @@ a local file in the data directory and an object in the GCS bucket, each watched
 that acts on its own, so the switch works while the event loop is busy or wedged. Each watcher
 is a loop around a run-once poll (`poll_local`, `poll_gcs`) that tests call directly.
 
-A watcher thread does only what needs nothing else to work: it persists the flag (a plain
-SQLite connection of its own) and SIGKILLs by tag through /proc. Everything that touches the
+A watcher thread does only what needs nothing else to work: it persists the flag (a private
+connection of its own to the SQLite file or the PostgreSQL database, store/private.py, in a
+thread joined with a bound: the processes die whatever the database does) and SIGKILLs by tag
+through /proc. Everything that touches the
 runners, the escalations or the async store is handed to the event loop
 (`run_coroutine_threadsafe`). A poll that fails in any way is logged (once a minute while it
 keeps failing) and the watcher keeps watching: it never dies of an error.
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from store import Store
 from store.errors import StoreError
 from store.kv import get_sync, set_sync
+from store.private import Target
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import Halted
@@ -48,6 +51,15 @@ LOCAL_FILE = "kill-switch.json"
 GCS_OBJECT = "kill-switch.json"
 LOCAL_POLL_S = 0.25
 ERROR_LOG_EVERY_S = 60.0
+# How long the kill waits, after its sweep, for the halt flag's private write (SQLite's busy
+# timeout and PostgreSQL's connect and statement timeouts are 5 s: store/private.py). The
+# processes are dead by then; only the report waits, and says when the write did not finish.
+PERSIST_WAIT_S = 6.0
+
+
+def database_target(settings: Settings) -> Target:
+    """Where the kill path's private connections go: the PostgreSQL URL, else the SQLite file."""
+    return settings.database_url.value if settings.database_url is not None else settings.db_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +100,7 @@ class KillSwitch:
         self._threads: list[threading.Thread] = []
         self._fire_lock = threading.Lock()
         self._persist_failed: str | None = None  # why the halt flag could not be stored
+        self._persisting: threading.Thread | None = None  # the flag's write, while it runs
 
     @property
     def local_file(self) -> Path:
@@ -165,15 +178,19 @@ class KillSwitch:
                 # nothing starts meanwhile). Both end before the lock is let go.
                 persist = threading.Thread(target=self._persist, args=(halt,),
                                            name="killswitch-persist", daemon=True)
+                self._persisting = persist
                 persist.start()
             swept = sweep(f"{self.settings.instance_id}/")
             if persist is not None:
-                persist.join()
+                persist.join(PERSIST_WAIT_S)  # bounded: a database that never answers
+                if persist.is_alive():
+                    self._persist_failed = (f"the database did not answer within "
+                                            f"{PERSIST_WAIT_S:g} s")
             return sorted(ending.union(swept))
 
     def _persist(self, halt: dict[str, Any]) -> None:
         try:
-            set_sync(self.settings.db_path, HALT_KEY, halt, now=self.clock.now)
+            set_sync(database_target(self.settings), HALT_KEY, halt, now=self.clock.now)
             self._persist_failed = None
         except Exception as exc:  # noqa: BLE001 - a broken store must not stop the kill
             logger.exception("kill switch: could not persist the halt flag")
@@ -276,6 +293,8 @@ class KillSwitch:
     def _clear(self) -> dict[str, Any] | None:
         """Turn the switch off in memory and remove the trigger file; what it was, or None."""
         with self._fire_lock:
+            if self._persisting is not None:  # a fire's write still going: it lands first
+                self._persisting.join(PERSIST_WAIT_S)
             was, self.halt = self.halt, None
             if was is not None:
                 with contextlib.suppress(FileNotFoundError):
@@ -324,9 +343,10 @@ class KillSwitch:
         blob = client.bucket(self.settings.gcs_bucket).get_blob(GCS_OBJECT)
         if blob is None or self.halt is not None:
             return False
-        if get_sync(self.settings.db_path, GCS_CURSOR_KEY) == blob.generation:
+        target = database_target(self.settings)
+        if get_sync(target, GCS_CURSOR_KEY) == blob.generation:
             return False  # this object was acted on, then deactivated
-        set_sync(self.settings.db_path, GCS_CURSOR_KEY, blob.generation, now=self.clock.now)
+        set_sync(target, GCS_CURSOR_KEY, blob.generation, now=self.clock.now)
         by, reason = _who(_read_trigger(blob.download_as_bytes()), "cloud console")
         self._fire_from_thread(by, "gcs", reason)
         return True

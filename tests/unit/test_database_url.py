@@ -1,20 +1,25 @@
 """`database_url`: doctor opens and migrates the PostgreSQL store it names and shows it without
-its password; `switchboard run` refuses it until the whole supervisor runs on PostgreSQL
-(docs/postgresql.md); a URL that is not PostgreSQL's, or a server not there, is said so."""
+its password, and says what is off there (the parts about the SQLite file); `backup` and
+`restore` refuse it; a URL that is not PostgreSQL's, or a server not there, is said so."""
 
 from __future__ import annotations
 
+import socket
+import time
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from bot.app import Switchboard
 from bot.doctor import Doctor, _check_database
 from store import open_store
 from store.errors import StoreUnavailable
+from store.kv import set_sync
 from store.migrations import MIGRATIONS
 from supervisor.errors import ConfigError
+from supervisor.guard.killswitch import PERSIST_WAIT_S
 from supervisor.persistence.offline import database_where
+from supervisor.persistence.offline_backup import backup, restore
 from tests.conftest import make_settings
 from tests.pg import Cluster, pg_cluster
 
@@ -62,10 +67,29 @@ async def test_a_url_of_another_engine_is_refused(tmp_path: Path) -> None:
         await open_store(tmp_path / "x.db", database_url="mysql://sb@db/sb")
 
 
-async def test_run_refuses_a_database_url_until_the_supervisor_runs_on_it(
-        tmp_path: Path) -> None:
-    settings = make_settings(tmp_path, fake=True, database_url="postgresql://sb@/sb?host=/x")
-    with pytest.raises(ConfigError, match="not built yet"):
-        async with Switchboard(settings):
-            pass
+def test_doctor_says_what_is_off_on_postgresql_and_backup_refuses_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = make_settings(tmp_path, fake=True, database_url=f"postgresql://sb:pw@/sb?host="
+                             f"{tmp_path}/none")
+    _check_database(settings, Doctor())
+    out = capsys.readouterr().out
+    assert "[info] on PostgreSQL the parts about the SQLite file are off" in out
+    assert "pg_dump" in out
+    for command in (backup, restore):
+        with pytest.raises(ConfigError, match="PostgreSQL's own backups"):
+            command(settings, str(tmp_path / "snapshots"))
     assert not settings.db_path.exists()
+
+
+def test_a_private_write_to_a_server_that_never_answers_gives_up_in_time() -> None:
+    """The kill path's private connection (store/private.py) to a host that accepts the
+    connection and never says a word: it fails within its bound instead of hanging."""
+    with socket.socket() as mute:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen()
+        url = f"postgresql://sb:pw@127.0.0.1:{mute.getsockname()[1]}/sb"
+        started = time.monotonic()
+        with pytest.raises(psycopg.OperationalError):
+            set_sync(url, "halt", {"by": "ops"}, timeout_s=2.0)
+        took = time.monotonic() - started
+    assert 1.5 < took < PERSIST_WAIT_S, took
