@@ -219,8 +219,22 @@ class Switchboard:
         now, in the services' task group, and stopped (cancelled) before the core parts.
         `coordinator_only`: run only while this worker is the coordinator (a chat
         connection: Telegram allows one consumer of a bot's updates)."""
-        await self.services.add(self.coordinator.gated_loop(name, run) if coordinator_only
-                                else loop_service(name, run))
+        if not coordinator_only:
+            await self.services.add(loop_service(name, run))
+            return
+        link = self.links.link(name)
+
+        async def run_here() -> object:
+            link.set(LinkState.STARTING)
+            try:
+                return await run()
+            except asyncio.CancelledError:  # the role was lost (or the worker stops)
+                link.set(LinkState.STANDBY, "another worker is the coordinator")
+                raise
+
+        if not self.coordinator.held:
+            link.set(LinkState.STANDBY, "another worker is the coordinator")
+        await self.services.add(self.coordinator.gated_loop(name, run_here))
 
     async def __aenter__(self) -> Switchboard:
         await self.services.start()  # a start that fails stops what had started
