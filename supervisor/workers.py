@@ -57,9 +57,9 @@ class Worker:
             coordinator=self.coordinator.held)
 
     async def _role_changed(self, held: bool) -> None:
-        await self.beat()  # the row says it at once, not at the next heartbeat
-        if held:
+        if held:  # first the dead holder's row cleared: never two rows saying coordinator
             await self.store.workers.only_coordinator(self.id)
+        await self.beat()  # the row says it at once, not at the next heartbeat
 
     async def run(self) -> None:
         while True:
