@@ -5,8 +5,10 @@
 open escalations denied, plus whatever front ends register (invite codes, tokens); (4) spawns
 refused and (5) every tool call denied while halted; (6) triggers that need no chat front end:
 a local file in the data directory and an object in the GCS bucket, each watched by a thread
-that acts on its own, so the switch works while the event loop is busy or wedged. Each watcher
-is a loop around a run-once poll (`poll_local`, `poll_gcs`) that tests call directly.
+that acts on its own, so the switch works while the event loop is busy or wedged; on
+PostgreSQL a third watches the shared halt flag, so a switch pulled on another worker or host
+reaches this one's agents. Each watcher is a loop around a run-once poll (`poll_local`,
+`poll_gcs`, `poll_database`) that tests call directly.
 
 A watcher thread does only what needs nothing else to work: it persists the flag (a private
 connection of its own to the SQLite file or the PostgreSQL database, store/private.py, in a
@@ -50,6 +52,7 @@ GCS_CURSOR_KEY = "killswitch:gcs_generation"
 LOCAL_FILE = "kill-switch.json"
 GCS_OBJECT = "kill-switch.json"
 LOCAL_POLL_S = 0.25
+DATABASE_POLL_S = 1.0  # on PostgreSQL: the halt flag another worker or host wrote
 ERROR_LOG_EVERY_S = 60.0
 # How long the kill waits, after its sweep, for the halt flag's private write (SQLite's busy
 # timeout and PostgreSQL's connect and statement timeouts are 5 s: store/private.py). The
@@ -118,6 +121,8 @@ class KillSwitch:
         self._loop = asyncio.get_running_loop()
         self.halt = await self.store.kv.get(HALT_KEY)
         self._watch(self.poll_local, "killswitch-file", LOCAL_POLL_S)
+        if self.settings.database_url is not None:  # other workers, `switchboard kill` elsewhere
+            self._watch(self.poll_database, "killswitch-db", DATABASE_POLL_S)
         if self.settings.gcs_bucket:
             self._watch(self._gcs_poller(), "killswitch-gcs", self.settings.kill_poll_s)
 
@@ -157,7 +162,7 @@ class KillSwitch:
     # -- triggering -------------------------------------------------------------------------------
 
     def fire_now(self, by: str, via: str, reason: str,
-                 known: tuple[int, ...] = ()) -> list[int]:
+                 known: tuple[int, ...] = (), *, stored: bool = False) -> list[int]:
         """Layers 1 and 2, synchronously, from any thread: persist the flag, SIGKILL everything.
         Touches no runner (a runner seeing its CLI die checks `halted`, set here first). Safe
         to call twice; the async rest (revoke, states, notices) follows on the loop. `known`:
@@ -173,6 +178,7 @@ class KillSwitch:
             persist: threading.Thread | None = None
             if self.halt is None:
                 self.halt = halt
+            if self.halt is halt and not stored:  # `stored`: it is in the database already
                 # The flag is written while the sweep runs, not before it: a busy database
                 # took 126 ms of a 300-agent kill here (the halt is already set in memory, so
                 # nothing starts meanwhile). Both end before the lock is let go.
@@ -248,7 +254,11 @@ class KillSwitch:
                 logger.exception("kill switch: a revoker failed")
                 problems.append(f"a revocation failed ({exc})")
         if self.halt is not None:  # remembered across restarts, for the deactivation report
-            stopped = sorted({*self.halt.get("agents", []), *(r.name for r in live)})
+            stored: Any = None
+            with contextlib.suppress(StoreError):  # other workers' agents too (PostgreSQL)
+                stored = await self.store.kv.get(HALT_KEY)
+            others = stored.get("agents", []) if isinstance(stored, dict) else []
+            stopped = sorted({*self.halt.get("agents", []), *others, *(r.name for r in live)})
             self.halt = {**self.halt, "agents": stopped}
             with contextlib.suppress(StoreError):  # the flag itself is stored (or reported)
                 await self.store.kv.set(HALT_KEY, self.halt)
@@ -264,11 +274,12 @@ class KillSwitch:
                        via, len(live), len(pids), took * 1000)
         return report
 
-    def _fire_from_thread(self, by: str, via: str, reason: str) -> None:
+    def _fire_from_thread(self, by: str, via: str, reason: str, *,
+                          stored: bool = False) -> None:
         if self.halt is not None:
             return
         started = self.clock.monotonic()
-        pids = self.fire_now(by, via, reason)
+        pids = self.fire_now(by, via, reason, stored=stored)
         loop = self._loop
         if loop is not None and not loop.is_closed():
             asyncio.run_coroutine_threadsafe(self._after_thread(pids, started, by, via), loop)
@@ -315,6 +326,19 @@ class KillSwitch:
             raw = b""
         by, reason = _who(_read_trigger(raw), "local file")
         self._fire_from_thread(by, "file", reason)
+        return True
+
+    def poll_database(self) -> bool:
+        """Run once (PostgreSQL): act on a halt flag that another worker, or `switchboard
+        kill` on another host, wrote into the shared database. True if it fired."""
+        if self.halt is not None:
+            return False
+        flag = get_sync(database_target(self.settings), HALT_KEY, timeout_s=2.0)
+        if not isinstance(flag, dict) or self.halt is not None:
+            return False
+        self._fire_from_thread(str(flag.get("by") or "another worker")[:200],
+                               str(flag.get("via") or "database")[:50],
+                               str(flag.get("reason") or "")[:1000], stored=True)
         return True
 
     def _gcs_poller(self) -> Callable[[], object]:

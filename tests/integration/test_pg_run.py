@@ -149,3 +149,34 @@ async def test_switchboard_kill_ends_every_agent_with_the_server_stopped(
         assert any("halt flag" in p for p in done.problems), done.problems
         # The server back, so the supervisor's shutdown can record the agents' ends.
         own_cluster.serve()
+
+
+async def test_a_kill_switch_pulled_anywhere_reaches_every_worker_on_the_database(
+        short_home: Path, database: str) -> None:
+    """Two workers on one database, each with an agent; `switchboard kill` run from a third
+    data directory (another host: no trigger file the workers could see) writes the flag into
+    the database, and each worker's watcher ends its own agents."""
+    first = make_settings(short_home / "a", fake=True, database_url=database)
+    second = make_settings(short_home / "b", fake=True, database_url=database)
+    elsewhere = make_settings(short_home / "c", fake=True, database_url=database)
+    async with Switchboard(first) as a, Switchboard(second) as b:
+        await spawn_idle(a, ["on-a"])
+        await spawn_idle(b, ["on-b"])
+        tags = [s.instance_id + "/" for s in (first, second)]
+        assert all(processes_with_tag(t) for t in tags)
+        started = time.monotonic()
+        done = await asyncio.to_thread(kill_from_shell, elsewhere, "ops@cli", "from afar")
+        assert done.problems == () and done.killed == ()  # nothing of its own to kill
+        await wait_for(lambda: not any(processes_with_tag(t) for t in tags), KILL_BOUND_S,
+                       "every worker's agents ended")
+        took = time.monotonic() - started
+        assert a.pool is not None and b.pool is not None
+        assert a.pool.killswitch.halted and b.pool.killswitch.halted
+        refused = await run(b, "/spawn more hi")
+        assert not refused.ok and "kill switch is on" in refused.plain()
+        await wait_for(lambda: a.store.kv.get(HALT_KEY), 5, "the flag")
+        flag = get_sync(database, HALT_KEY)
+        assert flag["by"] == "ops@cli" and flag["via"] == "cli"  # the first writer's, kept
+        await wait_for(lambda: {"on-a", "on-b"} <= set(
+            (get_sync(database, HALT_KEY) or {}).get("agents", [])), 10, "both listed")
+    assert took < 5, took
