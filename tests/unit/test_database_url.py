@@ -1,9 +1,13 @@
 """`database_url`: doctor opens and migrates the PostgreSQL store it names and shows it without
 its password, and says what is off there (the parts about the SQLite file); `backup` and
-`restore` refuse it; a URL that is not PostgreSQL's, or a server not there, is said so."""
+`restore` refuse it; `switchboard status` lists the hosts; the kill path's private write to a
+server that never answers gives up in time; a URL that is not PostgreSQL's, or a server not
+there, is said so."""
 
 from __future__ import annotations
 
+import asyncio
+import re
 import socket
 import time
 from pathlib import Path
@@ -11,6 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from bot.cli import cmd_status
 from bot.doctor import Doctor, _check_database
 from store import open_store
 from store.errors import StoreUnavailable
@@ -93,3 +98,27 @@ def test_a_private_write_to_a_server_that_never_answers_gives_up_in_time() -> No
             set_sync(url, "halt", {"by": "ops"}, timeout_s=2.0)
         took = time.monotonic() - started
     assert 1.5 < took < PERSIST_WAIT_S, took
+
+
+async def test_switchboard_status_lists_the_hosts_on_postgresql(
+        pg_cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = pg_cluster.new_database()
+    try:
+        store = await open_store(tmp_path / "unused.db", database_url=url)
+        try:
+            await store.workers.beat("w1", host="alpha", pid=11, agents=3,
+                                     memory_available=4_000_000_000, coordinator=True)
+            await store.workers.beat("w2", host="beta", pid=22, agents=0,
+                                     memory_available=None, coordinator=False)
+        finally:
+            await store.db.close()
+        settings = make_settings(tmp_path, fake=True, database_url=url)
+        assert await asyncio.to_thread(cmd_status, settings) == 0
+        out = capsys.readouterr().out
+        assert "no agents yet\n" in out and "no database" not in out
+        assert re.search(r"Host alpha \(pid 11, coordinator\): 3 agent\(s\), 4\.0 GB free, "
+                         r"last heartbeat \d+s ago\.\nHost beta \(pid 22\): 0 agent\(s\), "
+                         r"memory unknown, last heartbeat \d+s ago\.", out), out
+        assert not settings.db_path.exists()
+    finally:
+        pg_cluster.drop_database(url)
