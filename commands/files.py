@@ -4,7 +4,6 @@ agents reported with a confidence grade."""
 from __future__ import annotations
 
 import mimetypes
-import time
 from typing import Any, ClassVar
 
 from commands.base import (
@@ -19,6 +18,7 @@ from commands.base import (
     Text,
     UsageError,
 )
+from commands.render import ago
 
 
 def size_text(n: int) -> str:
@@ -44,12 +44,6 @@ class FileCmd:
                      attachments=(Attachment(wf.name, wf.data, mime),))
 
 
-def _ago(at: float) -> str:
-    secs = max(0, int(time.time() - at))
-    return f"{secs}s" if secs < 60 else f"{secs // 60}m" if secs < 3600 else \
-        f"{secs // 3600}h{(secs % 3600) // 60:02d}m" if secs < 86400 else f"{secs // 86400}d"
-
-
 class ResultsCmd:
     name: ClassVar[str] = "results"
     summary: ClassVar[str] = ("recent results agents reported with a confidence grade, lowest "
@@ -72,7 +66,7 @@ class ResultsCmd:
         lines = []
         for r in rows:
             flag = "  ⚠️ needs review" if r.needs_review else ""
-            lines.append(f"{r.confidence:>3}%  {r.agent_name}  {_ago(r.at)} ago{flag}\n"
+            lines.append(f"{r.confidence:>3}%  {r.agent_name}  {ago(r.at)} ago{flag}\n"
                          f"      {r.summary}")
             if r.needs_review and r.evidence:
                 lines.append(f"      evidence: {r.evidence[:300]}")

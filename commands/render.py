@@ -14,15 +14,23 @@ def money(usd: float) -> str:
     return f"${usd:.4f}" if usd < 1 else f"${usd:.2f}"
 
 
-def ago(ts: float | None) -> str:
+def span(seconds: float) -> str:
+    """A duration the way a person says it: 0s, 45s, 3m05s, 2h04m, 3d02h."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
+
+
+def ago(ts: float | None, now: float | None = None) -> str:
+    """How long ago `ts` was, as `span` says it; "-" for never."""
     if not ts:
         return "-"
-    secs = max(0, int(time.time() - ts))
-    if secs < 60:
-        return f"{secs}s"
-    if secs < 3600:
-        return f"{secs // 60}m{secs % 60:02d}s"
-    return f"{secs // 3600}h{(secs % 3600) // 60:02d}m"
+    return span((time.time() if now is None else now) - ts)
 
 
 def agent_line(r: AgentView) -> str:

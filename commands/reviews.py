@@ -3,21 +3,15 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, ClassVar
 
 from commands.base import Arg, Context, Opt, Param, Reply, Rest, Role, Text, UsageError
+from commands.render import ago
 
 OUTCOMES = {"open": "⏳ with the reviewer", "allow": "✅ allowed",
             "allow_session": "🔁 allowed for the session", "deny": "❌ denied",
             "answer": "💬 answered", "handed_over": "↗ handed to the operator",
             "cancelled": "✖ cancelled"}
-
-
-def _ago(at: float) -> str:
-    secs = max(0, int(time.time() - at))
-    return f"{secs}s" if secs < 60 else f"{secs // 60}m" if secs < 3600 else \
-        f"{secs // 3600}h{(secs % 3600) // 60:02d}m"
 
 
 class ReviewsCmd:
@@ -43,7 +37,7 @@ class ReviewsCmd:
             over = f"  ↩ overturned by {r.overturned_by}" if r.overturned_by else ""
             first = r.summary.splitlines()[0] if r.summary else ""
             lines.append(f"{r.id}  {r.reviewer_name} on {r.agent_name}'s {r.kind}: "
-                         f"{OUTCOMES.get(r.status, r.status)}{over}  ({_ago(r.at)} ago)\n"
+                         f"{OUTCOMES.get(r.status, r.status)}{over}  ({ago(r.at)} ago)\n"
                          f"      {first[:200]}")
             if r.status == "answer":
                 lines.append(f"      answer: {r.answer[:300]}")

@@ -3,21 +3,14 @@ per-operator tokens: issue, list, revoke)."""
 
 from __future__ import annotations
 
-import time
 from typing import Any, ClassVar
 
 from commands.base import Arg, Context, Param, Reply, Rest, Role, Text, UsageError
+from commands.render import ago
 from supervisor.api.web import LINK_TTL_S
 
 NO_LISTENER = ("The web console is off: Switchboard has no HTTP listener.",
                "Set SWITCHBOARD_HTTP_PORT (e.g. 8080) and restart; see docs/web.md.")
-
-
-def _ago(at: float | None) -> str:
-    if at is None:
-        return "never used"
-    minutes = max(0, int(time.time() - at) // 60)
-    return "used just now" if minutes < 1 else f"last used {minutes} min ago"
 
 
 class WebCmd:
@@ -71,7 +64,9 @@ class TokenCmd:
             rows = await ctx.api.web.tokens(None if admin else ctx.caller.id)
             if not rows:
                 return Reply.text("No live API tokens. '/token new <label>' makes one.")
-            lines = [f"{r.id} {r.label} — {r.operator}, {_ago(r.last_seen)}" for r in rows]
+            lines = [f"{r.id} {r.label} — {r.operator}, " + (
+                f"last used {ago(r.last_seen)} ago" if r.last_seen else "never used")
+                for r in rows]
             return Reply(blocks=(Text("API tokens", "title"), Text("\n".join(lines))))
         if action == "revoke":
             if not what:

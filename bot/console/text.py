@@ -8,6 +8,8 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from commands.render import span
+
 STAMP_WIDTH = len("00:00:00 ")
 TOOL_CHARS = 60  # a tool call in the status line: its start, enough to recognise it
 
@@ -29,18 +31,6 @@ DIM = "2"
 def clock(ts: float) -> str:
     """Local wall time of `ts`, to the second."""
     return time.strftime("%H:%M:%S", time.localtime(ts))
-
-
-def relative(seconds: float) -> str:
-    """A duration the way a person says it: 0s, 45s, 3m05s, 2h04m, 3d02h."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
 
 
 def stamped(text: str, ts: float) -> str:
@@ -81,11 +71,11 @@ def status_line(agent: Working, now: float) -> str:
     """One agent in one line: `fixer · working 1m05s · ⚙ Bash: pytest -q (12s)`."""
     line = f"{agent.name} · {agent.state}"
     if agent.since is not None:
-        line += f" {relative(now - agent.since)}"
+        line += f" {span(now - agent.since)}"
     if agent.tool:
         line += f" · ⚙ {one_line(agent.tool, TOOL_CHARS)}"
         if agent.tool_since is not None:
-            line += f" ({relative(now - agent.tool_since)})"
+            line += f" ({span(now - agent.tool_since)})"
     return line
 
 
@@ -110,7 +100,7 @@ class Halt:
 def killswitch_banner(halt: Halt | None, now: float) -> str | None:
     if halt is None:
         return None
-    return (f"🛑 KILL SWITCH ON for {relative(now - halt.at)} (by {halt.by} via {halt.via}): "
+    return (f"🛑 KILL SWITCH ON for {span(now - halt.at)} (by {halt.by} via {halt.via}): "
             "agents are refused; /killswitch off confirm")
 
 
@@ -124,7 +114,7 @@ def toolbar_lines(working: Iterable[Working], waiting: Sequence[Waiting], halt: 
         lines.append(banner)
     if waiting:
         oldest = sorted(waiting, key=lambda w: w.created_at)
-        shown = ", ".join(f"{w.id} {one_line(w.title, 40)} ({relative(now - w.created_at)} ago)"
+        shown = ", ".join(f"{w.id} {one_line(w.title, 40)} ({span(now - w.created_at)} ago)"
                           for w in oldest[:3])
         more = f" +{len(oldest) - 3} more" if len(oldest) > 3 else ""
         lines.append(f"❓ {len(oldest)} waiting for you: {shown}{more} · /pending")

@@ -26,7 +26,7 @@ from bot.kit.ports import (
 )
 from bot.kit.text import visible
 from commands.base import Reply, Text
-from commands.render import money
+from commands.render import money, span
 
 logger = logging.getLogger(__name__)
 
@@ -34,15 +34,6 @@ ICONS = {"working": "⚙️", "waiting": "⏳", "idle": "💤", "paused": "⏸",
          "starting": "🚀", "stopped": "⏹", "failed": "💥", "killed": "💀", "resume_failed": "🧩"}
 LINES = 4  # the agent's latest lines of text a card shows
 LINE_CHARS = 160
-
-
-def elapsed(seconds: float) -> str:
-    secs = max(0, int(seconds))
-    if secs < 60:
-        return f"{secs}s"
-    if secs < 3600:
-        return f"{secs // 60}m{secs % 60:02d}s"
-    return f"{secs // 3600}h{(secs % 3600) // 60:02d}m"
 
 
 @dataclass
@@ -103,7 +94,7 @@ class StatusCards:
         if stream.lines:
             blocks.append(Text("\n".join(stream.lines), "code"))
         blocks.append(Text(f"turns: {view.turns} · cost: {money(view.cost_usd)} · "
-                           f"elapsed: {elapsed(self.clock.now() - view.created_at)}"))
+                           f"elapsed: {span(self.clock.now() - view.created_at)}"))
         buttons = (view.buttons,) if view.live and view.buttons else ()
         return Reply(blocks=tuple(blocks), buttons=buttons)
 

@@ -19,6 +19,7 @@ import jinja2
 from bot.web.stream import Rows
 from bot.web.transcript import Entry, draw
 from commands.base import Role
+from commands.render import ago as commands_ago
 from supervisor.api import (
     AgentState,
     EscalationView,
@@ -38,16 +39,9 @@ PLATFORMS = {"telegram": "Telegram", "slack": "Slack", "console": "the console",
 
 
 def ago(ts: float | None, now: float | None = None) -> str:
-    if not ts:
-        return "-"
-    secs = max(0, int((now or time.time()) - ts))
-    if secs < 60:
-        return f"{secs}s ago"
-    if secs < 3600:
-        return f"{secs // 60}m ago"
-    if secs < 86_400:
-        return f"{secs // 3600}h{(secs % 3600) // 60:02d}m ago"
-    return f"{secs // 86_400}d ago"
+    """"3m05s ago", as chat says it; "-" for never."""
+    text = commands_ago(ts, now)
+    return text if text == "-" else f"{text} ago"
 
 
 def clock_time(ts: float | None) -> str:

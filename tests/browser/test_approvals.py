@@ -1,7 +1,8 @@
 """Answering the agents from the web console, in a real headless browser, with the real claude
 CLI on the mock Anthropic API and Telegram (the fake Bot API) running beside it: a permission
 request appears in Needs you and Allow lets the tool run (the file is written); Deny with a
-reason reaches the model; a request answered on Telegram updates the open page."""
+reason reaches the model (at desktop and at phone width); a request answered on Telegram updates
+the open page."""
 
 from __future__ import annotations
 
@@ -99,6 +100,25 @@ async def test_allow_and_deny_from_the_page_and_an_answer_on_telegram(
         await expect(page.locator("ul.answered")).to_contain_text(
             "Allowed by alice on Telegram", timeout=WAIT_MS)
         await wait_for(lambda: (work / "from-phone.txt").exists(), 60, "the command ran")
+
+        # And at phone width from the page itself: Allow, then Deny with a reason.
+        work = tmp_path / "phone"
+        work.mkdir()
+        assert (await app.run_command(ALICE, f"/spawn thumb --cwd {work} BASH: "
+                                      "touch thumbed.txt")).ok
+        card = page.locator("article.request", has_text="touch thumbed.txt")
+        await expect(card).to_be_visible(timeout=WAIT_MS)
+        await card.get_by_role("button", name="Allow", exact=True).click()
+        await wait_for(lambda: (work / "thumbed.txt").exists(), 60, "the command ran")
+        thumb = await app.pool.fleet.get("thumb")
+        await wait_for(lambda: thumb.state == "idle" and not thumb.busy, 60, "thumb done")
+        assert (await app.run_command(ALICE, "/ask thumb BASH: rm -rf thumbs")).ok
+        card = page.locator("article.request", has_text="rm -rf thumbs")
+        await expect(card).to_be_visible(timeout=WAIT_MS)
+        await card.get_by_placeholder("reason (the model reads it)").fill("not from a phone")
+        await card.get_by_role("button", name="Deny").click()
+        await wait_for(lambda: "not from a phone" in json.dumps(mock_api.requests[-1]),
+                       60, "the reason reached the model")
         await context.close()
     finally:
         telegram.cancel()

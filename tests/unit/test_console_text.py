@@ -15,11 +15,11 @@ from bot.console.text import (
     Working,
     clock,
     paint,
-    relative,
     stamped,
     status_line,
     toolbar_lines,
 )
+from commands.render import span
 from store.escalations import EscalationRow
 from supervisor.events import AgentOutput, AgentState, StateChanged
 
@@ -34,8 +34,8 @@ def notice(body: str, agent_id: str = "a1", *, created_at: float = T0) -> Escala
         created_at=created_at)
 
 
-def test_relative_times_read_as_a_person_says_them():
-    assert [relative(s) for s in (-3, 0, 59.9, 60, 185, 3599, 3600, 7440, 86400, 90000)] == [
+def test_spans_read_as_a_person_says_them():
+    assert [span(s) for s in (-3, 0, 59.9, 60, 185, 3599, 3600, 7440, 86400, 90000)] == [
         "0s", "0s", "59s", "1m00s", "3m05s", "59m59s", "1h00m", "2h04m", "1d00h", "1d01h"]
 
 
