@@ -72,6 +72,5 @@ def hosts_text(hosts: Sequence[WorkerView]) -> str:
         free = (f"{h.memory_available / 1e9:.1f} GB free" if h.memory_available is not None
                 else "memory unknown")
         lines.append(f"Host {h.host} (pid {h.pid}{', ' + ', '.join(marks) if marks else ''}): "
-                     f"{h.agents} agent(s), {free}, last heartbeat {h.heartbeat_age_s:.0f}s "
-                     "ago.")
+                     f"{h.agents} agent(s), {free}, last heartbeat {span(h.heartbeat_age_s)} ago.")
     return "\n".join(lines)

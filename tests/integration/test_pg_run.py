@@ -87,7 +87,13 @@ async def test_a_switchboard_on_postgresql_runs_agents_and_keeps_the_halt_across
         await spawn_idle(app, ["a", "b"])
         reply = await run(app, "/ask a hello there")
         assert reply.ok, reply.plain()
-        await wait_for(lambda: app.store.turns.totals_by_agent(), 30, "a turn recorded")
+        agent_a = await app.pool.fleet.get("a")
+
+        async def answered() -> bool:
+            lines = await app.store.turns.totals_by_agent(agent_a.id)
+            return bool(lines) and lines[0].turns == 2 and agent_a.state == "idle"
+
+        await wait_for(answered, 30, "the second turn recorded and a idle")
         assert (await run(app, "/pause b")).ok
         assert (await run(app, "/resume b")).ok
         assert (await run(app, "/kill b")).ok
