@@ -25,10 +25,12 @@ from store import Store, open_store, rescued_path
 from supervisor.api import SupervisorAPI
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
+from supervisor.coordinator import Coordinator
 from supervisor.core import Core
 from supervisor.errors import ConfigError
 from supervisor.events import EventHub
 from supervisor.persistence.bucket import Persistence
+from supervisor.persistence.offline import SQLITE_ONLY_OFF, database_where
 from supervisor.redact import SECRETS
 from supervisor.service import FnService, Service, Services, TaskGroup, loop_service
 
@@ -80,7 +82,14 @@ class Switchboard:
         self.stopping = asyncio.Event()
         self.forced = asyncio.Event()
         # The database and shared context in the bucket, when one is configured.
-        self.persistence = Persistence(settings) if settings.gcs_bucket else None
+        # Snapshots of the SQLite file: none on PostgreSQL, which has its own backups.
+        self.persistence = (Persistence(settings) if settings.gcs_bucket
+                            and settings.database_url is None else None)
+        # One worker of the database's is the coordinator (always, on SQLite): only it runs
+        # the scheduler and the chat front ends (docs/postgresql.md).
+        self.coordinator = Coordinator(settings.database_url.value
+                                       if settings.database_url is not None else None)
+        self._worker_tasks: list[asyncio.Task[Any]] = []
         self.services = Services(self._core(), stop_timeout_s=settings.shutdown_grace_s
                                  + settings.kill_grace_s + 30)
 
@@ -104,8 +113,10 @@ class Switchboard:
             # The runtime (supervisor/core.py): its parts as services of their own, in order.
             FnService("supervisor", self._start_core, self._stop_core),
             FnService("api", self._start_api, _nothing),
+            # Its row in `workers` and the coordinator role tried once, before what it gates.
+            FnService("worker", self._start_worker, self._stop_worker),
             # After the API: its first tick may start runs, which go through the pool.
-            FnService("scheduler", self._start_scheduler, self._stop_scheduler),
+            self.coordinator.gated("scheduler", self._start_scheduler, self._stop_scheduler),
         ]
 
     async def _restore(self, _group: TaskGroup) -> None:
@@ -132,13 +143,15 @@ class Switchboard:
             self._lock_file = None
 
     async def _open_store(self, _group: TaskGroup) -> None:
-        if self.settings.database_url is not None:
-            # The store runs on PostgreSQL (switchboard doctor opens it), but the kill switch's
-            # halt flag and `switchboard kill` still write the SQLite file: a supervisor on
-            # PostgreSQL could forget a kill switch. Refused until they move too.
-            raise ConfigError(
-                "SWITCHBOARD_DATABASE_URL is set: running the supervisor on PostgreSQL is not "
-                "built yet (docs/postgresql.md); unset it to run on SQLite")
+        url = self.settings.database_url
+        if url is not None:
+            # The kill path writes there too (store/private.py); what is about the SQLite
+            # file is off (no Persistence, the guard's file checks see no file).
+            logger.info("database on PostgreSQL database=%s", database_where(self.settings))
+            logger.warning("%s", SQLITE_ONLY_OFF)
+            self.store = await open_store(self.settings.db_path, redact=SECRETS,
+                                          now=self.clock.now, database_url=url.value)
+            return
         db, rescued = self.settings.db_path, rescued_path(self.settings.db_path)
         if not db.exists() and rescued.exists():
             # Opening would make a new, empty database beside the agents' last known state.
@@ -156,7 +169,7 @@ class Switchboard:
     async def _start_core(self, _group: TaskGroup) -> None:
         assert self.store is not None
         self.core = core = Core(self.settings, self.store, self.hub, self.clock,
-                                self.persistence)
+                                self.persistence, self.coordinator)
         self.pool = core.pool
         if self.persistence is not None:
             escalations = core.escalations
@@ -175,7 +188,23 @@ class Switchboard:
         if self.listener is not None:  # it listens by now: its port is known
             self.api.web.url = (self.settings.public_url or self.listener.url).rstrip("/")
 
-    async def _start_scheduler(self, _group: TaskGroup) -> None:
+    async def _start_worker(self, group: TaskGroup) -> None:
+        assert self.core is not None
+        worker = self.core.worker
+        await worker.beat()
+        await self.coordinator.try_once()
+        self._worker_tasks = [group.spawn("heartbeat", worker.run()),
+                              group.spawn("coordinator", self.coordinator.run())]
+
+    async def _stop_worker(self) -> None:
+        for task in self._worker_tasks:
+            task.cancel()
+        await asyncio.gather(*self._worker_tasks, return_exceptions=True)
+        await self.coordinator.close()
+        if self.core is not None:
+            await self.core.worker.close()
+
+    async def _start_scheduler(self) -> None:
         assert self.api is not None
         await self.api.schedules.start()
 
@@ -184,10 +213,28 @@ class Switchboard:
             await self.api.schedules.stop()
 
     async def add_task_service(self, name: str,
-                               run: Callable[[], Coroutine[Any, Any, object]]) -> None:
+                               run: Callable[[], Coroutine[Any, Any, object]], *,
+                               coordinator_only: bool = False) -> None:
         """A front end (or any part that is one long-running coroutine) as a service: started
-        now, in the services' task group, and stopped (cancelled) before the core parts."""
-        await self.services.add(loop_service(name, run))
+        now, in the services' task group, and stopped (cancelled) before the core parts.
+        `coordinator_only`: run only while this worker is the coordinator (a chat
+        connection: Telegram allows one consumer of a bot's updates)."""
+        if not coordinator_only:
+            await self.services.add(loop_service(name, run))
+            return
+        link = self.links.link(name)
+
+        async def run_here() -> object:
+            link.set(LinkState.STARTING)
+            try:
+                return await run()
+            except asyncio.CancelledError:  # the role was lost (or the worker stops)
+                link.set(LinkState.STANDBY, "another worker is the coordinator")
+                raise
+
+        if not self.coordinator.held:
+            link.set(LinkState.STANDBY, "another worker is the coordinator")
+        await self.services.add(self.coordinator.gated_loop(name, run_here))
 
     async def __aenter__(self) -> Switchboard:
         await self.services.start()  # a start that fails stops what had started

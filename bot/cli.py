@@ -19,14 +19,16 @@ from collections.abc import Callable
 from bot.doctor import NO_CREDENTIALS_FIX, cmd_doctor, has_credentials, killswitch_text
 from bot.logs import JsonFormatter
 from commands.dispatcher import REGISTRY, describe
-from commands.render import money
+from commands.render import hosts_text, money
 from supervisor import heap
 from supervisor.config import Settings
 from supervisor.errors import ConfigError
 from supervisor.persistence.offline import (
     halt_state,
+    has_database,
     kill_from_shell,
     recorded_agents,
+    recorded_hosts,
     running_pid,
 )
 from supervisor.redact import SECRETS
@@ -238,12 +240,14 @@ async def serve(settings: Settings, *, console: bool) -> int:
         if settings.telegram_token:
             from bot.telegram.front import run_telegram
 
-            await app.add_task_service("telegram", lambda: run_telegram(app.telegram_context()))
+            await app.add_task_service("telegram", lambda: run_telegram(app.telegram_context()),
+                                       coordinator_only=True)
         if settings.slack_bot_token:
             if settings.slack_channel:
                 from bot.slack.front import run_slack
 
-                await app.add_task_service("slack", lambda: run_slack(app.slack_context()))
+                await app.add_task_service("slack", lambda: run_slack(app.slack_context()),
+                                           coordinator_only=True)
             else:
                 logger.error("slack: SLACK_BOT_TOKEN is set but SLACK_CHANNEL is not; running "
                              "without Slack (see docs/slack.md)")
@@ -275,7 +279,7 @@ def cmd_status(settings: Settings, check: bool = False) -> int:
     print(f"data directory: {settings.home}")
     print(f"supervisor: {'running, pid ' + str(pid) if pid else 'not running'}")
     print(killswitch_text(halt_state(settings)))
-    if not settings.db_path.exists():
+    if not has_database(settings):
         print("no agents yet (no database)")
         return 0
 
@@ -284,6 +288,9 @@ def cmd_status(settings: Settings, check: bool = False) -> int:
         print("no agents yet")
     for r in agents:
         print(f"  {r.name:<20} {r.id}  {r.state:<9} {money(r.cost_usd):>9}  {r.cwd}")
+    hosts = hosts_text(asyncio.run(recorded_hosts(settings)))
+    if hosts:
+        print(hosts)
     return 0
 
 

@@ -20,6 +20,7 @@ from supervisor.config import Settings
 from supervisor.errors import ConfigError, StoreFailed
 from supervisor.guard.gateway import MAX_SOCKET_PATH, upstream_of
 from supervisor.persistence.offline import (
+    SQLITE_ONLY_OFF,
     HaltState,
     database_where,
     find_cli,
@@ -256,6 +257,8 @@ def _check_database(settings: Settings, doctor: Doctor) -> None:
                                 f" {version})")
     except StoreFailed as exc:
         doctor.report(False, f"database: {exc.cause}")
+    if settings.database_url is not None:
+        doctor.say(f"[info] {SQLITE_ONLY_OFF}")
 
 
 def _check_policy(settings: Settings, doctor: Doctor) -> None:

@@ -113,7 +113,7 @@ def gateway_families(gw: GatewayView) -> Iterator[Metric]:
 def link_families(links: tuple[LinkSample, ...]) -> Iterator[Metric]:
     up = _gauge("frontend_connected", "1 while the front end is connected to its platform.",
                 ("frontend",))
-    ready = _gauge("frontend_ready", "1 while the front end is connected or retrying.",
+    ready = _gauge("frontend_ready", "1 while the front end is connected, retrying or on standby.",
                    ("frontend",))
     depth = _gauge("chat_outbox_depth", "Chat calls queued or being sent.", ("frontend",))
     limited = _counter("chat_rate_limited", "The platform's 429s, each waited out.",

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from commands.base import Arg, Button, Context, Opt, Param, Reply, Rest, Role, Text, UsageError
-from commands.render import agent_line, ago, killswitch_line, money, snapshot_line
+from commands.render import agent_line, ago, hosts_text, killswitch_line, money, snapshot_line
 from supervisor.api import AgentState, AgentView
 
 
@@ -143,8 +143,10 @@ class Status:
             text = (f"Switchboard: {summary}. Spent {money(fleet.spent_usd)} in all."
                     f" Database {fleet.db_bytes / 1e6:.1f} MB ({fleet.retention}).")
             snap = ctx.api.persistence.snapshot()
+            hosts = hosts_text(await ctx.api.hosts())
             return Reply.text(text + "\n" + killswitch_line(ctx.api.halt_state())
-                              + ("\n" + snapshot_line(snap) if snap else ""))
+                              + ("\n" + snapshot_line(snap) if snap else "")
+                              + ("\n" + hosts if hosts else ""))
         r = await ctx.api.agent(args["agent"])
         lines = [
             f"state: {r.state}" + (f" (tool: {r.current_tool})" if r.current_tool else ""),

@@ -4,8 +4,9 @@ read models."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
-from supervisor.api import AgentView, HaltView
+from supervisor.api import AgentView, HaltView, WorkerView
 from supervisor.api.persistence import SnapshotView
 
 
@@ -60,3 +61,16 @@ def killswitch_line(h: HaltView | None) -> str:
     why = f" ({h.reason})" if h.reason else ""
     return (f"🛑 Kill switch: ON since {ago(h.at)} ago, by {h.by} via {h.via}{why}: agents are "
             "refused until an admin sends /killswitch off confirm.")
+
+
+def hosts_text(hosts: Sequence[WorkerView]) -> str:
+    """/status's and `switchboard status`'s lines about the workers on the database (one on
+    SQLite): agents, memory available, how long since each one's last heartbeat."""
+    lines = []
+    for h in hosts:
+        marks = [m for m, on in (("coordinator", h.coordinator), ("this one", h.this)) if on]
+        free = (f"{h.memory_available / 1e9:.1f} GB free" if h.memory_available is not None
+                else "memory unknown")
+        lines.append(f"Host {h.host} (pid {h.pid}{', ' + ', '.join(marks) if marks else ''}): "
+                     f"{h.agents} agent(s), {free}, last heartbeat {span(h.heartbeat_age_s)} ago.")
+    return "\n".join(lines)

@@ -25,6 +25,7 @@ from store.reviews import ReviewRepo
 from store.schedules import ScheduleRepo
 from store.turns import TurnRepo
 from store.web import WebCredentialRepo
+from store.workers import WorkerRepo
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,7 @@ class Store:
     results: ResultRepo
     web: WebCredentialRepo
     reviews: ReviewRepo
+    workers: WorkerRepo
 
     @classmethod
     def on(cls, db: AnyDatabase, *, redact: Callable[[str], str] | None = None,
@@ -54,7 +56,7 @@ class Store:
                    KvRepo(db, now=now), OperatorRepo(db, now=now), BusRepo(db),
                    CharterRepo(db), RepoRepo(db, now=now), ScheduleRepo(db),
                    ResultRepo(db, now=now), WebCredentialRepo(db, now=now),
-                   ReviewRepo(db, now=now))
+                   ReviewRepo(db, now=now), WorkerRepo(db))
 
 
 async def open_store(path: Path, *, read_only: bool = False,

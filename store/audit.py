@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+from store import private
 from store.clock import Now, system_now
 from store.db import AnyDatabase
+from store.private import TIMEOUT_S, Target
 from store.text_search import contains_all, escape_like
 
 
@@ -75,18 +75,13 @@ class AuditRepo:
         return [AuditRow(**dict(r)) for r in rows]
 
 
-def record_sync(db_path: Path, *, platform: str, user_id: str, action: str, args: str, ok: bool,
-                result: str, redact: Callable[[str], str] = _same,
-                now: Now = system_now) -> None:
-    """An audit row written with a private connection: for `switchboard kill`, which must work
-    whether or not a supervisor is running."""
-    conn = sqlite3.connect(db_path, timeout=5.0, isolation_level=None)
-    try:
-        conn.execute(
-            "INSERT INTO audit (at, platform, user_id, user_name, action, args, ok, result)"
-            " VALUES (?,?,?,?,?,?,?,?)",
-            (now(), platform, user_id, user_id, action, redact(args)[:2000], int(ok),
-             redact(result)[:2000]),
-        )
-    finally:
-        conn.close()
+def record_sync(target: Target, *, platform: str, user_id: str, action: str, args: str,
+                ok: bool, result: str, redact: Callable[[str], str] = _same,
+                now: Now = system_now, timeout_s: float = TIMEOUT_S) -> None:
+    """An audit row written with a private connection (store/private.py): for `switchboard
+    kill`, which must work whether or not a supervisor is running. `target`: the SQLite file,
+    or the PostgreSQL URL."""
+    private.write(target, "INSERT INTO audit (at, platform, user_id, user_name, action, args, ok,"
+                  " result) VALUES (?,?,?,?,?,?,?,?)",
+                  (now(), platform, user_id, user_id, action, redact(args)[:2000], int(ok),
+                   redact(result)[:2000]), timeout_s)

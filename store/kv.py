@@ -4,12 +4,12 @@ that must act while the event loop is busy (the kill switch)."""
 from __future__ import annotations
 
 import json
-import sqlite3
-from pathlib import Path
 from typing import Any
 
+from store import private
 from store.clock import Now, system_now
 from store.db import AnyDatabase
+from store.private import TIMEOUT_S, Target
 
 
 class KvRepo:
@@ -38,24 +38,15 @@ class KvRepo:
         return now
 
 
-def set_sync(db_path: Path, key: str, value: Any, timeout_s: float = 5.0, *,
+def set_sync(target: Target, key: str, value: Any, timeout_s: float = TIMEOUT_S, *,
              now: Now = system_now) -> None:
-    """Write one key with a private connection: usable from any thread or process."""
-    conn = sqlite3.connect(db_path, timeout=timeout_s, isolation_level=None)
-    try:
-        conn.execute(
-            "INSERT INTO kv (key, value, updated_at) VALUES (?,?,?) ON CONFLICT(key) DO UPDATE"
-            " SET value = excluded.value, updated_at = excluded.updated_at",
-            (key, json.dumps(value), now()),
-        )
-    finally:
-        conn.close()
+    """Write one key with a private connection (store/private.py): usable from any thread or
+    process. `target`: the SQLite file, or the PostgreSQL URL (`db.writer_target`)."""
+    private.write(target, "INSERT INTO kv (key, value, updated_at) VALUES (?,?,?) ON CONFLICT(key)"
+                  " DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                  (key, json.dumps(value), now()), timeout_s)
 
 
-def get_sync(db_path: Path, key: str) -> Any:
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5.0)
-    try:
-        row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
-    finally:
-        conn.close()
+def get_sync(target: Target, key: str, timeout_s: float = TIMEOUT_S) -> Any:
+    row = private.read_one(target, "SELECT value FROM kv WHERE key = ?", (key,), timeout_s)
+    return json.loads(row[0]) if row else None

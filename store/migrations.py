@@ -522,6 +522,20 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX reviews_recent ON reviews(created_at);
     """,
+    # 21 (issue 30): every `switchboard run` on the database, as a worker (store/workers.py);
+    # times on the database's clock.
+    """
+    CREATE TABLE workers (
+        id               TEXT PRIMARY KEY,
+        host             TEXT NOT NULL,
+        pid              INTEGER NOT NULL,
+        started_at       REAL NOT NULL,
+        heartbeat_at     REAL NOT NULL,
+        agents           INTEGER NOT NULL DEFAULT 0,
+        memory_available INTEGER,
+        coordinator      INTEGER NOT NULL DEFAULT 0
+    );
+    """,
 )
 
 

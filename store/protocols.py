@@ -9,8 +9,8 @@ connection (the bus's writer-thread methods and `BusRepo.writer()`, `EventRepo.i
 its retention steps, `EscalationRepo.insert`) and the private-connection helpers (`kv.set_sync`,
 `audit.record_sync`). They are the engine's transaction seam: the writer's steps get a
 `store.writer.SyncConn` (sqlite3's connection, or store/pg_sql.py's over psycopg), and
-tests/store runs them through each engine's writer. The private-connection helpers are still
-SQLite's only (docs/postgresql.md).
+tests/store runs them through each engine's writer. The private-connection helpers open their
+own connection to either engine (store/private.py); tests/store runs them on both.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from store.reviews import ReviewRepo, ReviewRow
 from store.schedules import NewRun, RunRow, ScheduleRepo, ScheduleRow
 from store.turns import CostLine, Tally, TurnRepo, TurnRow
 from store.web import CredentialRow, WebCredentialRepo
+from store.workers import WorkerRepo, WorkerRow
 
 # Methods named like builtins (list, all) shadow them in a class body: annotations say builtins.
 
@@ -269,6 +270,14 @@ class WebCredentialStore(Protocol):
     async def purge(self, older_than: float) -> int: ...
 
 
+class WorkerStore(Protocol):
+    async def beat(self, worker_id: str, *, host: str, pid: int, agents: int,
+                   memory_available: int | None, coordinator: bool) -> None: ...
+    async def only_coordinator(self, worker_id: str) -> None: ...
+    async def remove(self, worker_id: str) -> None: ...
+    async def list(self) -> builtins.list[WorkerRow]: ...
+
+
 def _conforms(db: Database) -> None:
     """Never called: mypy checks here that each SQLite repository satisfies its protocol."""
     agents: AgentStore = AgentRepo(db)
@@ -285,5 +294,6 @@ def _conforms(db: Database) -> None:
     schedules: ScheduleStore = ScheduleRepo(db)
     turns: TurnStore = TurnRepo(db)
     web: WebCredentialStore = WebCredentialRepo(db)
+    workers: WorkerStore = WorkerRepo(db)
     del agents, audit, bus, charters, escalations, events, kv, operators, repos, results
-    del reviews, schedules, turns, web
+    del reviews, schedules, turns, web, workers

@@ -23,6 +23,7 @@ from supervisor.agents.transcripts import answer_hook as fresh_answer_hook
 from supervisor.bus.core import Bus
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
+from supervisor.coordinator import Coordinator
 from supervisor.errors import ConfigError
 from supervisor.events import EventHub
 from supervisor.guard.escalations import Decision, Escalations, Kind, Timeouts
@@ -38,6 +39,7 @@ from supervisor.persistence.bucket import Persistence
 from supervisor.repos import Repos
 from supervisor.schedule.standing import StandingAgents
 from supervisor.service import FnService, Service, Services, TaskGroup, loop_service
+from supervisor.workers import Worker
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +66,8 @@ class Core:
     does; a part that fails to start stops the ones started before it."""
 
     def __init__(self, settings: Settings, store: Store, hub: EventHub,
-                 clock: Clock = SYSTEM_CLOCK, persistence: Persistence | None = None) -> None:
+                 clock: Clock = SYSTEM_CLOCK, persistence: Persistence | None = None,
+                 coordinator: Coordinator | None = None) -> None:
         self.settings = settings
         self.store = store
         self.hub = hub
@@ -83,6 +86,10 @@ class Core:
         self.killswitch.revokers.append(store.operators.revoke_invites)
         self.killswitch.revokers.append(store.web.revoke_all)  # web sessions, API tokens
         self.memory = MemoryProbe(settings.cgroup_dir)
+        # This process as a worker of the database (its row, its heartbeat; started by the
+        # composition root, which also runs the coordinator role it reports).
+        self.coordinator = coordinator if coordinator is not None else Coordinator(None)
+        self.worker = Worker(store, self.fleet, self.memory, self.coordinator)
         self.watchdog = Watchdog(settings, self.fleet, self.escalations, store, self.memory,
                                  clock)
         # Agents' model requests: the key stays here, each agent holds a token that dies with

@@ -85,6 +85,14 @@ class Cluster:
     def start(self) -> None:
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres",
                   "--no-sync", "-E", "UTF8", "--locale=C")
+        self.serve()
+
+    def halt(self) -> None:
+        """Stop the server at once (its clients' connections break), keeping its data."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "stop")
+
+    def serve(self) -> None:
+        """Start the server on the cluster made by `start` (again, after `halt`)."""
         # fsync off: a test cluster thrown away after the run needs no durability.
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.dir / "log"), "-w",
                   "-t", str(START_TIMEOUT_S), "-o",

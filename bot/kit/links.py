@@ -17,12 +17,14 @@ class LinkState(StrEnum):
     CONNECTED = "connected"
     RETRYING = "retrying"  # the platform could not be reached: tried again with backoff
     DOWN = "down"  # given up (a refused token): Switchboard runs without this front end
+    STANDBY = "standby"  # another worker of the database is the coordinator and runs it
 
     @property
     def ready(self) -> bool:
         """Connected, or doing all it can to be: a platform outage must not make the
-        orchestrator restart Switchboard, which would not bring the platform back."""
-        return self in (LinkState.CONNECTED, LinkState.RETRYING)
+        orchestrator restart Switchboard, which would not bring the platform back. A
+        standby worker is ready: the chat connection is the coordinator's to keep."""
+        return self in (LinkState.CONNECTED, LinkState.RETRYING, LinkState.STANDBY)
 
 
 class Link:

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -96,6 +96,7 @@ from supervisor.sanitize import clean, clean_text
 from supervisor.schedule import teams as teams_module
 from supervisor.schedule.standing import charter_text
 from supervisor.schedule.tools import schedule_tools
+from supervisor.workers import WorkerView
 
 if TYPE_CHECKING:
     from supervisor.agents.pool import AgentPool
@@ -111,7 +112,8 @@ class SupervisorAPI(OperatorAdmin, HealthAndRecord):
 
     def __init__(self, *, settings: Settings, store: Store, hub: EventHub, pool: AgentPool,
                  escalations: Escalations, killswitch: KillSwitch,
-                 standing: StandingAgents) -> None:
+                 standing: StandingAgents,
+                 hosts: Callable[[], Awaitable[tuple[WorkerView, ...]]] | None = None) -> None:
         self.settings = settings
         self._store = store
         self._hub = hub
@@ -131,6 +133,7 @@ class SupervisorAPI(OperatorAdmin, HealthAndRecord):
         self.report_schedule_runs(self.schedules.scheduler.runs_by_outcome)
         pool.tool_makers["schedules"] = lambda runner: schedule_tools(self.schedules, runner)
         self.persistence = PersistenceAPI(pool)  # snapshots to the bucket
+        self._hosts = hosts or _no_hosts  # the database's workers (supervisor/workers.py)
         # Where each escalation's and agent's chat messages are (supervisor/api/chats.py).
         self.chats = ChatCopiesAPI(store, escalations)
         # Rules learned from answers (supervisor/api/policy.py).
@@ -151,7 +154,7 @@ class SupervisorAPI(OperatorAdmin, HealthAndRecord):
         """The API over the supervisor's parts (supervisor/core.py)."""
         return cls(settings=core.settings, store=core.store, hub=core.hub, pool=core.pool,
                    escalations=core.escalations, killswitch=core.killswitch,
-                   standing=core.standing)
+                   standing=core.standing, hosts=core.worker.list)
 
     # -- guards -------------------------------------------------------------------------------
 
@@ -202,6 +205,11 @@ class SupervisorAPI(OperatorAdmin, HealthAndRecord):
         return FleetView(tuple(sorted(counts.items())), sum(t.cost_usd for t in totals),
                          db_bytes=database_bytes(self._store.db),
                          retention=retention_words(self.settings))
+
+    @store_errors
+    async def hosts(self) -> tuple[WorkerView, ...]:
+        """The workers on the database (supervisor/workers.py), the coordinator first."""
+        return await self._hosts()
 
     @store_errors
     async def logs(self, ref: str, n: int = 20) -> AgentLog:
@@ -519,6 +527,7 @@ __all__ = [
     "LearnedRuleView", "ALWAYS_ALLOW", "PolicyTestView", "ChangedCall", "SearchView", "Hit",
     "Attached", "WorkspaceFile", "FilesAPI", "SentFile", "SENT_FILE", "ResultsAPI", "ResultView",
     "MemoryAPI", "MemoryView", "UnknownProject", "ReviewsAPI", "ReviewView", "Overturned",
+    "WorkerView",
     # values and events
     "AgentState", "Kind", "Decision", "Event", "StateChanged", "AgentOutput", "TurnFinished",
     "EscalationEvent",
@@ -527,3 +536,7 @@ __all__ = [
     "AgentNotRunning", "UnknownEscalation", "AlreadyAnswered", "UnknownOperator", "Halted",
     "LimitExceeded", "ShuttingDown", "StoreFailed", "AgentFailed", "BadSchedule", "FileRefused",
 ]
+
+
+async def _no_hosts() -> tuple[WorkerView, ...]:
+    return ()

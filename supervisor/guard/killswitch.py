@@ -5,11 +5,15 @@
 open escalations denied, plus whatever front ends register (invite codes, tokens); (4) spawns
 refused and (5) every tool call denied while halted; (6) triggers that need no chat front end:
 a local file in the data directory and an object in the GCS bucket, each watched by a thread
-that acts on its own, so the switch works while the event loop is busy or wedged. Each watcher
-is a loop around a run-once poll (`poll_local`, `poll_gcs`) that tests call directly.
+that acts on its own, so the switch works while the event loop is busy or wedged; on
+PostgreSQL a third watches the shared halt flag, so a switch pulled on another worker or host
+reaches this one's agents. Each watcher is a loop around a run-once poll (`poll_local`,
+`poll_gcs`, `poll_database`) that tests call directly.
 
-A watcher thread does only what needs nothing else to work: it persists the flag (a plain
-SQLite connection of its own) and SIGKILLs by tag through /proc. Everything that touches the
+A watcher thread does only what needs nothing else to work: it persists the flag (a private
+connection of its own to the SQLite file or the PostgreSQL database, store/private.py, in a
+thread joined with a bound: the processes die whatever the database does) and SIGKILLs by tag
+through /proc. Everything that touches the
 runners, the escalations or the async store is handed to the event loop
 (`run_coroutine_threadsafe`). A poll that fails in any way is logged (once a minute while it
 keeps failing) and the watcher keeps watching: it never dies of an error.
@@ -31,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from store import Store
 from store.errors import StoreError
 from store.kv import get_sync, set_sync
+from store.private import Target
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import Halted
@@ -47,7 +52,17 @@ GCS_CURSOR_KEY = "killswitch:gcs_generation"
 LOCAL_FILE = "kill-switch.json"
 GCS_OBJECT = "kill-switch.json"
 LOCAL_POLL_S = 0.25
+DATABASE_POLL_S = 1.0  # on PostgreSQL: the halt flag another worker or host wrote
 ERROR_LOG_EVERY_S = 60.0
+# How long the kill waits, after its sweep, for the halt flag's private write (SQLite's busy
+# timeout and PostgreSQL's connect and statement timeouts are 5 s: store/private.py). The
+# processes are dead by then; only the report waits, and says when the write did not finish.
+PERSIST_WAIT_S = 6.0
+
+
+def database_target(settings: Settings) -> Target:
+    """Where the kill path's private connections go: the PostgreSQL URL, else the SQLite file."""
+    return settings.database_url.value if settings.database_url is not None else settings.db_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +103,7 @@ class KillSwitch:
         self._threads: list[threading.Thread] = []
         self._fire_lock = threading.Lock()
         self._persist_failed: str | None = None  # why the halt flag could not be stored
+        self._persisting: threading.Thread | None = None  # the flag's write, while it runs
 
     @property
     def local_file(self) -> Path:
@@ -105,6 +121,8 @@ class KillSwitch:
         self._loop = asyncio.get_running_loop()
         self.halt = await self.store.kv.get(HALT_KEY)
         self._watch(self.poll_local, "killswitch-file", LOCAL_POLL_S)
+        if self.settings.database_url is not None:  # other workers, `switchboard kill` elsewhere
+            self._watch(self.poll_database, "killswitch-db", DATABASE_POLL_S)
         if self.settings.gcs_bucket:
             self._watch(self._gcs_poller(), "killswitch-gcs", self.settings.kill_poll_s)
 
@@ -144,7 +162,7 @@ class KillSwitch:
     # -- triggering -------------------------------------------------------------------------------
 
     def fire_now(self, by: str, via: str, reason: str,
-                 known: tuple[int, ...] = ()) -> list[int]:
+                 known: tuple[int, ...] = (), *, stored: bool = False) -> list[int]:
         """Layers 1 and 2, synchronously, from any thread: persist the flag, SIGKILL everything.
         Touches no runner (a runner seeing its CLI die checks `halted`, set here first). Safe
         to call twice; the async rest (revoke, states, notices) follows on the loop. `known`:
@@ -160,20 +178,25 @@ class KillSwitch:
             persist: threading.Thread | None = None
             if self.halt is None:
                 self.halt = halt
+            if self.halt is halt and not stored:  # `stored`: it is in the database already
                 # The flag is written while the sweep runs, not before it: a busy database
                 # took 126 ms of a 300-agent kill here (the halt is already set in memory, so
                 # nothing starts meanwhile). Both end before the lock is let go.
                 persist = threading.Thread(target=self._persist, args=(halt,),
                                            name="killswitch-persist", daemon=True)
+                self._persisting = persist
                 persist.start()
             swept = sweep(f"{self.settings.instance_id}/")
             if persist is not None:
-                persist.join()
+                persist.join(PERSIST_WAIT_S)  # bounded: a database that never answers
+                if persist.is_alive():
+                    self._persist_failed = (f"the database did not answer within "
+                                            f"{PERSIST_WAIT_S:g} s")
             return sorted(ending.union(swept))
 
     def _persist(self, halt: dict[str, Any]) -> None:
         try:
-            set_sync(self.settings.db_path, HALT_KEY, halt, now=self.clock.now)
+            set_sync(database_target(self.settings), HALT_KEY, halt, now=self.clock.now)
             self._persist_failed = None
         except Exception as exc:  # noqa: BLE001 - a broken store must not stop the kill
             logger.exception("kill switch: could not persist the halt flag")
@@ -231,7 +254,11 @@ class KillSwitch:
                 logger.exception("kill switch: a revoker failed")
                 problems.append(f"a revocation failed ({exc})")
         if self.halt is not None:  # remembered across restarts, for the deactivation report
-            stopped = sorted({*self.halt.get("agents", []), *(r.name for r in live)})
+            stored: Any = None
+            with contextlib.suppress(StoreError):  # other workers' agents too (PostgreSQL)
+                stored = await self.store.kv.get(HALT_KEY)
+            others = stored.get("agents", []) if isinstance(stored, dict) else []
+            stopped = sorted({*self.halt.get("agents", []), *others, *(r.name for r in live)})
             self.halt = {**self.halt, "agents": stopped}
             with contextlib.suppress(StoreError):  # the flag itself is stored (or reported)
                 await self.store.kv.set(HALT_KEY, self.halt)
@@ -247,11 +274,12 @@ class KillSwitch:
                        via, len(live), len(pids), took * 1000)
         return report
 
-    def _fire_from_thread(self, by: str, via: str, reason: str) -> None:
+    def _fire_from_thread(self, by: str, via: str, reason: str, *,
+                          stored: bool = False) -> None:
         if self.halt is not None:
             return
         started = self.clock.monotonic()
-        pids = self.fire_now(by, via, reason)
+        pids = self.fire_now(by, via, reason, stored=stored)
         loop = self._loop
         if loop is not None and not loop.is_closed():
             asyncio.run_coroutine_threadsafe(self._after_thread(pids, started, by, via), loop)
@@ -276,6 +304,8 @@ class KillSwitch:
     def _clear(self) -> dict[str, Any] | None:
         """Turn the switch off in memory and remove the trigger file; what it was, or None."""
         with self._fire_lock:
+            if self._persisting is not None:  # a fire's write still going: it lands first
+                self._persisting.join(PERSIST_WAIT_S)
             was, self.halt = self.halt, None
             if was is not None:
                 with contextlib.suppress(FileNotFoundError):
@@ -296,6 +326,19 @@ class KillSwitch:
             raw = b""
         by, reason = _who(_read_trigger(raw), "local file")
         self._fire_from_thread(by, "file", reason)
+        return True
+
+    def poll_database(self) -> bool:
+        """Run once (PostgreSQL): act on a halt flag that another worker, or `switchboard
+        kill` on another host, wrote into the shared database. True if it fired."""
+        if self.halt is not None:
+            return False
+        flag = get_sync(database_target(self.settings), HALT_KEY, timeout_s=2.0)
+        if not isinstance(flag, dict) or self.halt is not None:
+            return False
+        self._fire_from_thread(str(flag.get("by") or "another worker")[:200],
+                               str(flag.get("via") or "database")[:50],
+                               str(flag.get("reason") or "")[:1000], stored=True)
         return True
 
     def _gcs_poller(self) -> Callable[[], object]:
@@ -324,9 +367,10 @@ class KillSwitch:
         blob = client.bucket(self.settings.gcs_bucket).get_blob(GCS_OBJECT)
         if blob is None or self.halt is not None:
             return False
-        if get_sync(self.settings.db_path, GCS_CURSOR_KEY) == blob.generation:
+        target = database_target(self.settings)
+        if get_sync(target, GCS_CURSOR_KEY) == blob.generation:
             return False  # this object was acted on, then deactivated
-        set_sync(self.settings.db_path, GCS_CURSOR_KEY, blob.generation, now=self.clock.now)
+        set_sync(target, GCS_CURSOR_KEY, blob.generation, now=self.clock.now)
         by, reason = _who(_read_trigger(blob.download_as_bytes()), "cloud console")
         self._fire_from_thread(by, "gcs", reason)
         return True

@@ -6,22 +6,30 @@ from __future__ import annotations
 
 import fcntl
 import json
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from store import open_store
+from store import Store, open_store
 from store.audit import record_sync
 from store.errors import StoreError
 from store.kv import get_sync, set_sync
 from supervisor.config import Settings
 from supervisor.errors import StoreFailed
-from supervisor.guard.killswitch import HALT_KEY, LOCAL_FILE, write_local_trigger
+from supervisor.guard.killswitch import (
+    HALT_KEY,
+    LOCAL_FILE,
+    PERSIST_WAIT_S,
+    database_target,
+    write_local_trigger,
+)
 from supervisor.guard.policy import Policy, PolicyError
 from supervisor.process.agent import resolve_cli
 from supervisor.process.tree import sweep, tagged_family
 from supervisor.redact import SECRETS
+from supervisor.workers import WorkerView
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,13 +60,18 @@ class HaltState:
     pending: bool  # only the trigger file: a supervisor acts on it when it next looks
 
 
+def has_database(settings: Settings) -> bool:
+    """Whether there is a database to read or write (a SQLite file not made yet is not)."""
+    return settings.database_url is not None or settings.db_path.exists()
+
+
 def halt_state(settings: Settings) -> HaltState | None:
     """The kill switch's state without a supervisor: the halt flag in the database, else the
     trigger file that `switchboard kill` (or anyone) wrote. None when it is off."""
     flag = None
-    if settings.db_path.exists():
+    if has_database(settings):
         try:
-            flag = get_sync(settings.db_path, HALT_KEY)
+            flag = get_sync(database_target(settings), HALT_KEY)
         except Exception:  # noqa: BLE001 - an unreadable database: the trigger file still says
             flag = None
     if isinstance(flag, dict):
@@ -93,12 +106,30 @@ def find_cli(settings: Settings) -> Path:
     return resolve_cli(settings)
 
 
-async def recorded_agents(settings: Settings) -> list[RecordedAgent]:
-    """Every agent the database holds, read-only (a running supervisor may hold it too)."""
-    try:
-        store = await open_store(settings.db_path, read_only=True)
+async def _reader(settings: Settings) -> Store:
+    url = settings.database_url.value if settings.database_url is not None else None
+    try:  # PostgreSQL has no read-only open: a reader there is one more client
+        return await open_store(settings.db_path, read_only=url is None, database_url=url)
     except StoreError as exc:
         raise StoreFailed(exc) from exc
+
+
+async def recorded_hosts(settings: Settings) -> list[WorkerView]:
+    """The workers the database lists (supervisor/workers.py), the coordinator first; none
+    from a database older than the table."""
+    store = await _reader(settings)
+    try:
+        return [WorkerView(w.host, w.pid, w.agents, w.memory_available, bool(w.coordinator),
+                           max(0.0, w.age_s), False) for w in await store.workers.list()]
+    except StoreError:
+        return []
+    finally:
+        await store.db.close()
+
+
+async def recorded_agents(settings: Settings) -> list[RecordedAgent]:
+    """Every agent the database holds, read-only (a running supervisor may hold it too)."""
+    store = await _reader(settings)
     try:
         rows = await store.agents.list()
         totals = {t.key: t for t in await store.turns.totals_by_agent()}
@@ -109,6 +140,14 @@ async def recorded_agents(settings: Settings) -> list[RecordedAgent]:
         raise StoreFailed(exc) from exc
     finally:
         await store.db.close()
+
+
+# What is off on PostgreSQL, said by `switchboard doctor` and the start log.
+SQLITE_ONLY_OFF = ("on PostgreSQL the parts about the SQLite file are off: the storage guard's "
+                   "file checks, the bucket snapshots and agent leases (gcs_bucket still "
+                   "serves the kill switch's trigger and the transcripts), and `switchboard "
+                   "backup`/`restore`; back the database up with PostgreSQL's own tools "
+                   "(pg_dump, base backups: docs/postgresql.md)")
 
 
 def database_where(settings: Settings) -> str:
@@ -145,18 +184,33 @@ def kill_from_shell(settings: Settings, by: str, reason: str) -> ShellKill:
     # and the count says how many agent processes this command ended, by either hand.
     running = tagged_family(prefix)
     path = write_local_trigger(settings, by, reason)
-    if settings.db_path.exists():
+    target, has_db = database_target(settings), has_database(settings)
+    flag_failed: list[str] = []
+
+    def write_flag() -> None:
         try:
-            set_sync(settings.db_path, HALT_KEY,
-                     {"by": by, "via": "cli", "reason": reason, "at": time.time()})
+            set_sync(target, HALT_KEY, {"by": by, "via": "cli", "reason": reason,
+                                        "at": time.time()})
         except Exception as exc:  # noqa: BLE001 - report and go on killing
-            problems.append(f"could not write the halt flag into the database: {exc}")
+            flag_failed.append(str(exc))
+
+    # The flag is written while the sweep runs, in a thread joined with a bound: a database
+    # that does not answer never delays the kill (the trigger file halts a running supervisor).
+    writer = threading.Thread(target=write_flag, name="kill-flag", daemon=True)
+    if has_db:
+        writer.start()
     killed = tuple(sorted(running.union(sweep(prefix))))
+    if has_db:
+        writer.join(PERSIST_WAIT_S)
+        if writer.is_alive():
+            flag_failed.append(f"the database did not answer within {PERSIST_WAIT_S:g} s")
+    problems += [f"could not write the halt flag into the database: {why}"
+                 for why in flag_failed]
     summary = f"kill switch on: wrote {path}; SIGKILLed {len(killed)} agent process(es)."
-    if settings.db_path.exists():
+    if has_db and not writer.is_alive():
         try:
             SECRETS.add(*settings.secret_values())
-            record_sync(settings.db_path, platform="cli", user_id=by, action="killswitch",
+            record_sync(target, platform="cli", user_id=by, action="killswitch",
                         args=f"on {reason}".strip(), ok=True, result=summary, redact=SECRETS)
         except Exception as exc:  # noqa: BLE001 - report and go on
             problems.append(f"could not write the audit row: {exc}")

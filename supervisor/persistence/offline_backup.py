@@ -46,8 +46,16 @@ def _audit(settings: Settings, action: str, args: str, ok: bool, result: str) ->
     return None
 
 
+def _sqlite_only(settings: Settings, what: str) -> None:
+    if settings.database_url is not None:
+        raise ConfigError(f"the database is PostgreSQL (database_url): switchboard cannot {what} "
+                          "it; use PostgreSQL's own backups (pg_dump, base backups: "
+                          "docs/postgresql.md)")
+
+
 def backup(settings: Settings, where: str | None) -> Done:
     """A consistent snapshot of the database (and the shared context) to `where`."""
+    _sqlite_only(settings, "back up")
     if not settings.db_path.exists():
         raise ConfigError(f"there is no database at {settings.db_path} to back up")
     remote = _remote(settings, where)
@@ -76,6 +84,7 @@ def backup(settings: Settings, where: str | None) -> Done:
 def restore(settings: Settings, where: str | None) -> Done:
     """The newest good snapshot in `where` becomes the database (the one there is kept
     beside it); the shared context is filled if it is empty. The supervisor must be stopped."""
+    _sqlite_only(settings, "restore")
     pid = running_pid(settings)
     if pid:
         raise ConfigError(f"the supervisor is running (pid {pid}) on {settings.home}; stop it "

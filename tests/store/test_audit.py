@@ -70,13 +70,10 @@ async def test_recent_defaults_to_fifty_and_is_empty_at_first(audit: AuditStore)
     assert len(await audit.recent(500)) == 55
 
 
-async def test_record_sync_writes_a_row_the_store_reads(store: Store, backend: str,
-                                                        clock: FakeNow) -> None:
-    """`switchboard kill` writes with a private connection, supervisor or not (SQLite only:
-    another engine gives its own)."""
-    if backend != "sqlite":
-        pytest.skip("a private SQLite connection")
-    record_sync(store.db.path, platform="cli", user_id="me@cli", action="killswitch",
+async def test_record_sync_writes_a_row_the_store_reads(store: Store, clock: FakeNow) -> None:
+    """`switchboard kill` writes with a private connection, supervisor or not, to the SQLite
+    file or the PostgreSQL database."""
+    record_sync(store.db.writer_target, platform="cli", user_id="me@cli", action="killswitch",
                 args="on hunter2", ok=True, result="halted",
                 redact=lambda t: t.replace("hunter2", "***"), now=lambda: T0 + 9)
     [row] = await store.audit.recent()

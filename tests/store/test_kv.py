@@ -61,15 +61,13 @@ async def test_set_stamps_updated_at_with_the_store_clock(store: Store, kv: KvSt
     assert row is not None and row[0] == T0 + 5
 
 
-async def test_the_sync_helpers_share_the_table(store: Store, kv: KvStore,
-                                                backend: str) -> None:
-    """The kill switch's thread writes and reads with private connections (SQLite only)."""
-    if backend != "sqlite":
-        pytest.skip("private SQLite connections")
-    set_sync(store.db.path, "halt", {"on": True}, now=lambda: T0 + 1)
+async def test_the_sync_helpers_share_the_table(store: Store, kv: KvStore) -> None:
+    """The kill switch's thread writes and reads with private connections (store/private.py),
+    to the SQLite file or the PostgreSQL database: whatever the store's own pool is doing."""
+    set_sync(store.db.writer_target, "halt", {"on": True}, now=lambda: T0 + 1)
     assert await kv.get("halt") == {"on": True}
     await kv.set("cursor", 17)
-    assert get_sync(store.db.path, "cursor") == 17
-    assert get_sync(store.db.path, "absent") is None
+    assert get_sync(store.db.writer_target, "cursor") == 17
+    assert get_sync(store.db.writer_target, "absent") is None
     row = await store.db.fetchone("SELECT updated_at FROM kv WHERE key = 'halt'")
     assert row is not None and row[0] == T0 + 1

@@ -541,8 +541,11 @@ async def test_status_fleet_and_agent(fake_app):
     reply = await run(fake_app, "/status")
     assert reply.plain().startswith("Switchboard: 1 idle. Spent $0.0010 in all. Database ")
     # The database's size, and how raw events are bounded (settings' defaults).
+    # Then this worker, the one on SQLite: the coordinator, its agents, memory, heartbeat.
     assert re.search(r"Database \d+\.\d MB \(raw events kept 7 days, 5,000 per agent\)\.\n"
-                     r"Kill switch: off\.$", reply.plain()), reply.plain()
+                     r"Kill switch: off\.\nHost \S+ \(pid \d+, coordinator, this one\): "
+                     r"1 agent\(s\), \d+\.\d GB free, last heartbeat \d+s ago\.$",
+                     reply.plain()), reply.plain()
     for ref in ("a", r.id):
         reply = await run(fake_app, f"/status {ref}")
         assert reply.ok

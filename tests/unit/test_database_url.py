@@ -1,20 +1,30 @@
 """`database_url`: doctor opens and migrates the PostgreSQL store it names and shows it without
-its password; `switchboard run` refuses it until the whole supervisor runs on PostgreSQL
-(docs/postgresql.md); a URL that is not PostgreSQL's, or a server not there, is said so."""
+its password, and says what is off there (the parts about the SQLite file); `backup` and
+`restore` refuse it; `switchboard status` lists the hosts; the kill path's private write to a
+server that never answers gives up in time; a URL that is not PostgreSQL's, or a server not
+there, is said so."""
 
 from __future__ import annotations
 
+import asyncio
+import re
+import socket
+import time
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from bot.app import Switchboard
+from bot.cli import cmd_status
 from bot.doctor import Doctor, _check_database
 from store import open_store
 from store.errors import StoreUnavailable
+from store.kv import set_sync
 from store.migrations import MIGRATIONS
 from supervisor.errors import ConfigError
+from supervisor.guard.killswitch import PERSIST_WAIT_S
 from supervisor.persistence.offline import database_where
+from supervisor.persistence.offline_backup import backup, restore
 from tests.conftest import make_settings
 from tests.pg import Cluster, pg_cluster
 
@@ -62,10 +72,53 @@ async def test_a_url_of_another_engine_is_refused(tmp_path: Path) -> None:
         await open_store(tmp_path / "x.db", database_url="mysql://sb@db/sb")
 
 
-async def test_run_refuses_a_database_url_until_the_supervisor_runs_on_it(
-        tmp_path: Path) -> None:
-    settings = make_settings(tmp_path, fake=True, database_url="postgresql://sb@/sb?host=/x")
-    with pytest.raises(ConfigError, match="not built yet"):
-        async with Switchboard(settings):
-            pass
+def test_doctor_says_what_is_off_on_postgresql_and_backup_refuses_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = make_settings(tmp_path, fake=True, database_url=f"postgresql://sb:pw@/sb?host="
+                             f"{tmp_path}/none")
+    _check_database(settings, Doctor())
+    out = capsys.readouterr().out
+    assert "[info] on PostgreSQL the parts about the SQLite file are off" in out
+    assert "pg_dump" in out
+    for command in (backup, restore):
+        with pytest.raises(ConfigError, match="PostgreSQL's own backups"):
+            command(settings, str(tmp_path / "snapshots"))
     assert not settings.db_path.exists()
+
+
+def test_a_private_write_to_a_server_that_never_answers_gives_up_in_time() -> None:
+    """The kill path's private connection (store/private.py) to a host that accepts the
+    connection and never says a word: it fails within its bound instead of hanging."""
+    with socket.socket() as mute:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen()
+        url = f"postgresql://sb:pw@127.0.0.1:{mute.getsockname()[1]}/sb"
+        started = time.monotonic()
+        with pytest.raises(psycopg.OperationalError):
+            set_sync(url, "halt", {"by": "ops"}, timeout_s=2.0)
+        took = time.monotonic() - started
+    assert 1.5 < took < PERSIST_WAIT_S, took
+
+
+async def test_switchboard_status_lists_the_hosts_on_postgresql(
+        pg_cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = pg_cluster.new_database()
+    try:
+        store = await open_store(tmp_path / "unused.db", database_url=url)
+        try:
+            await store.workers.beat("w1", host="alpha", pid=11, agents=3,
+                                     memory_available=4_000_000_000, coordinator=True)
+            await store.workers.beat("w2", host="beta", pid=22, agents=0,
+                                     memory_available=None, coordinator=False)
+        finally:
+            await store.db.close()
+        settings = make_settings(tmp_path, fake=True, database_url=url)
+        assert await asyncio.to_thread(cmd_status, settings) == 0
+        out = capsys.readouterr().out
+        assert "no agents yet\n" in out and "no database" not in out
+        assert re.search(r"Host alpha \(pid 11, coordinator\): 3 agent\(s\), 4\.0 GB free, "
+                         r"last heartbeat \d+s ago\.\nHost beta \(pid 22\): 0 agent\(s\), "
+                         r"memory unknown, last heartbeat \d+s ago\.", out), out
+        assert not settings.db_path.exists()
+    finally:
+        pg_cluster.drop_database(url)
