@@ -97,16 +97,17 @@ async def test_every_page_at_both_widths_after_signing_in_by_a_link(browser, set
         await app.aclose()
 
 
-async def test_a_used_or_expired_link_is_refused(browser, settings):
+@pytest.mark.parametrize("width", WIDTHS)
+async def test_a_used_or_expired_link_is_refused(browser, settings, width):
     app = await started(settings)
     try:
-        context, page = await signed_in(browser, app, OLGA)
+        context, page = await signed_in(browser, app, OLGA, WIDTHS[width])
         used = page.url
         await context.close()
         link = await link_for(app, OLGA)
         first, _ = await signed_in_by(browser, link)
         await first.close()
-        again = await browser.new_context()
+        again = await browser.new_context(viewport=WIDTHS[width])
         page = await again.new_page()
         await page.goto(link)
         await expect(page.get_by_text("This sign-in link was already used.")).to_be_visible()
@@ -114,7 +115,7 @@ async def test_a_used_or_expired_link_is_refused(browser, settings):
         stale = await link_for(app, OLGA)
         await app.store.db.execute("UPDATE web_credentials SET expires_at=expires_at-601"
                                    " WHERE kind='link' AND used_at IS NULL")
-        late = await browser.new_context()
+        late = await browser.new_context(viewport=WIDTHS[width])
         page = await late.new_page()
         await page.goto(stale)
         await expect(page.get_by_text("This sign-in link has expired.")).to_be_visible()
