@@ -150,6 +150,16 @@ def pg_cluster() -> Iterator[Cluster]:
         cluster.stop()
 
 
+@pytest.fixture
+def database(pg_cluster: Cluster) -> Iterator[str]:
+    """A fresh, migrated database on the session's server, dropped after the test."""
+    url = pg_cluster.new_database()
+    try:
+        yield url
+    finally:
+        pg_cluster.drop_database(url)
+
+
 async def _migrate(url: str) -> None:
     from store.pg import PgDatabase
 

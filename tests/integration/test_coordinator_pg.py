@@ -7,26 +7,15 @@ own. On SQLite (no URL) the role is always held."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import psycopg
-import pytest
 
 from supervisor.coordinator import COORDINATOR_LOCK, Coordinator
 from supervisor.service import Service, TaskGroup
 from tests.conftest import wait_for
-from tests.pg import Cluster, pg_cluster
+from tests.pg import database, pg_cluster
 
-__all__ = ["pg_cluster"]
-
-
-@pytest.fixture
-def database(pg_cluster: Cluster) -> Iterator[str]:
-    url = pg_cluster.new_database()
-    try:
-        yield url
-    finally:
-        pg_cluster.drop_database(url)
+__all__ = ["database", "pg_cluster"]
 
 
 class Part:

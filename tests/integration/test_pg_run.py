@@ -21,20 +21,11 @@ from store.kv import get_sync
 from supervisor.guard.killswitch import HALT_KEY, write_local_trigger
 from supervisor.persistence.offline import kill_from_shell
 from tests.conftest import make_settings, processes_with_tag, run, wait_for
-from tests.pg import Cluster, find_bin, pg_cluster, unavailable
+from tests.pg import Cluster, database, find_bin, pg_cluster, unavailable
 
-__all__ = ["pg_cluster"]
+__all__ = ["database", "pg_cluster"]
 pytestmark = pytest.mark.timeout(180)
 KILL_BOUND_S = 10.0
-
-
-@pytest.fixture
-def database(pg_cluster: Cluster) -> Iterator[str]:
-    url = pg_cluster.new_database()
-    try:
-        yield url
-    finally:
-        pg_cluster.drop_database(url)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import signal
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +22,12 @@ from supervisor.coordinator import TAKEOVER_BOUND_S
 from supervisor.workers import HEARTBEAT_S
 from tests.conftest import free_port, settle
 from tests.fakes.fake_telegram import FakeTelegram
-from tests.pg import Cluster, pg_cluster
+from tests.pg import database, pg_cluster
 from tests.subproc import Supervisor, write_config
 
-__all__ = ["pg_cluster"]
+__all__ = ["database", "pg_cluster"]
 pytestmark = pytest.mark.timeout(180)
 ADMIN = 100
-
-
-@pytest.fixture
-def database(pg_cluster: Cluster) -> Iterator[str]:
-    url = pg_cluster.new_database()
-    try:
-        yield url
-    finally:
-        pg_cluster.drop_database(url)
 
 
 def workers(url: str) -> list[tuple[Any, ...]]:
