@@ -292,3 +292,12 @@ async def test_the_console_operator_signs_in_with_a_link_from_the_console(app):
     user = getpass.getuser()
     row = await app.api.operator("console", user)
     assert row is not None and row.role == "admin" and row.added_by == "console"
+
+
+async def test_web_without_a_listener_says_how_to_turn_it_on(quiet_app):
+    """No http_port: /web refuses with the setting to change, and issues no link."""
+    await quiet_app.api.add_operator("telegram", "1", "alice", "admin", added_by="test")
+    reply = await quiet_app.run_command(ALICE, "/web")
+    assert not reply.ok
+    assert "no HTTP listener" in reply.plain() and "SWITCHBOARD_HTTP_PORT" in reply.plain()
+    assert await quiet_app.store.web.list("link", live_only=False) == []
