@@ -50,11 +50,18 @@ def server_processes(cluster: Cluster, sig: signal.Signals) -> list[int]:
     pid_file = cluster.data / "postmaster.pid"
     if not pid_file.exists():
         return []
-    postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
-    pids = [postmaster.pid, *(c.pid for c in postmaster.children(recursive=True))]
+    try:
+        postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
+        pids = [postmaster.pid, *(c.pid for c in postmaster.children(recursive=True))]
+    except psutil.NoSuchProcess:  # the server ended meanwhile
+        return []
+    sent = []
     for pid in pids:
-        os.kill(pid, sig)
-    return pids
+        # A backend may end between the listing and the signal (a client that went away).
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+            sent.append(pid)
+    return sent
 
 
 async def spawn_idle(app: Switchboard, names: list[str], text: str = "BG") -> None:
