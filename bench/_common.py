@@ -12,6 +12,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -33,6 +34,33 @@ async def wait_until(pred: Callable[[], bool], timeout: float, what: str, *,
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(interval)
+
+
+async def loop_lateness(window_s: float, every_s: float = 0.010) -> list[float]:
+    """For `window_s` seconds, sleep `every_s` at a time on the running loop; each sleep's
+    overshoot in ms (how late the loop ran the timer: what blocked it)."""
+    lateness = []
+    end = time.monotonic() + window_s
+    while time.monotonic() < end:
+        t = time.monotonic()
+        await asyncio.sleep(every_s)
+        lateness.append((time.monotonic() - t - every_s) * 1000)
+    return lateness
+
+
+async def spawn_idle(pool: Any, n: int, prompt: str, timeout_s: float) -> list[Any]:
+    """Spawn agents a000..a<n-1> with `prompt` in `pool` and wait until every one is idle;
+    an agent that failed or was killed, or `timeout_s` passing, ends the bench."""
+    runners = [await pool.spawn(f"a{i:03d}", prompt) for i in range(n)]
+    deadline = time.monotonic() + timeout_s
+    while not all(r.state == "idle" for r in runners):
+        bad = [r for r in runners if r.state in ("failed", "killed")]
+        if bad:
+            raise RuntimeError(f"{bad[0].name} is {bad[0].state}: {bad[0].last_error}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{n} agents not idle after {timeout_s:g}s")
+        await asyncio.sleep(0.1)
+    return runners
 
 
 def quiet_logging() -> None:

@@ -33,7 +33,14 @@ if str(ROOT) not in sys.path:
 
 import aiohttp  # noqa: E402
 
-from bench._common import percentile, quiet_logging, result, scratch_dir, smoke  # noqa: E402
+from bench._common import (  # noqa: E402
+    loop_lateness,
+    percentile,
+    quiet_logging,
+    result,
+    scratch_dir,
+    smoke,
+)
 from supervisor.config import Settings  # noqa: E402
 from supervisor.guard.gateway import ModelGateway  # noqa: E402
 
@@ -89,16 +96,6 @@ async def whole(http: aiohttp.ClientSession, url: str, token: str,
         assert r.status == 200, r.status
     end = time.perf_counter()
     return end - started, got, end - asked, got + first
-
-
-async def probe(window_s: float) -> list[float]:
-    lateness = []
-    end = time.monotonic() + window_s
-    while time.monotonic() < end:
-        t = time.monotonic()
-        await asyncio.sleep(PROBE_S)
-        lateness.append((time.monotonic() - t - PROBE_S) * 1000)
-    return lateness
 
 
 def start_mock() -> tuple[subprocess.Popen[str], str]:
@@ -193,7 +190,7 @@ async def fleet(gateway: ModelGateway, *, paced: bool) -> None:
     await proc.stdout.readline()  # every client has its first answer: streaming at full rate
     streams = [sum(c.streams for _a, c in gateway.view().agents)]
     before = sum(sum(c.requests.values()) for _a, c in gateway.view().agents)
-    lag = await probe(WINDOW_S)
+    lag = await loop_lateness(WINDOW_S, PROBE_S)
     after = sum(sum(c.requests.values()) for _a, c in gateway.view().agents)
     streams.append(sum(c.streams for _a, c in gateway.view().agents))
     await proc.communicate()

@@ -30,7 +30,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import percentile, quiet_logging, result, scratch_dir, smoke  # noqa: E402
+from bench._common import (  # noqa: E402
+    loop_lateness,
+    percentile,
+    quiet_logging,
+    result,
+    scratch_dir,
+    smoke,
+    spawn_idle,
+)
 from bot.app import Switchboard  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
 from tests.conftest import make_settings  # noqa: E402
@@ -69,34 +77,16 @@ async def drive(app: Switchboard, runner: Any, prompt: str, stop: asyncio.Event,
         await asyncio.sleep(0.05)
 
 
-async def probe(window_s: float) -> list[float]:
-    lateness = []
-    end = time.monotonic() + window_s
-    while time.monotonic() < end:
-        t = time.monotonic()
-        await asyncio.sleep(PROBE_S)
-        lateness.append((time.monotonic() - t - PROBE_S) * 1000)
-    return lateness
-
-
 async def scenario(settings: Settings, n: int, prompt: str) -> tuple[list[float], int]:
     async with Switchboard(settings) as app:
         assert app.pool is not None
-        runners = [await app.pool.spawn(f"a{i:03d}", prompt) for i in range(n)]
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not all(r.state == "idle" for r in runners):
-            bad = [r for r in runners if r.state in ("failed", "killed")]
-            if bad:
-                raise RuntimeError(f"{bad[0].name} is {bad[0].state}: {bad[0].last_error}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{n} agents not idle after {READY_TIMEOUT_S:g}s")
-            await asyncio.sleep(0.1)
+        runners = await spawn_idle(app.pool, n, prompt, READY_TIMEOUT_S)
         stop = asyncio.Event()
         turns = [0]
         drivers = [asyncio.create_task(drive(app, r, prompt, stop, turns)) for r in runners]
         await asyncio.sleep(1.0)  # every agent busy before the window opens
         before = turns[0]
-        lateness = await probe(WINDOW_S)
+        lateness = await loop_lateness(WINDOW_S, PROBE_S)
         done = turns[0] - before
         stop.set()
         await asyncio.gather(*drivers)

@@ -34,8 +34,16 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import percentile, quiet_logging, result, scratch_dir, smoke  # noqa: E402
-from bench.loop_lag import DEFAULT_NICE, drive, fleet_settings, probe  # noqa: E402
+from bench._common import (  # noqa: E402
+    loop_lateness,
+    percentile,
+    quiet_logging,
+    result,
+    scratch_dir,
+    smoke,
+    spawn_idle,
+)
+from bench.loop_lag import DEFAULT_NICE, PROBE_S, drive, fleet_settings  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
 from commands.base import Caller, Role  # noqa: E402
 from tests.conftest import free_port, make_settings  # noqa: E402
@@ -54,16 +62,7 @@ READY_S = 300.0
 async def ready(app: Switchboard, n: int, prompt: str) -> list[Any]:
     assert app.pool is not None and app.api is not None
     await app.api.add_operator("telegram", "1", "bench", "admin", added_by="bench")
-    runners = [await app.pool.spawn(f"a{i:03d}", prompt) for i in range(n)]
-    deadline = time.monotonic() + READY_S
-    while not all(r.state == "idle" for r in runners):
-        bad = [r for r in runners if r.state in ("failed", "killed")]
-        if bad:
-            raise RuntimeError(f"{bad[0].name} is {bad[0].state}: {bad[0].last_error}")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{n} agents not idle after {READY_S:g}s")
-        await asyncio.sleep(0.1)
-    return runners
+    return await spawn_idle(app.pool, n, prompt, READY_S)
 
 
 async def tokens(app: Switchboard, n: int) -> list[str]:
@@ -94,7 +93,7 @@ async def streaming(home: Path, streams: int) -> tuple[list[float], list[list[fl
         drivers = [asyncio.create_task(drive(app, r, "TEXT: streaming", stop, turns))
                    for r in runners]
         await asyncio.sleep(2.0)  # every agent busy and every stream open
-        lateness = await probe(WINDOW_S)
+        lateness = await loop_lateness(WINDOW_S, PROBE_S)
         stop.set()
         await asyncio.gather(*drivers)
         lags: list[list[float]] = []
