@@ -24,7 +24,7 @@ from multidict import MultiDict, MultiDictProxy
 
 from commands.base import Caller, Role
 from supervisor.api import SupervisorError
-from supervisor.api.web import SESSION_TTL_S
+from supervisor.api.web import NEW_LINK, SESSION_TTL_S, link_refusal
 
 if TYPE_CHECKING:
     from bot.web.listener import Listener, WebContext
@@ -194,12 +194,8 @@ def _signin_link(listener: Listener) -> Callable[[web.Request], Awaitable[web.Re
         token = request.match_info["token"]
         state = await ctx.api.web.link_state(token)
         if state != "ok":
-            what = {"used": "This sign-in link was already used.",
-                    "expired": "This sign-in link has expired.",
-                    "revoked": "This sign-in link was revoked."
-                    }.get(state, "This is not a sign-in link of this Switchboard.")
             return web.Response(status=410 if state != "unknown" else 404, text=message_page(
-                "Sign in", what, "Send /web in chat for a new one."), content_type="text/html")
+                "Sign in", link_refusal(state), NEW_LINK), content_type="text/html")
         form = (f"<form method=post action='/signin'><input type=hidden name=token "
                 f"value='{html.escape(token, quote=True)}'><button type=submit class=primary>"
                 "Sign in</button></form>")

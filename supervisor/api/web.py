@@ -75,6 +75,15 @@ class IssuedToken:
     label: str
 
 
+def link_refusal(state: str) -> str:
+    """Why a sign-in link does not work, for its `link_state` (the confirm page and a
+    redemption say the same)."""
+    return {"used": "This sign-in link was already used.",
+            "expired": "This sign-in link has expired. A link works for ten minutes.",
+            "revoked": "This sign-in link was revoked, by the kill switch or a sign-out.",
+            }.get(state, "This is not a sign-in link of this Switchboard.")
+
+
 def _secret() -> str:
     value = secrets.token_urlsafe(32)
     SECRETS.add(value)  # never in a log line or an audit row
@@ -125,11 +134,7 @@ class WebAPI:
         row = await self._store.web.use_link(token)
         if row is None:
             state = await self.link_state(token)
-            what = {"used": "This sign-in link was already used.",
-                    "expired": "This sign-in link has expired (a link works for ten minutes).",
-                    "revoked": "This sign-in link was revoked (the kill switch or a sign-out)."
-                    }.get(state, "This is not a sign-in link of this Switchboard.")
-            raise SignInRefused(what, NEW_LINK)
+            raise SignInRefused(link_refusal(state), NEW_LINK)
         if await self._operator(row.operator) is None:
             raise SignInRefused(f"{row.operator} is no longer an operator.",
                                 "Ask an admin for an invite.")
@@ -192,4 +197,5 @@ class WebAPI:
         return _token_view(row)
 
 
-__all__ = ["IssuedToken", "TokenView", "WebAPI", "WebHolder", "WebLink", "WebSession"]
+__all__ = ["IssuedToken", "TokenView", "WebAPI", "WebHolder", "WebLink", "WebSession",
+           "link_refusal"]
