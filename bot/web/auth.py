@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -75,12 +75,8 @@ def refusal(request: web.Request, status: int, what: str, fix: str) -> web.HTTPE
                                     409: web.HTTPConflict}.get(status, web.HTTPBadRequest)
     if _wants_html(request):
         return cls(text=message_page("Switchboard", what, fix), content_type="text/html")
-    return cls(text=_json({"ok": False, "error": what, "fix": fix}),
+    return cls(text=json.dumps({"ok": False, "error": what, "fix": fix}),
                content_type="application/json")
-
-
-def _json(value: dict[str, Any]) -> str:
-    return json.dumps(value)
 
 
 async def principal(request: web.Request, ctx: WebContext) -> Principal | None:
