@@ -29,6 +29,7 @@ from supervisor.persistence.offline import (
     running_pid,
     schema_version,
 )
+from supervisor.process.cpugroup import doctor_text as cpu_group_text
 from supervisor.process.network import mode_for, netns_problem
 from supervisor.process.sandbox import Isolation
 from supervisor.process.sandbox import describe as describe_isolation
@@ -65,6 +66,7 @@ def cmd_doctor(settings: Settings) -> int:
     _check_model_api(settings, doctor)
     cli = _check_cli(settings, doctor)
     _check_network(settings, _check_isolation(settings, cli, doctor), doctor)
+    doctor.report(*cpu_group_text(settings.agent_cpu_group, settings.agent_nice))
     _check_database(settings, doctor)
     _check_policy(settings, doctor)
     _check_fronts(settings, doctor)

@@ -61,6 +61,7 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 LogFormat = Literal["auto", "text", "json"]
 MergeMode = Literal["ff", "merge"]
 Egress = Literal["auto", "model-only", "allowlist", "open"]
+CpuGroup = Literal["auto", "cgroup", "autogroup"]
 
 # Variables an agent may see. Everything else in the supervisor's environment (chat tokens,
 # cloud credentials, our own secrets) is withheld.
@@ -130,6 +131,10 @@ class Settings(BaseSettings):
     # session's autogroup), so that a busy fleet cannot starve the supervisor; 0: same priority.
     agent_nice: Annotated[int, _WHOLE, BeforeValidator(_not_a_bool), Field(ge=0, le=19),
                           Key("SWITCHBOARD_AGENT_NICE", "agent_nice")] = 10
+    # What holds them there (supervisor/process/cpugroup.py): auto, a cgroup where one can be
+    # made, else autogroups; cgroup, refuse to start without one; autogroup, never a cgroup.
+    agent_cpu_group: Annotated[CpuGroup, Choice, Key("SWITCHBOARD_AGENT_CPU_GROUP",
+                                                     "agent_cpu_group")] = "auto"
     stop_grace_s: Annotated[Seconds, Key("SWITCHBOARD_STOP_GRACE_S", "stop_grace_s")] = 10.0
     shutdown_grace_s: Annotated[Seconds,
                                 Key("SWITCHBOARD_SHUTDOWN_GRACE_S", "shutdown_grace_s")] = 30.0

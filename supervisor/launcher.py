@@ -35,6 +35,10 @@ SANDBOX_VAR = "SWITCHBOARD_SANDBOX"  # bwrap's argv up to the command: encode_ar
 UID_VAR = "SWITCHBOARD_AGENT_UID"  # "uid:gid" the CLI drops to (supervisor is root)
 CWD_VAR = "SWITCHBOARD_AGENT_CWD"  # entered after the drop: a 0700 workspace is the agent's
 NICE_VAR = "SWITCHBOARD_AGENT_NICE"  # how much lower than the supervisor's the agent's priority is
+# The cgroup.procs file of the agents' CPU group (supervisor/process/cpugroup.py): the launcher
+# joins it before bwrap or the CLI, so everything the agent ever starts is in it. Not in CONTROL:
+# nothing after this first stage sees it.
+CPU_GROUP_VAR = "SWITCHBOARD_CPU_GROUP"
 # "<owner uid>:<owner gid>:<agent uid>:<agent gid>": the operator's --cwd belongs to someone else;
 # mount it idmapped (the agent's ids stand for the owner's there, and only there): _map_workdir.
 IDMAP_VAR = "SWITCHBOARD_AGENT_IDMAP"
@@ -184,6 +188,24 @@ def _set_autogroup_nice(nice):  # type: (int) -> bool
     except OSError:
         return True  # no autogroups in this kernel, or they are off
     return True
+
+
+def _join_cpu_group():  # type: () -> None
+    """Into the agents' CPU group, before anything of the agent exists: all it starts inherits
+    the group, and only a process that may write the group's files (not the agent: its user,
+    a read-only /sys) can take it out."""
+    path = os.environ.get(CPU_GROUP_VAR)
+    if not path:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, str(os.getpid()).encode())
+        finally:
+            os.close(fd)
+    except OSError as exc:  # the agent runs, weighed by its autogroup as without a group
+        sys.stderr.write("switchboard launcher: cannot join the agents' CPU group %s: %s\n"
+                         % (path, exc))
 
 
 def _clean_env():  # type: () -> dict[str, str]
@@ -463,6 +485,7 @@ def main(argv):  # type: (list[str]) -> int
         sys.stderr.flush()
         os._exit(code)
     expected_parent = os.environ.get(PARENT_VAR)
+    _join_cpu_group()
     if os.environ.get(SANDBOX_VAR):
         # Straight to bwrap with the allowlisted environment (the exec is what clears our
         # /proc/<pid>/environ; no re-execution of ourselves first: one interpreter start less

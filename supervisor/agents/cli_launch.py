@@ -106,6 +106,8 @@ def cli_options(r: AgentRunner, deps: RunnerDeps, env: dict[str, str]) -> Claude
             launcher_module.NICE_VAR: str(settings.agent_nice),
         }
     )
+    if deps.cpu_group is not None:
+        env[launcher_module.CPU_GROUP_VAR] = deps.cpu_group
     return ClaudeAgentOptions(
         cwd=r.cwd,
         model=r.model or settings.default_model,

@@ -34,6 +34,7 @@ from supervisor.guard.storage import StorageGuard
 from supervisor.guard.watchdog import Watchdog
 from supervisor.names import check_names, new_agent_id
 from supervisor.process.agent import install_launcher, resolve_cli
+from supervisor.process.cpugroup import Arrangement, arrange
 from supervisor.process.network import netns_problem
 from supervisor.process.sandbox import Isolation, describe, hide_in, probe
 from supervisor.process.tree import no_cyclic_gc, sweep
@@ -119,6 +120,7 @@ class AgentPool:
         self._store_problem: str | None = None
         self.roles: dict[str, tuple[str, ...]] = {}  # agent id -> its roles (from /team)
         self.isolation: Isolation | None = None
+        self.cpu: Arrangement | None = None  # what holds the agents' CPU below ours
         # More in-process MCP tools per agent (the scheduler's schedule_wakeup), besides the bus's.
         self.tool_makers: dict[str, Callable[[AgentRunner], list[Any]]] = {}
         # Each project's memory (supervisor/repos/memory.py): a slice to every agent started
@@ -146,6 +148,10 @@ class AgentPool:
         else:
             logger.warning("isolation: %s",
                            describe(iso, self.settings.allow_unisolated_agents))
+        self.cpu = cpu = await asyncio.to_thread(
+            arrange, self.settings.agent_cpu_group, self.settings.agent_nice,
+            self.settings.instance_id)
+        logger.info("agents' CPU: %s", cpu.describe())
         self._deps = RunnerDeps(
             settings=self.settings,
             store=self.store,
@@ -172,6 +178,7 @@ class AgentPool:
             ingest=self.ingest,
             memory=self.project_memory,
             gateway=self.gateway,
+            cpu_group=str(cpu.procs) if cpu.procs is not None else None,
         )
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
         self.settings.context_dir.mkdir(parents=True, exist_ok=True)  # the shared context
@@ -554,6 +561,8 @@ class AgentPool:
             self.session_store.close()
         if self._deps is not None:
             await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
+        if self.cpu is not None:  # empty now: the sweep ended whatever was left
+            await asyncio.to_thread(self.cpu.release)
 
 
 __all__ = ["AgentPool", "PoolParts", "PoolState", "RecoveryReport", "LIVE_STATES"]

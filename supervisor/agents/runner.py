@@ -85,6 +85,7 @@ class RunnerDeps:
     ingest: EventIngest | None = None  # batched event writes; None: each event written alone
     memory: AgentMemory | None = None  # the project memory (supervisor/repos/memory.py)
     gateway: ModelGateway | None = None  # the model gateway: agents' tokens, not the key
+    cpu_group: str | None = None  # the agents' CPU group's cgroup.procs (process/cpugroup.py)
 
 
 class AgentRunner(TurnExecution):

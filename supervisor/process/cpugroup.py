@@ -1,0 +1,255 @@
+"""The agents' CPU as one group below the supervisor: a cgroup the launcher puts each agent's
+sandbox in (before bwrap, so everything in it inherits the group), or the autogroup arrangement
+where the host allows no cgroup (docs/benchmarks.md, "Agent priority").
+
+In order, where `agent_cpu_group` is auto: (1) cgroup v2 with our own cgroup delegated (the cpu
+controller offered to it and its files ours to write): every process of our cgroup moves to a
+leaf `supervisor/` (a cgroup with children may hold no process), agents go to `agents/`; (2) a
+cgroup v1 cpu hierarchy we may write (root on a hybrid host): a group `switchboard-<data dir
+id>-agents` beside us, weighed with cpu.shares; (3) otherwise each agent's session is niced as
+before. Either group weighs as one process `agent_nice` levels below the supervisor's, however
+many agents and processes it holds, and a process in a cgroup other than the root one has no
+autogroup: an agent's `setsid` no longer earns it a share of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+
+from supervisor.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+SELF_CGROUP = Path("/proc/self/cgroup")
+# The kernel's weight of a task at nice 0..19 (kernel/sched/core.c sched_prio_to_weight).
+NICE_WEIGHT = (1024, 820, 655, 526, 423, 335, 272, 215, 172, 137,
+               110, 87, 70, 56, 45, 36, 29, 23, 18, 15)
+V2_DEFAULT_WEIGHT = 100  # cgroup v2's cpu.weight of a group at nice 0 (the supervisor's leaf)
+FIX = ("to use a cgroup, run the supervisor as root on a host with a writable cgroup v1 cpu "
+       "hierarchy, or give it a delegated cgroup v2 subtree (Docker: --cgroupns=private and a "
+       "writable /sys/fs/cgroup; systemd: Delegate=cpu in its unit)")
+
+
+class Kind(StrEnum):
+    CGROUP2 = "cgroup v2"
+    CGROUP1 = "cgroup v1"
+    AUTOGROUP = "autogroup"
+
+
+@dataclass(frozen=True, slots=True)
+class Arrangement:
+    """What holds the agents' CPU. `procs`: the cgroup.procs file the launcher joins (None:
+    autogroups); `weight`: the agents group's cpu.weight (v2) or cpu.shares (v1); `why`: why
+    this one and not a better one; `made`: groups to remove at release, deepest first."""
+
+    kind: Kind
+    why: str
+    procs: Path | None = None
+    weight: int = 0
+    made: tuple[Path, ...] = field(default=())
+
+    def describe(self) -> str:
+        if self.procs is None:
+            return f"autogroup (each agent's session niced): {self.why}"
+        unit = "cpu.weight" if self.kind == Kind.CGROUP2 else "cpu.shares"
+        return f"{self.kind}: agents in {self.procs.parent} ({unit} {self.weight}); {self.why}"
+
+    def release(self) -> None:
+        """Remove the groups we made, once empty (a group that still holds a process stays:
+        the next start with this data directory reuses it). v2: our processes go back to the
+        cgroup they came from, the cpu controller given back."""
+        for group in self.made:
+            if group.name == "supervisor" and self.kind == Kind.CGROUP2:
+                parent = group.parent
+                with contextlib.suppress(OSError):
+                    (parent / "cgroup.subtree_control").write_text("-cpu")
+                _move_all(group, parent)
+            try:
+                group.rmdir()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                logger.warning("cpu group not removed path=%s error=%s", group, exc)
+
+
+def weight_v1(agent_nice: int) -> int:
+    """cpu.shares of a group that weighs as one task `agent_nice` levels below nice 0."""
+    return NICE_WEIGHT[max(0, min(19, agent_nice))]
+
+
+def weight_v2(agent_nice: int) -> int:
+    return max(1, round(V2_DEFAULT_WEIGHT * weight_v1(agent_nice) / NICE_WEIGHT[0]))
+
+
+def _own_paths(self_cgroup: Path) -> tuple[str | None, str | None]:
+    """Our cgroup path in the unified (v2) hierarchy and in v1's cpu hierarchy, as
+    /proc/self/cgroup names them (None where we are in none)."""
+    v2 = v1 = None
+    try:
+        lines = self_cgroup.read_text().splitlines()
+    except OSError:
+        return None, None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "" and line.startswith("0::"):
+            v2 = path
+        elif "cpu" in controllers.split(","):
+            v1 = path
+    return v2, v1
+
+
+def _within(mount: Path, path: str) -> Path:
+    """Our cgroup's directory under `mount`; the mount itself where our path is not under it
+    (a container that sees its own cgroup as the hierarchy's root)."""
+    own = mount / path.lstrip("/")
+    return own if own.is_dir() else mount
+
+
+def _v2_group(root: Path, self_cgroup: Path) -> tuple[Path | None, str]:
+    """Our delegated v2 cgroup, or None and why not."""
+    unified = next((m for m in (root, root / "unified") if (m / "cgroup.controllers").exists()),
+                   None)
+    path, _ = _own_paths(self_cgroup)
+    if unified is None or path is None:
+        return None, "no cgroup v2 hierarchy here"
+    own = _within(unified, path)
+    if own.name == "supervisor" and (own.parent / "agents").is_dir():
+        own = own.parent  # arranged before, by this process (a second supervisor in it)
+    try:
+        offered = (own / "cgroup.controllers").read_text().split()
+    except OSError as exc:
+        return None, f"cgroup v2: cannot read {own}/cgroup.controllers ({exc.strerror})"
+    if "cpu" not in offered:
+        return None, f"cgroup v2: the cpu controller is not offered to our cgroup {path}"
+    needed = (own, own / "cgroup.subtree_control", own / "cgroup.procs")
+    if not all(os.access(p, os.W_OK) for p in needed):
+        return None, f"cgroup v2: our cgroup {path} is not delegated to us (not writable)"
+    return own, ""
+
+
+def _v1_group(root: Path, self_cgroup: Path) -> tuple[Path | None, str]:
+    """The directory our v1 cpu group goes in, or None and why not."""
+    mount = next((m for m in (root / "cpu", root / "cpu,cpuacct")
+                  if (m / "cpu.shares").exists()), None)
+    _, path = _own_paths(self_cgroup)
+    if mount is None or path is None:
+        return None, "no cgroup v1 cpu hierarchy here"
+    own = _within(mount, path)
+    if not os.access(own, os.W_OK):
+        return None, f"cgroup v1: the cpu hierarchy at {own} is not writable"
+    return own, ""
+
+
+def plan(mode: str, *, root: Path = CGROUP_ROOT,
+         self_cgroup: Path = SELF_CGROUP) -> tuple[Kind, Path | None, str]:
+    """What `arrange` would use, changing nothing (for `switchboard doctor`): the kind, the
+    directory the groups go in (None: autogroups) and why."""
+    if mode == "autogroup":
+        return Kind.AUTOGROUP, None, "agent_cpu_group = autogroup"
+    why_not = []
+    for kind, find in ((Kind.CGROUP2, _v2_group), (Kind.CGROUP1, _v1_group)):
+        where, why = find(root, self_cgroup)
+        if where is not None:
+            return kind, where, "; ".join([f"agent_cpu_group = {mode}", *why_not])
+        why_not.append(why)
+    return Kind.AUTOGROUP, None, "; ".join(why_not)
+
+
+def doctor_text(mode: str, agent_nice: int, *, root: Path = CGROUP_ROOT,
+                self_cgroup: Path = SELF_CGROUP) -> tuple[bool, str]:
+    """`switchboard doctor`'s line: which arrangement a start would use, and why (False: the
+    setting asks for a cgroup and none can be made)."""
+    kind, where, why = plan(mode, root=root, self_cgroup=self_cgroup)
+    if where is not None:
+        return True, (f"agents' CPU: one {kind} group in {where}, weighing as one process "
+                      f"{agent_nice} nice level(s) below the supervisor ({why})")
+    text = (f"agents' CPU: autogroup arrangement, each agent's session {agent_nice} nice "
+            f"level(s) below the supervisor; a session an agent starts itself escapes it "
+            f"({why})")
+    if mode == "autogroup":
+        return True, text
+    return mode != "cgroup", f"{text}; {FIX}"
+
+
+def arrange(mode: str, agent_nice: int, instance: str, *, root: Path = CGROUP_ROOT,
+            self_cgroup: Path = SELF_CGROUP) -> Arrangement:
+    """Make the agents' group (or reuse one a crashed run left); fall back to autogroups where
+    no cgroup can be made, or raise ConfigError where `mode` is cgroup and none can."""
+    why_not: list[str] = []
+    if mode != "autogroup":
+        for find, make in ((_v2_group, _make_v2), (_v1_group, _make_v1)):
+            where, why = find(root, self_cgroup)
+            if where is None:
+                why_not.append(why)
+                continue
+            try:
+                made = make(where, agent_nice, instance)
+            except OSError as exc:
+                why_not.append(f"{where}: {exc.strerror or exc}")
+                continue
+            return replace(made, why="; ".join([f"agent_cpu_group = {mode}", *why_not]))
+    if mode == "cgroup":
+        raise ConfigError(f"agent_cpu_group = cgroup, but no cgroup can hold the agents here: "
+                          f"{'; '.join(why_not)}. Either {FIX}, or set agent_cpu_group = auto")
+    why = "; ".join(why_not) if why_not else "agent_cpu_group = autogroup"
+    return Arrangement(Kind.AUTOGROUP, why)
+
+
+def _make_v2(own: Path, agent_nice: int, _instance: str) -> Arrangement:
+    made = []
+    for name in ("agents", "supervisor"):
+        with contextlib.suppress(FileExistsError):
+            (own / name).mkdir()
+            made.append(own / name)
+    try:
+        _move_all(own, own / "supervisor")  # no process may stay beside the children
+        (own / "cgroup.subtree_control").write_text("+cpu")
+        weight = weight_v2(agent_nice)
+        (own / "agents" / "cpu.weight").write_text(str(weight))
+    except OSError:
+        Arrangement(Kind.CGROUP2, "", made=tuple(made)).release()
+        raise
+    return Arrangement(Kind.CGROUP2, "", own / "agents" / "cgroup.procs", weight,
+                       (own / "agents", own / "supervisor"))
+
+
+def _make_v1(own: Path, agent_nice: int, instance: str) -> Arrangement:
+    group = own / f"switchboard-{instance}-agents"
+    with contextlib.suppress(FileExistsError):
+        group.mkdir()
+    weight = weight_v1(agent_nice)
+    try:
+        (group / "cpu.shares").write_text(str(weight))
+    except OSError:
+        Arrangement(Kind.CGROUP1, "", made=(group,)).release()
+        raise
+    return Arrangement(Kind.CGROUP1, "", group / "cgroup.procs", weight, (group,))
+
+
+def _move_all(source: Path, target: Path) -> None:
+    """Every process of cgroup `source` into `target` (one that ends meanwhile is skipped)."""
+    try:
+        pids = (source / "cgroup.procs").read_text().split()
+    except FileNotFoundError:
+        return
+    for pid in pids:
+        try:
+            (target / "cgroup.procs").write_text(pid)
+        except OSError as exc:
+            if exc.errno != errno.ESRCH:
+                raise
+
+
+def member_of(pid: int, procs: Path) -> bool:
+    """Whether `pid` is in the group whose cgroup.procs file is `procs`."""
+    try:
+        return str(pid) in procs.read_text().split()
+    except OSError:
+        return False
