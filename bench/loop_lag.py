@@ -10,7 +10,13 @@ Scenarios, each a fresh Switchboard:
   stream of turns and events from all of them at once.
 * 40 busy real CLIs: the real bundled `claude` against the mock Anthropic API, turns back to back
   (each a request, a streamed answer, the CLI's own bookkeeping: the CLIs keep both cores busy),
-  at the default agent priority (agent_nice) and, for reference, at the supervisor's (0).
+  at the default agent priority (agent_nice) and, for reference, at the supervisor's (0); each
+  with the default agent_cpu_group (auto: one cgroup for all agents where the host allows it)
+  and, as the baseline of the same run, with autogroup (each agent's session niced).
+
+Options: --real-only (no fake fleets), --nice 10,0 and --groups auto,autogroup (what to run),
+--repeat N (each real scenario N times, interleaved). Each scenario prints the arrangement the
+supervisor chose for the agents' CPU (supervisor/process/cpugroup.py).
 
 Once every agent has finished a turn, a probe on the event loop sleeps 10 ms at a time for
 WINDOW_S seconds; its lateness is the loop's lag. Reported: lag p99 (goal < 50 ms, issue 11
@@ -19,6 +25,7 @@ item 2) and max, and the turns finished in the window.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import sys
@@ -44,7 +51,7 @@ from supervisor.config import Settings  # noqa: E402
 from tests.conftest import make_settings  # noqa: E402
 from tests.fakes.mock_anthropic import MockAnthropic  # noqa: E402
 
-SUITE = {"timeout_s": 420}
+SUITE = {"timeout_s": 720}
 FAKE_SIZES = (5,) if smoke() else (100, 300)
 REAL_N = 2 if smoke() else 40
 WINDOW_S = 2.0 if smoke() else 10.0
@@ -79,7 +86,8 @@ async def drive(app: Switchboard, runner: Any, prompt: str, stop: asyncio.Event,
 
 async def scenario(settings: Settings, n: int, prompt: str) -> tuple[list[float], int]:
     async with Switchboard(settings) as app:
-        assert app.pool is not None
+        assert app.pool is not None and app.pool.cpu is not None
+        print(f"  agents' CPU ({settings.agent_cpu_group}): {app.pool.cpu.describe()}", flush=True)
         runners = await spawn_idle(app.pool, n, prompt, READY_TIMEOUT_S)
         stop = asyncio.Event()
         turns = [0]
@@ -93,7 +101,8 @@ async def scenario(settings: Settings, n: int, prompt: str) -> tuple[list[float]
     return lateness, done
 
 
-def report(label: str, lateness: list[float], turns: int, gated: bool) -> None:
+def report(label: str, lateness: list[float], turns: int, gated: bool,
+           baseline: float | None = None) -> float:
     p99, worst = percentile(lateness, 99), max(lateness)
     failed, FAILED[:] = list(FAILED), []
     if failed:
@@ -101,27 +110,53 @@ def report(label: str, lateness: list[float], turns: int, gated: bool) -> None:
     print(f"  {label}: loop lag p50 {percentile(lateness, 50):.1f} ms, p99 {p99:.1f} ms, "
           f"max {worst:.1f} ms; {turns} turns asked in {WINDOW_S:g} s", flush=True)
     result(f"loop lag p99, {label}", p99, "ms", goal=f"< {GOAL_MS:g} ms" if gated else "",
+           baseline=baseline, ratio=p99 / baseline if baseline else None,
            passed=(p99 < GOAL_MS) if gated else None,
            note=f"max {worst:.0f} ms, {turns / WINDOW_S:.0f} turns/s"
            + (f", {len(failed)} agents failed" if failed else ""))
+    return p99
+
+
+def options() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Event-loop lag under a busy fleet.")
+    parser.add_argument("--real-only", action="store_true", help="no fake fleets")
+    parser.add_argument("--nice", default=f"{DEFAULT_NICE},0", help="agent_nice values, a,b")
+    parser.add_argument("--groups", default="auto,autogroup",
+                        help="agent_cpu_group values, a,b (the first is gated, the others its "
+                             "baselines)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each real scenario")
+    return parser.parse_args()
 
 
 async def main() -> int:
+    opts = options()
     quiet_logging()
     started = time.monotonic()
     print(f"loop lag: python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
           f"window {WINDOW_S:g} s, probe {PROBE_S * 1000:g} ms", flush=True)
     with scratch_dir("sbll") as home:
-        for n in FAKE_SIZES:
+        for n in () if opts.real_only else FAKE_SIZES:
             settings = fleet_settings(make_settings(home / f"f{n}", fake=True), n, DEFAULT_NICE)
             lateness, turns = await scenario(settings, n, "TEXT: streaming")
             report(f"{n} fake agents streaming", lateness, turns, gated=True)
-        for nice in (DEFAULT_NICE, 0):
-            with MockAnthropic() as mock:
-                settings = fleet_settings(make_settings(home / f"r{nice}", mock), REAL_N, nice)
-                lateness, turns = await scenario(settings, REAL_N, "TEXT: " + "busy " * 200)
-            report(f"{REAL_N} busy real CLIs, agent_nice={nice}", lateness, turns,
-                   gated=nice == DEFAULT_NICE)
+        groups = opts.groups.split(",")
+        for run in range(opts.repeat):
+            for nice in (int(n) for n in opts.nice.split(",")):
+                # The baselines first: the gated figure is compared with them, same run.
+                baseline = None
+                for group in reversed(groups):
+                    with MockAnthropic() as mock:
+                        settings = fleet_settings(make_settings(home / f"r{run}-{nice}-{group}",
+                                                                mock), REAL_N, nice)
+                        lateness, turns = await scenario(
+                            settings.with_(agent_cpu_group=group), REAL_N,
+                            "TEXT: " + "busy " * 200)
+                    first = group == groups[0]
+                    p99 = report(f"{REAL_N} busy real CLIs, agent_nice={nice}, "
+                                 f"agent_cpu_group={group}", lateness, turns,
+                                 gated=first and nice == DEFAULT_NICE,
+                                 baseline=baseline if first else None)
+                    baseline = baseline or p99
     print(f"done in {time.monotonic() - started:.1f}s")
     return 0
 
