@@ -127,8 +127,9 @@ class Settings(BaseSettings):
     agent_env_passthrough: Annotated[Names, Key("SWITCHBOARD_AGENT_ENV_PASSTHROUGH",
                                                 "agent_env_passthrough")] = ()
     kill_grace_s: Annotated[Seconds, Key("SWITCHBOARD_KILL_GRACE_S", "kill_grace_s")] = 5.0
-    # How many nice levels below the supervisor every agent runs (its nice value and its
-    # session's autogroup), so that a busy fleet cannot starve the supervisor; 0: same priority.
+    # How many nice levels below the supervisor every agent runs (its nice value, and its CPU
+    # group's weight or its session's autogroup), so that a busy fleet cannot starve the
+    # supervisor; 0: same priority.
     agent_nice: Annotated[int, _WHOLE, BeforeValidator(_not_a_bool), Field(ge=0, le=19),
                           Key("SWITCHBOARD_AGENT_NICE", "agent_nice")] = 10
     # What holds them there (supervisor/process/cpugroup.py): auto, a cgroup where one can be

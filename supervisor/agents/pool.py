@@ -150,7 +150,7 @@ class AgentPool:
                            describe(iso, self.settings.allow_unisolated_agents))
         self.cpu = cpu = await asyncio.to_thread(
             arrange, self.settings.agent_cpu_group, self.settings.agent_nice,
-            self.settings.instance_id)
+            self.settings.instance_id, self.settings.max_agents)
         logger.info("agents' CPU: %s", cpu.describe())
         self._deps = RunnerDeps(
             settings=self.settings,

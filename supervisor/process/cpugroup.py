@@ -6,10 +6,11 @@ In order, where `agent_cpu_group` is auto: (1) cgroup v2 with our own cgroup del
 controller offered to it and its files ours to write): every process of our cgroup moves to a
 leaf `supervisor/` (a cgroup with children may hold no process), agents go to `agents/`; (2) a
 cgroup v1 cpu hierarchy we may write (root on a hybrid host): a group `switchboard-<data dir
-id>-agents` beside us, weighed with cpu.shares; (3) otherwise each agent's session is niced as
-before. Either group weighs as one process `agent_nice` levels below the supervisor's, however
-many agents and processes it holds, and a process in a cgroup other than the root one has no
-autogroup: an agent's `setsid` no longer earns it a share of its own.
+id>` in ours with the same two leaves, weighing against the rest of the host what the
+supervisor and a full fleet weighed there as autogroups; (3) otherwise each agent's session is
+niced as before. The agents' group weighs as one process `agent_nice` levels below the
+supervisor's, however many agents and processes it holds, and a process in a cgroup other than
+the root one has no autogroup: an agent's `setsid` no longer earns it a share of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import errno
 import logging
 import os
+import time
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -32,6 +34,8 @@ SELF_CGROUP = Path("/proc/self/cgroup")
 NICE_WEIGHT = (1024, 820, 655, 526, 423, 335, 272, 215, 172, 137,
                110, 87, 70, 56, 45, 36, 29, 23, 18, 15)
 V2_DEFAULT_WEIGHT = 100  # cgroup v2's cpu.weight of a group at nice 0 (the supervisor's leaf)
+V1_MAX_SHARES = 262144
+EBUSY_WAIT_S = 2.0  # a killed process leaves its cgroup as it finishes exiting: not at once
 FIX = ("to use a cgroup, run the supervisor as root on a host with a writable cgroup v1 cpu "
        "hierarchy, or give it a delegated cgroup v2 subtree (Docker: --cgroupns=private and a "
        "writable /sys/fs/cgroup; systemd: Delegate=cpu in its unit)")
@@ -46,37 +50,64 @@ class Kind(StrEnum):
 @dataclass(frozen=True, slots=True)
 class Arrangement:
     """What holds the agents' CPU. `procs`: the cgroup.procs file the launcher joins (None:
-    autogroups); `weight`: the agents group's cpu.weight (v2) or cpu.shares (v1); `why`: why
-    this one and not a better one; `made`: groups to remove at release, deepest first."""
+    autogroups); `weight`: the agents group's cpu.weight (v2) or cpu.shares (v1), `whole`:
+    v1, the shares of Switchboard's group against the rest of the host; `why`: why this one
+    and not a better one; `made`: groups to remove at release, deepest first; `home`: the
+    cgroup our processes came from, where they go back."""
 
     kind: Kind
     why: str
     procs: Path | None = None
     weight: int = 0
     made: tuple[Path, ...] = field(default=())
+    home: Path | None = None
+    whole: int = 0
 
     def describe(self) -> str:
         if self.procs is None:
             return f"autogroup (each agent's session niced): {self.why}"
         unit = "cpu.weight" if self.kind == Kind.CGROUP2 else "cpu.shares"
-        return f"{self.kind}: agents in {self.procs.parent} ({unit} {self.weight}); {self.why}"
+        whole = f", Switchboard's group {self.whole}" if self.whole else ""
+        return (f"{self.kind}: agents in {self.procs.parent} ({unit} {self.weight}, the "
+                f"supervisor's leaf {_read(self.procs.parent.parent / 'supervisor' / unit)}"
+                f"{whole}); {self.why}")
 
     def release(self) -> None:
         """Remove the groups we made, once empty (a group that still holds a process stays:
-        the next start with this data directory reuses it). v2: our processes go back to the
-        cgroup they came from, the cpu controller given back."""
+        the next start with this data directory reuses it); our processes go back to the
+        cgroup they came from (v2: the cpu controller given back first)."""
         for group in self.made:
-            if group.name == "supervisor" and self.kind == Kind.CGROUP2:
-                parent = group.parent
-                with contextlib.suppress(OSError):
-                    (parent / "cgroup.subtree_control").write_text("-cpu")
-                _move_all(group, parent)
-            try:
-                group.rmdir()
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
+            if group.name == "supervisor" and self.home is not None:
+                if self.kind == Kind.CGROUP2:
+                    with contextlib.suppress(OSError):
+                        (self.home / "cgroup.subtree_control").write_text("-cpu")
+                try:
+                    _move_all(group, self.home)
+                except OSError as exc:
+                    logger.warning("cpu group: cannot move back path=%s error=%s", group, exc)
+            _rmdir(group)
+
+
+def _rmdir(group: Path) -> None:
+    deadline = time.monotonic() + EBUSY_WAIT_S
+    while True:
+        try:
+            group.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() > deadline:
                 logger.warning("cpu group not removed path=%s error=%s", group, exc)
+                return
+            time.sleep(0.02)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return "?"
 
 
 def weight_v1(agent_nice: int) -> int:
@@ -97,6 +128,8 @@ def _own_paths(self_cgroup: Path) -> tuple[str | None, str | None]:
     except OSError:
         return None, None
     for line in lines:
+        if line.count(":") < 2:
+            continue
         _, controllers, path = line.split(":", 2)
         if controllers == "" and line.startswith("0::"):
             v2 = path
@@ -142,6 +175,8 @@ def _v1_group(root: Path, self_cgroup: Path) -> tuple[Path | None, str]:
     if mount is None or path is None:
         return None, "no cgroup v1 cpu hierarchy here"
     own = _within(mount, path)
+    if own.name == "supervisor" and own.parent.name.startswith("switchboard-"):
+        own = own.parent.parent  # arranged before, by this process (a second supervisor in it)
     if not os.access(own, os.W_OK):
         return None, f"cgroup v1: the cpu hierarchy at {own} is not writable"
     return own, ""
@@ -178,8 +213,8 @@ def doctor_text(mode: str, agent_nice: int, *, root: Path = CGROUP_ROOT,
     return mode != "cgroup", f"{text}; {FIX}"
 
 
-def arrange(mode: str, agent_nice: int, instance: str, *, root: Path = CGROUP_ROOT,
-            self_cgroup: Path = SELF_CGROUP) -> Arrangement:
+def arrange(mode: str, agent_nice: int, instance: str, fleet: int, *,
+            root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP) -> Arrangement:
     """Make the agents' group (or reuse one a crashed run left); fall back to autogroups where
     no cgroup can be made, or raise ConfigError where `mode` is cgroup and none can."""
     why_not: list[str] = []
@@ -190,7 +225,7 @@ def arrange(mode: str, agent_nice: int, instance: str, *, root: Path = CGROUP_RO
                 why_not.append(why)
                 continue
             try:
-                made = make(where, agent_nice, instance)
+                made = make(where, agent_nice, instance, fleet)
             except OSError as exc:
                 why_not.append(f"{where}: {exc.strerror or exc}")
                 continue
@@ -202,7 +237,7 @@ def arrange(mode: str, agent_nice: int, instance: str, *, root: Path = CGROUP_RO
     return Arrangement(Kind.AUTOGROUP, why)
 
 
-def _make_v2(own: Path, agent_nice: int, _instance: str) -> Arrangement:
+def _make_v2(own: Path, agent_nice: int, _instance: str, _fleet: int) -> Arrangement:
     made = []
     for name in ("agents", "supervisor"):
         with contextlib.suppress(FileExistsError):
@@ -214,23 +249,36 @@ def _make_v2(own: Path, agent_nice: int, _instance: str) -> Arrangement:
         weight = weight_v2(agent_nice)
         (own / "agents" / "cpu.weight").write_text(str(weight))
     except OSError:
-        Arrangement(Kind.CGROUP2, "", made=tuple(made)).release()
+        Arrangement(Kind.CGROUP2, "", made=tuple(made), home=own).release()
         raise
     return Arrangement(Kind.CGROUP2, "", own / "agents" / "cgroup.procs", weight,
-                       (own / "agents", own / "supervisor"))
+                       (own / "agents", own / "supervisor"), own)
 
 
-def _make_v1(own: Path, agent_nice: int, instance: str) -> Arrangement:
-    group = own / f"switchboard-{instance}-agents"
-    with contextlib.suppress(FileExistsError):
-        group.mkdir()
+def _make_v1(own: Path, agent_nice: int, instance: str, fleet: int) -> Arrangement:
+    """Switchboard's group in ours, weighing against the rest of the host as the supervisor and
+    `fleet` agents did as autogroups (so a shared host's other work does not starve the fleet
+    more than before), with the supervisor's leaf and the agents' in it. v1 lets a group hold
+    processes beside children: only the supervisor moves."""
+    base = own / f"switchboard-{instance}"
+    made = []
+    for group in (base, base / "supervisor", base / "agents"):
+        with contextlib.suppress(FileExistsError):
+            group.mkdir()
+            made.append(group)
     weight = weight_v1(agent_nice)
+    whole = min(V1_MAX_SHARES, NICE_WEIGHT[0] + fleet * weight)
+    arranged = Arrangement(Kind.CGROUP1, "", base / "agents" / "cgroup.procs", weight,
+                           (base / "agents", base / "supervisor", base), own, whole)
     try:
-        (group / "cpu.shares").write_text(str(weight))
+        (base / "cpu.shares").write_text(str(whole))
+        (base / "supervisor" / "cpu.shares").write_text(str(NICE_WEIGHT[0]))
+        (base / "agents" / "cpu.shares").write_text(str(weight))
+        (base / "supervisor" / "cgroup.procs").write_text(str(os.getpid()))
     except OSError:
-        Arrangement(Kind.CGROUP1, "", made=(group,)).release()
+        Arrangement(Kind.CGROUP1, "", made=tuple(reversed(made)), home=own).release()
         raise
-    return Arrangement(Kind.CGROUP1, "", group / "cgroup.procs", weight, (group,))
+    return arranged
 
 
 def _move_all(source: Path, target: Path) -> None:

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from commands.dispatcher import REGISTRY
+from supervisor.config import Settings
+from supervisor.process.cpugroup import doctor_text
 from tests.conftest import FAKE_CLAUDE
 from tests.subproc import Supervisor, write_config
 
@@ -62,6 +64,9 @@ def test_doctor_with_an_api_key_and_the_bundled_cli(tmp_path, mock_api):
     assert mock_api.model_list_auth == ["sk-test-not-real"] and mock_api.requests == []
     assert (f"[ok] model API: one request (GET /v1/models, uses no tokens) to "
             f"127.0.0.1:{mock_api.port}: the ANTHROPIC_API_KEY is accepted (200)") in out.stdout
+    # Which arrangement holds the agents' CPU below the supervisor, and why (issue 32).
+    ok, cpu = doctor_text("auto", Settings.model_fields["agent_nice"].default)
+    assert f"[{'ok' if ok else 'PROBLEM'}] {cpu}" in out.stdout, out.stdout
 
 
 def test_doctor_says_when_the_model_api_refuses_the_key_or_cannot_be_reached(tmp_path, mock_api):

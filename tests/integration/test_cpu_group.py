@@ -38,6 +38,7 @@ def _expected(kind: Kind, nice: int) -> int:
 
 async def test_an_agent_and_all_it_starts_run_in_the_agents_group(short_home):
     settings = make_settings(short_home, fake=True, agent_nice=DEFAULT_NICE)
+    before = Path("/proc/self/cgroup").read_text()
     async with Switchboard(settings) as app:
         assert app.pool is not None and app.pool.cpu is not None
         cpu = app.pool.cpu
@@ -52,22 +53,25 @@ async def test_an_agent_and_all_it_starts_run_in_the_agents_group(short_home):
         assert len(members) >= (5 if proc.sandboxed else 3), members
         assert all(member_of(pid, cpu.procs) for pid in members), members
         assert not member_of(os.getpid(), cpu.procs)  # the supervisor is not below itself
+        assert member_of(os.getpid(), cpu.procs.parent.parent / "supervisor" / "cgroup.procs")
         assert _weight(cpu.procs) == _expected(cpu.kind, DEFAULT_NICE) == cpu.weight
-        group = cpu.procs.parent
-    assert not group.exists(), "the empty group is removed at shutdown"
+        made = cpu.made
+    assert not any(g.exists() for g in made), "the groups are removed at shutdown"
+    assert Path("/proc/self/cgroup").read_text() == before, "the supervisor is back"
 
 
 async def test_a_group_a_crashed_run_left_is_reused_and_then_removed(short_home):
     settings = make_settings(short_home, fake=True, agent_nice=DEFAULT_NICE)
     # What a supervisor killed with -9 leaves: its group, at the weight it had set (nice 0).
-    stale = arrange("auto", 0, settings.instance_id)
+    stale = arrange("auto", 0, settings.instance_id, settings.max_agents)
     if stale.procs is None:
         pytest.skip(f"no cgroup can be made here: {stale.why}")
     async with Switchboard(settings) as app:
         assert app.pool is not None and app.pool.cpu is not None
         assert app.pool.cpu.procs == stale.procs
         assert _weight(stale.procs) == _expected(stale.kind, DEFAULT_NICE)
-    assert not stale.procs.parent.exists()
+        assert not member_of(os.getpid(), stale.procs)
+    assert not any(g.exists() for g in stale.made)
 
 
 async def test_agent_cpu_group_autogroup_leaves_agents_where_the_supervisor_is(short_home):
@@ -88,7 +92,7 @@ async def test_agent_cpu_group_autogroup_leaves_agents_where_the_supervisor_is(s
 def test_where_no_cgroup_can_be_made_the_autogroups_hold_the_agents(tmp_path):
     nothing = tmp_path / "empty"
     nothing.mkdir()
-    got = arrange("auto", DEFAULT_NICE, "x", root=nothing)
+    got = arrange("auto", DEFAULT_NICE, "x", 10, root=nothing)
     assert got.kind == Kind.AUTOGROUP and got.procs is None
     assert "no cgroup v2 hierarchy here" in got.why and "no cgroup v1 cpu hierarchy" in got.why
     # A cgroup v2 whose cpu controller is not offered to us (what a container gets without
@@ -98,11 +102,11 @@ def test_where_no_cgroup_can_be_made_the_autogroups_hold_the_agents(tmp_path):
     (v2 / "cgroup.controllers").write_text("memory pids\n")
     me = tmp_path / "self-cgroup"
     me.write_text("0::/\n")
-    got = arrange("auto", DEFAULT_NICE, "x", root=v2, self_cgroup=me)
+    got = arrange("auto", DEFAULT_NICE, "x", 10, root=v2, self_cgroup=me)
     assert got.kind == Kind.AUTOGROUP
     assert "the cpu controller is not offered to our cgroup /" in got.why
     with pytest.raises(ConfigError) as refused:
-        arrange("cgroup", DEFAULT_NICE, "x", root=v2, self_cgroup=me)
+        arrange("cgroup", DEFAULT_NICE, "x", 10, root=v2, self_cgroup=me)
     assert "set agent_cpu_group = auto" in str(refused.value)
     assert "Delegate=cpu" in str(refused.value)
     assert not list(v2.iterdir())[1:], "nothing made there"

@@ -20,6 +20,7 @@ def _attack(group: str, weight_file: str, supervisor_procs: str) -> str:
         f"echo $PPID > {supervisor_procs}",  # the CLI that started it
         f"echo $$ > {parent}/tasks",  # v1: one thread at a time
         f"echo 10000 > {group}/{weight_file}",
+        f"echo 10000 > {parent}/supervisor/{weight_file}",  # or lower the supervisor's
         f"mkdir {parent}/escape-$$ && echo $$ > {parent}/escape-$$/cgroup.procs",
         f"mount -o remount,rw {parent}",
         "mkdir -p /tmp/cg && mount -t cgroup -o cpu none /tmp/cg",
@@ -42,16 +43,17 @@ async def test_an_agent_cannot_leave_its_cpu_group_or_raise_its_weight(hostile_a
         pytest.skip(f"no cgroup can be made here: {cpu.why}")
     group = cpu.procs.parent
     weight_file = "cpu.weight" if cpu.kind == Kind.CGROUP2 else "cpu.shares"
-    # Where the supervisor is: v2, the leaf beside the agents'; v1, the cgroup the group is in.
-    supervisor = group.parent / "supervisor" if cpu.kind == Kind.CGROUP2 else group.parent
+    supervisor = group.parent / "supervisor"  # the supervisor's leaf, beside the agents'
+    supervisor_weight = (supervisor / weight_file).read_text()
     [agent] = await spawn_fleet(hostile_app, ["climber"], bash_script(
         _attack(str(group), weight_file, str(supervisor / "cgroup.procs"))))
     result = next(c.result for c in tool_calls(mock_api) if "attack done" in c.result)
     assert "ESCAPED" not in result, result
-    assert result.count("refused: ") == 8, result
+    assert result.count("refused: ") == 9, result
     # Seen from the host: the group's weight is the supervisor's choice still, no group was
     # made beside it, and every process of the agent (the setsid one too) is in the group.
     assert int((group / weight_file).read_text()) == cpu.weight
+    assert (supervisor / weight_file).read_text() == supervisor_weight
     assert not [p for p in group.parent.iterdir() if p.name.startswith("escape-")]
     proc = agent.process
     assert proc is not None and proc.cli_pid is not None
