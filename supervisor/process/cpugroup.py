@@ -188,7 +188,7 @@ def plan(mode: str, *, root: Path = CGROUP_ROOT,
     directory the groups go in (None: autogroups) and why."""
     if mode == "autogroup":
         return Kind.AUTOGROUP, None, "agent_cpu_group = autogroup"
-    why_not = []
+    why_not: list[str] = []
     for kind, find in ((Kind.CGROUP2, _v2_group), (Kind.CGROUP1, _v1_group)):
         where, why = find(root, self_cgroup)
         if where is not None:
