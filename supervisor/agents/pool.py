@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -148,10 +148,6 @@ class AgentPool:
         else:
             logger.warning("isolation: %s",
                            describe(iso, self.settings.allow_unisolated_agents))
-        self.cpu = cpu = await asyncio.to_thread(
-            arrange, self.settings.agent_cpu_group, self.settings.agent_nice,
-            self.settings.instance_id, self.settings.max_agents)
-        logger.info("agents' CPU: %s", cpu.describe())
         self._deps = RunnerDeps(
             settings=self.settings,
             store=self.store,
@@ -178,7 +174,6 @@ class AgentPool:
             ingest=self.ingest,
             memory=self.project_memory,
             gateway=self.gateway,
-            cpu_group=str(cpu.procs) if cpu.procs is not None else None,
         )
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
         self.settings.context_dir.mkdir(parents=True, exist_ok=True)  # the shared context
@@ -193,6 +188,13 @@ class AgentPool:
         self._interrupted = await report_interrupted(
             self.store, self.escalations, {r.id: r.name for r in rows},
             "the supervisor stopped while it ran")
+        # Last: a prepare that fails has nothing to undo (`release` runs only after a start).
+        self.cpu = cpu = await asyncio.to_thread(
+            arrange, self.settings.agent_cpu_group, self.settings.agent_nice,
+            self.settings.instance_id, self.settings.max_agents)
+        logger.info("agents' CPU: %s", cpu.describe())
+        if cpu.procs is not None:
+            self._deps = replace(self._deps, cpu_group=str(cpu.procs))
 
     async def start(self) -> RecoveryReport:
         """After the bus: every agent back (a live one to resume its session), the operator

@@ -40,6 +40,8 @@ class MemoryProbe:
             for line in Path("/proc/self/cgroup").read_text().splitlines():
                 if line.startswith("0::"):
                     path = Path("/sys/fs/cgroup") / line[3:].lstrip("/")
+                    if path.name == "supervisor" and (path.parent / "agents").is_dir():
+                        path = path.parent  # our leaf (process/cpugroup.py): the limit is above
                     if (path / "memory.current").exists():
                         return path
         except OSError:

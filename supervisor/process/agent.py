@@ -33,6 +33,7 @@ from supervisor import egress_relay
 from supervisor import launcher as launcher_module
 from supervisor.errors import ConfigError
 from supervisor.process import proctable
+from supervisor.process.cpugroup import member_of
 from supervisor.process.proctable import ProcTable, Snapshot
 from supervisor.process.tree import (
     DYING_WAIT_S,
@@ -195,6 +196,7 @@ class AgentProcess:
         pid = info.get("pid")
         if self.sandboxed:
             self._find_sandbox(pid if isinstance(pid, int) else None)
+            self._check_cpu_group()
             return
         if isinstance(pid, int):
             self.cli_pid = pid
@@ -208,6 +210,15 @@ class AgentProcess:
                 with contextlib.suppress(psutil.NoSuchProcess):
                     if psutil.Process(p).ppid() == os.getpid():
                         self.launcher_pid = p
+        self._check_cpu_group()
+
+    def _check_cpu_group(self) -> None:
+        """The launcher joined the agents' CPU group (process/cpugroup.py), or it is said: the
+        agent then weighs as its session's autogroup, as without a group."""
+        group = self.options.env.get(launcher_module.CPU_GROUP_VAR)
+        if group and self.launcher_pid and not member_of(self.launcher_pid, Path(group)):
+            logger.warning("agent outside the agents' CPU group tag=%s group=%s stderr=%s",
+                           self.tag, group, self.stderr_text(2))
 
     def _find_sandbox(self, inner_cli_pid: int | None) -> None:
         """Host pids of bwrap (our child), the namespace's init and the CLI."""

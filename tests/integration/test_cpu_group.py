@@ -60,6 +60,25 @@ async def test_an_agent_and_all_it_starts_run_in_the_agents_group(short_home):
     assert Path("/proc/self/cgroup").read_text() == before, "the supervisor is back"
 
 
+async def test_an_unsandboxed_agent_is_in_the_group_too(short_home):
+    """allow_unisolated_agents on a host without bwrap: the launcher joins the group before it
+    starts the CLI."""
+    settings = make_settings(short_home, fake=True).with_(
+        bwrap_path=short_home / "no-bwrap-here", allow_unisolated_agents=True)
+    async with Switchboard(settings) as app:
+        assert app.pool is not None and app.pool.cpu is not None
+        cpu = app.pool.cpu
+        if cpu.procs is None:
+            pytest.skip(f"no cgroup can be made here: {cpu.why}")
+        runner = await app.pool.spawn("bare", "BG")
+        await wait_for(lambda: runner.state == "idle", 60, "the agent's first turn")
+        proc = runner.process
+        assert proc is not None and not proc.sandboxed and proc.cli_pid is not None
+        members = proc.members()
+        assert len(members) >= 3, members  # the launcher, the CLI, its setsid child (and sh)
+        assert all(member_of(pid, cpu.procs) for pid in members), members
+
+
 async def test_a_group_a_crashed_run_left_is_reused_and_then_removed(short_home):
     settings = make_settings(short_home, fake=True, agent_nice=DEFAULT_NICE)
     # What a supervisor killed with -9 leaves: its group, at the weight it had set (nice 0).
