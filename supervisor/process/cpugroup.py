@@ -261,6 +261,7 @@ def _make_v1(own: Path, agent_nice: int, instance: str, fleet: int) -> Arrangeme
     more than before), with the supervisor's leaf and the agents' in it. v1 lets a group hold
     processes beside children: only the supervisor moves."""
     base = own / f"switchboard-{instance}"
+    _clean_stale(own, base)
     made = []
     for group in (base, base / "supervisor", base / "agents"):
         with contextlib.suppress(FileExistsError):
@@ -279,6 +280,25 @@ def _make_v1(own: Path, agent_nice: int, instance: str, fleet: int) -> Arrangeme
         Arrangement(Kind.CGROUP1, "", made=tuple(reversed(made)), home=own).release()
         raise
     return arranged
+
+
+def _clean_stale(own: Path, keep: Path) -> None:
+    """Remove the groups of supervisors that are gone (killed, crashed: nothing removed them):
+    a live one is always in its own `supervisor/` leaf, so a group with no process in it or its
+    leaves has none. Groups still holding processes stay."""
+    for base in own.glob("switchboard-*"):
+        leaves = (base / "agents", base / "supervisor")
+        if base == keep or any(_read(g / "cgroup.procs") for g in (*leaves, base)):
+            continue
+        for group in (*leaves, base):
+            try:
+                group.rmdir()
+            except FileNotFoundError:
+                continue
+            except OSError:
+                break  # taken meanwhile, or not ours to remove
+        else:
+            logger.info("cpu group of a supervisor that is gone removed path=%s", base)
 
 
 def _move_all(source: Path, target: Path) -> None:

@@ -93,6 +93,18 @@ async def test_a_group_a_crashed_run_left_is_reused_and_then_removed(short_home)
     assert not any(g.exists() for g in stale.made)
 
 
+async def test_the_empty_group_of_another_data_directory_is_cleaned(short_home):
+    """A supervisor of another data directory killed with -9: its group stays, empty (its
+    leaf lost its only process). The next start of any supervisor removes it."""
+    gone = arrange("auto", 0, "0badc0ffee00", 10)
+    if gone.procs is None or gone.home is None:
+        pytest.skip(f"no cgroup can be made here: {gone.why}")
+    (gone.home / "cgroup.procs").write_text(str(os.getpid()))  # as if it had died
+    settings = make_settings(short_home, fake=True)
+    async with Switchboard(settings):
+        assert not any(g.exists() for g in gone.made)
+
+
 async def test_agent_cpu_group_autogroup_leaves_agents_where_the_supervisor_is(short_home):
     settings = make_settings(short_home, fake=True).with_(agent_cpu_group="autogroup")
     async with Switchboard(settings) as app:
