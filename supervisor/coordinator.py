@@ -54,8 +54,9 @@ class Coordinator:
         (self._held if held else self._lost).set()
         (self._lost if held else self._held).clear()
         if held:
-            logger.warning("coordinator role taken: this worker runs the chat front ends and "
-                           "the scheduler")
+            # On SQLite the one process always holds it: worth a line, not a warning.
+            (logger.info if self.url is None else logger.warning)(
+                "coordinator role taken: this worker runs the chat front ends and the scheduler")
         elif stopping:
             logger.info("coordinator role given up: this worker stops")
         else:
