@@ -70,15 +70,23 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench._attention_script import (  # noqa: E402
+    DAY_END,
+    DAY_H,
+    DAY_START,
+    STEPS,
+    TZ,
+    WAKE_EVERY_H,
+    WAKES,
+    ScriptedMock,
+)
 from bench._common import quiet_logging, result, scratch_dir, smoke  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
 from bot.kit.digest import Gatherer  # noqa: E402
@@ -92,19 +100,11 @@ from supervisor.guard.learned import ALWAYS  # noqa: E402
 from supervisor.process.sandbox import agent_ids  # noqa: E402
 from supervisor.schedule.scheduler import PoolTargets, Scheduler  # noqa: E402
 from tests.conftest import make_settings, run  # noqa: E402
-from tests.fakes.mock_anthropic import MockAnthropic  # noqa: E402
 
 SUITE = {"timeout_s": 400}
 AGENTS = 3 if smoke() else 10
-DAY_H = 8
-WAKE_EVERY_H = 2
-WAKES = DAY_H // WAKE_EVERY_H
 AGENT_HOURS = AGENTS * DAY_H
-TZ = "Europe/Berlin"
-DAY_START = datetime(2026, 12, 7, 8, 0, tzinfo=ZoneInfo(TZ)).timestamp()  # a Monday
-DAY_END = DAY_START + DAY_H * 3600
 FRONTEND = "bench"
-STEPS = "STEPS "
 TURN_TIMEOUT_S = 120.0
 SETTLE_TIMEOUT_S = 30.0
 STEP_S = 240.0 if smoke() else 60.0  # the clock's step (the scheduler ticks every 15 s)
@@ -122,11 +122,6 @@ What not to do:
 - Do not touch the release scripts.
 Escalate when: the same test fails three runs in a row.
 """
-DECIDED = (
-    "The flaky test failed again. Should I skip the test or fix it?",
-    "Which wording and formatting should the changelog entry use?",
-    "The build failed once. Should I retry the build or report it now?",
-)
 REVIEWER = "rev"
 REVIEWER_CHARTER = """\
 Goal: settle the fleet's routine requests, so the operator is asked only what needs them.
@@ -137,9 +132,6 @@ Reviews:
 Escalate:
 - anything about credentials, secrets or money
 """
-REASONING = "routine for this fleet, as my charter's Reviews section says"
-MUST_ASK = "The same test fails three runs in a row now. What should happen?"
-OPEN = "Which customer should we contact about the outage?"
 POLICY = """\
 default = "ask"
 [tools]
@@ -155,118 +147,7 @@ command = ["touch", "ls", "git status", "git add", "git commit"]
 action = "allow"
 reason = "routine for this fleet"
 """
-_STEPS_RE = re.compile(r'written="([^"]+)"[^>]*>\s*' + STEPS + r"svc(\d+)\b")
-_REVIEW_RE = re.compile(r"Review request (r[a-z0-9]+): \S+ (wants to use|asks)")
 OPERATOR = Caller("bench:1", "bench", Role.ADMIN, "bench")
-
-
-def wake_script(agent: int, wake: int) -> list[dict[str, Any]]:
-    """The tool calls of one wake, in order (a fixed pattern, the same in both runs)."""
-    tag = f"{agent}-{wake}"
-    steps: list[dict[str, Any]] = [
-        {"tool": "Bash", "input": {"command": f"touch notes-{tag}.txt", "description": "note"}},
-        {"tool": "Bash", "input": {"command": "ls", "description": "look"}},
-        {"tool": "Bash", "input": {"command": "git status", "description": "status"}},
-    ]
-    if wake == WAKES - 1:  # the day's work is pushed at its last wake
-        steps.append({"tool": "Bash", "input": {"command": f"git push origin fix-{tag}",
-                                                "description": "push"}})
-    if agent % 2 == 0 and wake == 2:
-        steps.append({"tool": "Bash", "input": {"command": f"rm -r scratch-{tag}",
-                                                "description": "clean"}})
-    if (3 * agent + wake) % 5 == 2:
-        steps.append({"tool": "Bash", "input": {"command": "make check", "description": "check"}})
-    if (agent + wake) % 2 == 0:
-        n = (agent * 2 + wake // 2) % 5
-        question = DECIDED[n] if n < 3 else (MUST_ASK if n == 3 else OPEN)
-        steps.append({"tool": "AskUserQuestion", "input": {"questions": [{
-            "question": question, "header": "Question", "multiSelect": False,
-            "options": [{"label": "go ahead", "description": "yes"},
-                        {"label": "hold", "description": "no"}]}]}})
-    return steps
-
-
-def closing_text(agent: int, wake: int) -> str:
-    """How a wake's turn ends: all well in one line, or, for a quarter of them, a finding."""
-    if (agent + wake) % 4 == 1:
-        return (f"NOTIFY: svc{agent}: two tests are flaky on main; I fixed one, the other is "
-                f"described in notes-{agent}-{wake}.txt")
-    return "All well: nothing to report."
-
-
-def wake_of(written: str) -> int:
-    """Which wake of the day a scheduled message is, from its `written` stamp (UTC)."""
-    at = datetime.strptime(written, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=ZoneInfo("UTC"))
-    return round((at.timestamp() - DAY_START) / (WAKE_EVERY_H * 3600)) - 1
-
-
-def _user_texts(msg: dict[str, Any]) -> list[str]:
-    content = msg.get("content")
-    if isinstance(content, str):
-        return [content]
-    return [str(b.get("text", "")) for b in content or []
-            if isinstance(b, dict) and b.get("type") == "text"]
-
-
-def _tool_results(msg: dict[str, Any]) -> int:
-    content = msg.get("content")
-    return sum(1 for b in content if isinstance(b, dict) and b.get("type") == "tool_result") \
-        if isinstance(content, list) else 0
-
-
-class ScriptedMock(MockAnthropic):
-    """Plays the script of the last scheduled message in the conversation: the next step after
-    as many tool results as have come back since, then the closing text. Counts what it
-    serves."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.served: Counter[str] = Counter()
-        self.reviewed: Counter[str] = Counter()  # the reviewer's decisions (not the script's)
-        self.on_request = self._play
-
-    def _play(self, body: dict[str, Any]) -> dict[str, Any] | None:
-        if not body.get("tools"):
-            return None
-        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
-        decision = self._review(messages)
-        if decision is not None:
-            return decision
-        for i in range(len(messages) - 1, -1, -1):
-            if messages[i].get("role") != "user":
-                continue
-            found = next((m for t in _user_texts(messages[i]) for m in [_STEPS_RE.search(t)]
-                          if m), None)
-            if found is None:
-                continue
-            agent, wake = int(found.group(2)), wake_of(found.group(1))
-            steps = wake_script(agent, wake)
-            done = sum(_tool_results(m) for m in messages[i + 1:])
-            if done < len(steps):
-                self.served[steps[done]["tool"]] += 1
-                return dict(steps[done])
-            return {"text": closing_text(agent, wake)}
-        return None
-
-    def _review(self, messages: list[dict[str, Any]]) -> dict[str, Any] | None:
-        """The reviewer: the review requests of its latest turn, decided one per step as
-        its charter says (a call allowed, a question answered with its first option)."""
-        for i in range(len(messages) - 1, -1, -1):
-            if messages[i].get("role") != "user" or not _user_texts(messages[i]):
-                continue
-            asked = [m for t in _user_texts(messages[i]) for m in _REVIEW_RE.finditer(t)]
-            if not asked:
-                return None
-            done = sum(_tool_results(m) for m in messages[i + 1:])
-            if done >= len(asked):
-                return {"text": "Reviewed."}
-            review_id, what = asked[done].group(1), asked[done].group(2)
-            decision = {"review_id": review_id, "decision": "allow", "reasoning": REASONING}
-            if what == "asks":
-                decision.update(decision="answer", answer="go ahead")
-            self.reviewed[str(decision["decision"])] += 1
-            return {"tool": "mcp__switchboard__review_decision", "input": decision}
-        return None
 
 
 @dataclass
