@@ -78,21 +78,24 @@ class EventIngest:
         self._task = asyncio.create_task(self.run(), name="event-ingest")
 
     def add(self, agent_id: str, turn_id: int | None, kind: str, summary: str,
-            data: dict[str, Any] | str, at: float | None = None) -> None:
+            data: dict[str, Any] | str, at: float | None = None) -> bool:
         """Queue one event (the hot path: no await). `data` is its JSON (the record path makes
         it: supervisor/agents/records.py data_json), or a dict made JSON here; either way the queued
         row holds no object the GC tracks. `at` is when it happened (the clock's now if not
-        given)."""
+        given). Returns `behind`, read once here rather than asked again for every event."""
         rows = self._rows
         rows.append((agent_id, turn_id, kind, summary,
-                     data if isinstance(data, str) else encode(data),
+                     data if data.__class__ is str or isinstance(data, str) else encode(data),
                      self.clock.now() if at is None else at))
-        if len(rows) == 1:
+        n = len(rows)
+        if n == 1:
             self._wake.set()
-        if len(rows) >= self.max_batch:
-            self._full.set()
-            if len(rows) == self.max_batch:
-                self._room.clear()
+        if n < self.max_batch:
+            return False
+        self._full.set()
+        if n == self.max_batch:
+            self._room.clear()
+        return self._task is not None
 
     async def flush(self) -> None:
         """Return once every event added before this call is committed. Raises StoreError if
