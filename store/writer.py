@@ -40,6 +40,17 @@ class SyncConn(Protocol):
 
 Write = Callable[[SyncConn], Any]
 
+# A batched writer's connection (the bus's, the event ingest's) checkpoints the WAL when it has
+# grown to this many pages (SQLite's default is 1,000, 4 MB), not at every 1,000: a checkpoint
+# syncs the WAL and the database file. Under a storm the bus's (about 160 pages a batch: the
+# senders' and recipients' index pages) ran one every six batches and the ingest's (about 300
+# pages a batch) one every three, each leaving the writer waiting on the disk, up to 130 ms a
+# sync on a busy machine, for more time than all its statements took (bench/bus_throughput.py,
+# bench/ingest.py: the record path waits when the writer lags). Fewer, larger checkpoints copy
+# each hot page once instead of several times. Durability is the same: every transaction is in
+# the WAL when its commit returns, whenever the WAL is copied back.
+WAL_CHECKPOINT_PAGES = 10_000
+
 # Rows one multi-row INSERT takes at most (`insert_rows`): 2048 rows of up to 15 columns stay
 # under SQLite's 32,766 parameters.
 STATEMENT_ROWS = 2048

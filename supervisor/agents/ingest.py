@@ -25,7 +25,7 @@ from typing import Any
 from store import Store
 from store.errors import StoreError
 from store.events import EventRepo, RawEvent, encode
-from store.writer import ThreadWriter
+from store.writer import WAL_CHECKPOINT_PAGES, ThreadWriter
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.errors import ShuttingDown
 
@@ -42,7 +42,8 @@ class EventIngest:
         self.window_s = window_s
         self.max_batch = max_batch
         self.clock = clock
-        self.writer = ThreadWriter(store.db.writer_target, name="event-ingest")
+        self.writer = ThreadWriter(store.db.writer_target, name="event-ingest",
+                                   pragmas=(f"wal_autocheckpoint={WAL_CHECKPOINT_PAGES}",))
         self._rows: list[RawEvent] = []
         self._flushers: list[asyncio.Future[None]] = []
         self._wake = asyncio.Event()
