@@ -40,17 +40,6 @@ class SyncConn(Protocol):
 
 Write = Callable[[SyncConn], Any]
 
-# A batched writer's connection (the bus's, the event ingest's) checkpoints the WAL when it has
-# grown to this many pages (SQLite's default is 1,000, 4 MB), not at every 1,000: a checkpoint
-# syncs the WAL and the database file. Under a storm the bus's (about 160 pages a batch: the
-# senders' and recipients' index pages) ran one every six batches and the ingest's (about 300
-# pages a batch) one every three, each leaving the writer waiting on the disk, up to 130 ms a
-# sync on a busy machine, for more time than all its statements took (bench/bus_throughput.py,
-# bench/ingest.py: the record path waits when the writer lags). Fewer, larger checkpoints copy
-# each hot page once instead of several times. Durability is the same: every transaction is in
-# the WAL when its commit returns, whenever the WAL is copied back.
-WAL_CHECKPOINT_PAGES = 10_000
-
 # Rows one multi-row INSERT takes at most (`insert_rows`): 2048 rows of up to 15 columns stay
 # under SQLite's 32,766 parameters.
 STATEMENT_ROWS = 2048
@@ -190,6 +179,32 @@ class ThreadWriter:
     async def transaction(self, writes: Sequence[Write]) -> list[Any]:
         """Every write in one transaction, or none (the exception, as a StoreError)."""
         return await self.call(lambda: self.run_transaction(writes))
+
+    async def statement(self, write: Write) -> Any:
+        """`transaction([write])` for a write that is one statement: on SQLite it runs in
+        autocommit, that statement its own transaction (as atomic and as durable), without a
+        BEGIN and a COMMIT of their own. sqlite3 lets go of the GIL around every statement's
+        step, and the writer's thread, to take it back from a busy event loop, may wait the
+        loop's switch interval (5 ms): three statements a batch made the writer's wall time
+        lag the fleet's record path (bench/ingest.py), one is a third of the waits. On
+        PostgreSQL, a transaction as usual (its BEGIN takes the store's write lock)."""
+        return await self.call(lambda: self.run_statement(write))
+
+    def run_statement(self, write: Write) -> Any:
+        conn, link = self._conn, self._link
+        if not isinstance(link, _SqliteLink):
+            return self.run_transaction([write])[0]
+        if conn is None:
+            raise StoreUnavailable(self.target, f"the {self.name} is closed")
+        try:
+            return write(conn)
+        except BaseException as exc:
+            self.on_rollback()
+            link.rollback(conn)
+            mapped = link.error(exc)
+            if mapped is None:
+                raise
+            raise mapped from exc
 
     def run_batch(self, writes: Sequence[Write]) -> list[tuple[bool, Any]]:
         try:

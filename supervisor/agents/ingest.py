@@ -24,8 +24,8 @@ from typing import Any
 
 from store import Store
 from store.errors import StoreError
-from store.events import EventRepo, RawEvent, encode
-from store.writer import WAL_CHECKPOINT_PAGES, ThreadWriter
+from store.events import STATEMENT_ROWS, EventRepo, RawEvent, encode
+from store.writer import ThreadWriter
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.errors import ShuttingDown
 
@@ -42,8 +42,7 @@ class EventIngest:
         self.window_s = window_s
         self.max_batch = max_batch
         self.clock = clock
-        self.writer = ThreadWriter(store.db.writer_target, name="event-ingest",
-                                   pragmas=(f"wal_autocheckpoint={WAL_CHECKPOINT_PAGES}",))
+        self.writer = ThreadWriter(store.db.writer_target, name="event-ingest")
         self._rows: list[RawEvent] = []
         self._flushers: list[asyncio.Future[None]] = []
         self._wake = asyncio.Event()
@@ -157,7 +156,9 @@ class EventIngest:
 
     async def _store_now(self, rows: list[RawEvent]) -> None:
         try:
-            if self.writer.is_open:
+            if self.writer.is_open and len(rows) <= STATEMENT_ROWS:  # one statement
+                await self.writer.statement(lambda conn: EventRepo.insert_rows(conn, rows))
+            elif self.writer.is_open:
                 await self.writer.transaction([lambda conn: EventRepo.insert_rows(conn, rows)])
             else:  # not started, or closed: through the store's own connection
                 await self.store.events.append_many(rows)

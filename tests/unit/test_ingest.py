@@ -27,7 +27,6 @@ from claude_agent_sdk import (
 from store import Store, open_store
 from store.errors import StoreError
 from store.migrations import MIGRATIONS
-from store.writer import WAL_CHECKPOINT_PAGES
 from supervisor.agents.ingest import EventIngest
 from supervisor.agents.records import data_json, record_of
 from supervisor.agents.retention import DAY_S, Retention, database_bytes
@@ -98,19 +97,6 @@ async def test_a_full_batch_is_written_without_waiting_for_the_window(store):
         assert count(store) == 250
     finally:
         await ingest.close()
-
-
-async def test_the_ingest_writer_checkpoints_rarely(store):
-    """Its connection checkpoints the WAL at WAL_CHECKPOINT_PAGES, as the bus's does, not at
-    SQLite's 1,000 (about three batches of events)."""
-    ingest = EventIngest(store)
-    await ingest.start()
-    try:
-        [pages] = await ingest.writer.transaction(
-            [lambda c: c.execute("PRAGMA wal_autocheckpoint").fetchone()[0]])
-    finally:
-        await ingest.close()
-    assert pages == WAL_CHECKPOINT_PAGES > 1000
 
 
 async def test_a_writer_behind_the_fleet_holds_the_record_path_back(store):
