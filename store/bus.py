@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from store.db import AnyDatabase
 from store.errors import StoreUnavailable
 from store.text_search import contains_all
-from store.writer import SyncConn, ThreadWriter, Write
+from store.writer import SyncConn, ThreadWriter, Write, insert_rows
 
 # A delivery is open (queued or leased) while its ended_at is NULL: the open-deliveries index is
 # keyed on that (migration 16), so a lease or a release, which change the state but not whether
@@ -173,6 +173,9 @@ def _marks(n: int) -> str:
     return text
 
 
+_INSERT_MESSAGES = ("INSERT INTO bus_messages (id, sender, sender_name, recipient, type, body, "
+                    "reply_to, dedup_key, expires_at, created_at, origin)")
+_INSERT_DELIVERIES = "INSERT INTO bus_deliveries (message_id, recipient_id, seq, lane, state)"
 _ACK = ("UPDATE bus_deliveries SET state = 'consumed', consumed_at = ?, ended_at = ?, "
         f"lease_expires_at = NULL WHERE {_where('')}")
 _TAKABLE = "(state = 'queued' OR lease_expires_at <= ?)"  # open, and not held by a live lease
@@ -271,13 +274,9 @@ class BusRepo:
                 seq = next_seq[rid]
                 next_seq[rid] = seq + 1
                 delivery_rows.append((next_id, rid, seq, lane, QUEUED))
-        conn.executemany(
-            "INSERT INTO bus_messages (id, sender, sender_name, recipient, type, body, reply_to, "
-            "dedup_key, expires_at, created_at, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            message_rows)
-        conn.executemany(
-            "INSERT INTO bus_deliveries (message_id, recipient_id, seq, lane, state) "
-            "VALUES (?, ?, ?, ?, ?)", delivery_rows)
+        # A batch's messages in one statement, its deliveries in another (store/writer.py).
+        insert_rows(conn, _INSERT_MESSAGES, message_rows)
+        insert_rows(conn, _INSERT_DELIVERIES, delivery_rows)
         if self.db.dialect == "postgresql" and message_rows:
             # The ids are given, not drawn: keep the identity's sequence past them (SQLite's
             # AUTOINCREMENT keeps sqlite_sequence so by itself), so they are never used again.

@@ -10,9 +10,11 @@ connection with sqlite3's `execute` and `executemany` (`SyncConn`) on either eng
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from itertools import chain
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -37,6 +39,44 @@ class SyncConn(Protocol):
 
 
 Write = Callable[[SyncConn], Any]
+
+# Rows one multi-row INSERT takes at most (`insert_rows`): 2048 rows of up to 15 columns stay
+# under SQLite's 32,766 parameters.
+STATEMENT_ROWS = 2048
+_MAX_PARAMS = 32_766
+
+
+@functools.lru_cache(maxsize=64)
+def _rows_sql(head: str, columns: int, n: int) -> str:
+    row = "(" + ",".join("?" * columns) + ")"
+    return f"{head} SELECT * FROM (VALUES {','.join([row] * n)}) WHERE column1 IS NOT NULL"
+
+
+def insert_rows(conn: SyncConn, head: str, rows: Sequence[Sequence[Any]]) -> None:
+    """`conn.executemany(head + " VALUES (?, ...)", rows)`, in as few statements as can be.
+
+    `head` is "INSERT INTO table (columns)"; every row has one value for each column, the
+    first never NULL. On SQLite, one multi-row INSERT per STATEMENT_ROWS rows rather than one
+    step per row: sqlite3 lets go of the GIL around every step and takes it back after, and
+    on a busy event loop each time it takes it back can cost the writer the loop's switch
+    interval (5 ms); one statement binds its rows at once and steps once, while the loop runs.
+    The statement is of one of a few sizes (a power of two: the rows past the batch are NULLs
+    its WHERE leaves out), so that it stays prepared in the connection's cache. PostgreSQL:
+    executemany (psycopg sends its rows in one pipeline, one round trip)."""
+    if not rows:
+        return
+    columns = len(rows[0])
+    if not isinstance(conn, sqlite3.Connection):
+        conn.executemany(f"{head} VALUES ({', '.join('?' * columns)})", rows)
+        return
+    most = min(STATEMENT_ROWS, _MAX_PARAMS // columns)
+    for i in range(0, len(rows), most):
+        chunk = rows[i:i + most]
+        size = 1 << (len(chunk) - 1).bit_length()
+        params = list(chain.from_iterable(chunk))
+        if size > len(chunk):
+            params.extend([None] * (columns * (size - len(chunk))))
+        conn.execute(_rows_sql(head, columns, size), params)
 
 
 class _SqliteLink:
@@ -139,6 +179,32 @@ class ThreadWriter:
     async def transaction(self, writes: Sequence[Write]) -> list[Any]:
         """Every write in one transaction, or none (the exception, as a StoreError)."""
         return await self.call(lambda: self.run_transaction(writes))
+
+    async def statement(self, write: Write) -> Any:
+        """`transaction([write])` for a write that is one statement: on SQLite it runs in
+        autocommit, that statement its own transaction (as atomic and as durable), without a
+        BEGIN and a COMMIT of their own. sqlite3 lets go of the GIL around every statement's
+        step, and the writer's thread, to take it back from a busy event loop, may wait the
+        loop's switch interval (5 ms): three statements a batch made the writer's wall time
+        lag the fleet's record path (bench/ingest.py), one is a third of the waits. On
+        PostgreSQL, a transaction as usual (its BEGIN takes the store's write lock)."""
+        return await self.call(lambda: self.run_statement(write))
+
+    def run_statement(self, write: Write) -> Any:
+        conn, link = self._conn, self._link
+        if not isinstance(link, _SqliteLink):
+            return self.run_transaction([write])[0]
+        if conn is None:
+            raise StoreUnavailable(self.target, f"the {self.name} is closed")
+        try:
+            return write(conn)
+        except BaseException as exc:
+            self.on_rollback()
+            link.rollback(conn)
+            mapped = link.error(exc)
+            if mapped is None:
+                raise
+            raise mapped from exc
 
     def run_batch(self, writes: Sequence[Write]) -> list[tuple[bool, Any]]:
         try:

@@ -24,7 +24,7 @@ from typing import Any
 
 from store import Store
 from store.errors import StoreError
-from store.events import EventRepo, RawEvent, encode
+from store.events import STATEMENT_ROWS, EventRepo, RawEvent, encode
 from store.writer import ThreadWriter
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.errors import ShuttingDown
@@ -78,21 +78,24 @@ class EventIngest:
         self._task = asyncio.create_task(self.run(), name="event-ingest")
 
     def add(self, agent_id: str, turn_id: int | None, kind: str, summary: str,
-            data: dict[str, Any] | str, at: float | None = None) -> None:
+            data: dict[str, Any] | str, at: float | None = None) -> bool:
         """Queue one event (the hot path: no await). `data` is its JSON (the record path makes
         it: supervisor/agents/records.py data_json), or a dict made JSON here; either way the queued
         row holds no object the GC tracks. `at` is when it happened (the clock's now if not
-        given)."""
+        given). Returns `behind`, read once here rather than asked again for every event."""
         rows = self._rows
         rows.append((agent_id, turn_id, kind, summary,
-                     data if isinstance(data, str) else encode(data),
+                     data if data.__class__ is str or isinstance(data, str) else encode(data),
                      self.clock.now() if at is None else at))
-        if len(rows) == 1:
+        n = len(rows)
+        if n == 1:
             self._wake.set()
-        if len(rows) >= self.max_batch:
-            self._full.set()
-            if len(rows) == self.max_batch:
-                self._room.clear()
+        if n < self.max_batch:
+            return False
+        self._full.set()
+        if n == self.max_batch:
+            self._room.clear()
+        return self._task is not None
 
     async def flush(self) -> None:
         """Return once every event added before this call is committed. Raises StoreError if
@@ -153,7 +156,9 @@ class EventIngest:
 
     async def _store_now(self, rows: list[RawEvent]) -> None:
         try:
-            if self.writer.is_open:
+            if self.writer.is_open and len(rows) <= STATEMENT_ROWS:  # one statement
+                await self.writer.statement(lambda conn: EventRepo.insert_rows(conn, rows))
+            elif self.writer.is_open:
                 await self.writer.transaction([lambda conn: EventRepo.insert_rows(conn, rows)])
             else:  # not started, or closed: through the store's own connection
                 await self.store.events.append_many(rows)

@@ -103,27 +103,40 @@ def data_json(msg: Any) -> str:
 _KINDS: dict[type, str] = {}
 
 
+# Records and outputs made from a tuple without their named tuples' generated __new__ (a
+# Python frame, and keyword defaults, per call): one record and an output or two per SDK
+# message, on every agent's record path. The same objects EventRecord(...) and Output(...) make.
+_make: Any = tuple.__new__
+
+
 def record_of(msg: Any) -> EventRecord:
     cls = msg.__class__
     kind = _KINDS.get(cls)
     if kind is None:
         kind = _KINDS[cls] = cls.__name__.removesuffix("Message").lower() or "message"
     data = data_json(msg)
-    if isinstance(msg, AssistantMessage):  # the commonest first
+    if cls is AssistantMessage or isinstance(msg, AssistantMessage):  # the commonest first
         parts: list[str] = []
         outputs: list[Output] = []
         tool: str | None = None
         for block in msg.content:
-            if isinstance(block, TextBlock) and block.text and not block.text.isspace():
-                parts.append(block.text)
-                outputs.append(Output("text", block.text))
-            elif isinstance(block, ToolUseBlock):
+            bcls = block.__class__
+            if bcls is TextBlock or isinstance(block, TextBlock):
+                text = block.text
+                if text and not text.isspace():
+                    parts.append(text)
+                    outputs.append(_make(Output, ("text", text)))
+            elif bcls is ToolUseBlock or isinstance(block, ToolUseBlock):
                 line = summarize_tool(block.name, block.input)
                 tool = block.name
                 parts.append(f"[tool] {line}")
-                outputs.append(Output("tool_use", line))
-        return EventRecord(kind, "\n".join(parts)[:SUMMARY_CHARS], data, tuple(outputs),
-                           tool=tool)
+                outputs.append(_make(Output, ("tool_use", line)))
+        summary = parts[0] if len(parts) == 1 else "\n".join(parts)
+        if len(summary) > SUMMARY_CHARS:
+            summary = summary[:SUMMARY_CHARS]
+        record: EventRecord = _make(EventRecord, (kind, summary, data, tuple(outputs), None,
+                                                  tool))
+        return record
     if isinstance(msg, UserMessage) and isinstance(msg.content, list):
         summary = ""
         outputs = []
@@ -134,8 +147,10 @@ def record_of(msg: Any) -> EventRecord:
                 summary = (f"[result{' error' if block.is_error else ''}] "
                            f"{text[:RESULT_PREVIEW_CHARS]}")
                 tool = NO_TOOL
-                outputs.append(Output("tool_result", text[:OUTPUT_CHARS]))
-        return EventRecord(kind, summary[:SUMMARY_CHARS], data, tuple(outputs), tool=tool)
+                outputs.append(_make(Output, ("tool_result", text[:OUTPUT_CHARS])))
+        record = _make(EventRecord, (kind, summary[:SUMMARY_CHARS], data, tuple(outputs), None,
+                                     tool))
+        return record
     if isinstance(msg, SystemMessage) and msg.subtype == "init":
         sid = msg.data.get("session_id")
         return EventRecord(kind, f"session {sid}", data, session_id=sid or None)

@@ -301,15 +301,16 @@ class TurnExecution:
             await self._deps.escalations.published(notice.id)
 
     async def _record(self, msg: Any, turn_id: int) -> None:
-        if isinstance(msg, SystemMessage) and msg.subtype == "mirror_error":
-            await self._mirror_error(msg)
-        elif isinstance(msg, SystemMessage) and msg.subtype == "api_retry":
-            await self._api_retry(msg)
+        if isinstance(msg, SystemMessage):
+            if msg.subtype == "mirror_error":
+                await self._mirror_error(msg)
+            elif msg.subtype == "api_retry":
+                await self._api_retry(msg)
         rec = record_of(msg)
         deps = self._deps
-        self.last_activity_at = deps.clock.now()
+        now = self.last_activity_at = deps.clock.now()
         if self.first_event_at is None:
-            self.first_event_at = self.last_activity_at
+            self.first_event_at = now
         if self.state == AgentState.STALLED:
             await self._set_state(AgentState.WORKING, "output again")
         if rec.session_id and rec.session_id != self.session_id:
@@ -319,12 +320,14 @@ class TurnExecution:
                 deps.session_known(self.id)
         if rec.tool is not None:
             self.current_tool = rec.tool if rec.tool != NO_TOOL else None
-        for out in rec.outputs:
-            deps.hub.publish(AgentOutput(self.id, self.name, out.kind, out.text))
+        if rec.outputs:
+            publish = deps.hub.publish
+            for kind, text in rec.outputs:
+                publish(AgentOutput(self.id, self.name, kind, text))
         ingest = deps.ingest
         if ingest is not None:  # the hot path: queued, written with its batch
-            ingest.add(self.id, turn_id, rec.kind, rec.summary, rec.data, self.last_activity_at)
-            if ingest.behind:  # the writer lags the fleet: wait, so a crash loses no backlog
+            if ingest.add(self.id, turn_id, rec.kind, rec.summary, rec.data, now):
+                # `behind`: the writer lags the fleet: wait, so a crash loses no backlog
                 await ingest.room()
         else:
             await self._deps.store.events.append(self.id, turn_id, rec.kind, rec.summary,

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from store import Store, open_store
-from store.errors import MigrationError
+from store.errors import Conflict, MigrationError
+from store.events import EventRepo
 from store.migrations import MIGRATIONS, for_postgres, identity_columns
 from store.pg import PgDatabase, safe_url
 from store.pg_sql import translate
@@ -140,6 +141,28 @@ async def test_one_writer_at_a_time_across_stores_and_the_writer_thread(
     finally:
         await writer.close()
         await other.db.close()
+
+
+async def test_a_writer_statement_commits_alone_and_a_failed_one_leaves_nothing(
+        store: Store, backend: str, make_agent: MakeAgent) -> None:
+    """`ThreadWriter.statement` (the event ingest's batch: SQLite's autocommit, PostgreSQL's
+    transaction): what it wrote is committed when it returns; a statement that breaks a rule
+    fails as a Conflict with none of its rows stored, and the writer goes on."""
+    await make_agent("a1")
+    writer = ThreadWriter(store.db.writer_target, name="probe")
+    await writer.open()
+    try:
+        rows = [("a1", None, "k", "", "{}", 1.0)] * 3
+        assert await writer.statement(lambda c: EventRepo.insert_rows(c, rows)) == 3
+        assert await store.events.count("a1") == 3
+        unknown = [("a1", None, "k", "", "{}", 1.0), ("nobody", None, "k", "", "{}", 1.0)]
+        with pytest.raises(Conflict):
+            await writer.statement(lambda c: EventRepo.insert_rows(c, unknown))
+        assert await store.events.count("a1") == 3
+        assert await writer.statement(lambda c: EventRepo.insert_rows(c, rows[:1])) == 1
+        assert await store.events.count("a1") == 4
+    finally:
+        await writer.close()
 
 
 async def test_a_text_holding_nul_is_stored(store: Store, backend: str,
