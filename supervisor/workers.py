@@ -22,6 +22,7 @@ from supervisor.guard.guardrails import MemoryProbe
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_S = 5.0
+LATE_AFTER_S = 3 * HEARTBEAT_S  # three heartbeats missed: the worker died, hangs or is cut off
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,11 @@ class WorkerView:
     coordinator: bool
     heartbeat_age_s: float
     this: bool  # the worker answering
+
+    @property
+    def late(self) -> bool:
+        """Another worker whose heartbeat is three beats overdue (this one is never late)."""
+        return not self.this and self.heartbeat_age_s > LATE_AFTER_S
 
 
 class Worker:

@@ -44,6 +44,15 @@ def ago(ts: float | None, now: float | None = None) -> str:
     return text if text == "-" else f"{text} ago"
 
 
+def seconds_ago(age_s: float) -> str:
+    """An age in seconds as `ago` says it ("3m05s ago")."""
+    return ago(time.time() - age_s)
+
+
+def gigabytes(n: int | None) -> str:
+    return "memory unknown" if n is None else f"{n / 1e9:.1f} GB free"
+
+
 def clock_time(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts)) if ts else "-"
 
@@ -63,7 +72,8 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True)
-    env.filters.update(ago=ago, clock=clock_time, money=money)
+    env.filters.update(ago=ago, clock=clock_time, money=money, gigabytes=gigabytes,
+                       seconds_ago=seconds_ago)
     env.globals.update(VIEWER=Role.VIEWER, OPERATOR=Role.OPERATOR, ADMIN=Role.ADMIN,
                        duration=duration, platform_name=platform_name, verdict=verdict)
     return env
@@ -175,7 +185,10 @@ class Regions:
         rows = tuple((a.id, row.render(role=role, a=a, names=names, spend=spend, turns=turns,
                                        trees=trees, last_seen=self._last_seen))
                      for a in agents)
-        head, tail = self.page("fleet.html", agents=agents, rows=ROWS).split(ROWS)
+        # The hosts (one on SQLite) below the rows; a heartbeat's age only when it is late, so
+        # a healthy fleet's region keeps its shape and the stream sends only changed rows.
+        head, tail = self.page("fleet.html", agents=agents, rows=ROWS,
+                               hosts=await api.hosts()).split(ROWS)
         return Rows(head, rows, tail)
 
     async def agent(self, ref: str, role: Role) -> str:

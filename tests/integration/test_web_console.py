@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from pathlib import Path
 
 import aiohttp
@@ -159,3 +160,26 @@ async def test_schedules_show_their_next_slots(app):
     [line] = [x for x in page.splitlines() if "next: " in x]
     assert line.count("09:00 UTC") == 3, line
     assert "triage &lt;new&gt; issues" in page and "not run yet" in page
+
+
+async def test_the_fleet_page_shows_the_hosts_and_a_late_one_with_its_heartbeat(app):
+    """Every worker on the database (one on SQLite): its agents and memory; a worker three
+    heartbeats overdue (died, hangs or is cut off) says how long ago it was heard from."""
+    assert (await app.run_command(ALICE, "/spawn coder TEXT: ready")).ok
+    await app.store.workers.beat("w-gone", host="gone-host", pid=4242, agents=2,
+                                 memory_available=None, coordinator=False)
+    await app.store.db.execute("UPDATE workers SET heartbeat_at = heartbeat_at - 125"
+                               " WHERE id = 'w-gone'")
+    async with browser() as b:
+        await sign_in(app, VIC, b)
+        async with b.get(app.listener.url + "/fleet") as resp:
+            fleet = await resp.text()
+    hosts = fleet.split("<h2>Hosts", 1)[1]
+    here = next(h for h in await app.api.hosts() if h.this)
+    assert f"<b>{here.host}</b> <span class=\"meta\">pid {os.getpid()} · coordinator · this " \
+           "one</span> · 1 agent · " in hosts
+    assert " GB free" in hosts.split("gone-host", 1)[0]
+    gone = hosts.split("<b>gone-host</b>", 1)[1].split("</li>", 1)[0]
+    assert 'pid 4242</span> · 2 agents · memory unknown' in gone
+    assert "last heartbeat 2m0" in gone and "host late" in hosts
+    assert "last heartbeat" not in hosts.split("gone-host", 1)[0]  # this one is never late
