@@ -49,8 +49,11 @@ COPY store ./store
 COPY supervisor ./supervisor
 # Runtime dependencies only (no test extras), claude-agent-sdk pinned by deploy/constraints.txt:
 # its wheel brings the claude CLI binary, linked onto PATH for `claude auth login`.
+# EXTRAS: optional runtime extras, e.g. `postgresql` (psycopg) for workers on a shared
+# PostgreSQL database (deploy/docker-compose.scale-out.yml; docs/postgresql.md).
+ARG EXTRAS=""
 RUN python3 -m venv /opt/switchboard \
-    && pip install --no-compile -c deploy/constraints.txt . \
+    && pip install --no-compile -c deploy/constraints.txt ".${EXTRAS:+[$EXTRAS]}" \
     && ln -s "$(python -c 'import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec("claude_agent_sdk").origin).parent / "_bundled" / "claude")')" \
         /usr/local/bin/claude \
     && claude --version \

@@ -37,3 +37,39 @@ def test_compose_runs_the_image_as_the_image_test_does():
     assert grace > defaults["shutdown_grace_s"].default + defaults["kill_grace_s"].default
     image_test = (DEPLOY.parent / "tests" / "image" / "test_image.py").read_text()
     assert "seccomp-sandbox.json" in image_test and "systempaths=unconfined" in image_test
+
+
+def test_the_scale_out_compose_runs_two_workers_on_postgresql_as_the_single_one_runs():
+    """deploy/docker-compose.scale-out.yml: PostgreSQL and two workers, each with the single
+    compose file's sandbox options and grace, the image built with the postgresql extra, its
+    own volume and port, and the database's password only from deploy/.env."""
+    import tomllib
+
+    import yaml
+
+    text = (DEPLOY / "docker-compose.scale-out.yml").read_text()
+    services = yaml.safe_load(text)["services"]
+    single = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())["services"]
+    one = single["switchboard"]
+    workers = {n: s for n, s in services.items() if n.startswith("worker-")}
+    assert len(workers) == 2 and set(services) == {"postgres", *workers}
+    extras = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    for name, w in workers.items():
+        assert w["security_opt"] == one["security_opt"], name
+        assert w["stop_grace_period"] == one["stop_grace_period"], name
+        assert w["healthcheck"]["test"] == one["healthcheck"]["test"], name
+        assert w["build"]["args"]["EXTRAS"] in extras, name
+        assert w["env_file"] == ".env" and w["depends_on"]["postgres"]["condition"] == \
+            "service_healthy", name
+        url = w["environment"]["SWITCHBOARD_DATABASE_URL"]
+        assert url.startswith("postgresql://switchboard:${POSTGRES_PASSWORD:?") and \
+            url.endswith("@postgres:5432/switchboard"), url
+        assert w["hostname"] == name
+    assert len({w["volumes"][0] for w in workers.values()}) == 2  # one data volume a worker
+    assert len({w["ports"][0] for w in workers.values()}) == 2
+    assert all(p.startswith("127.0.0.1:") for w in workers.values() for p in w["ports"])
+    pg = services["postgres"]
+    assert "ports" not in pg and pg["environment"]["POSTGRES_PASSWORD"].startswith(
+        "${POSTGRES_PASSWORD:?")
+    assert 'ARG EXTRAS=""' in (DEPLOY.parent / "Dockerfile").read_text()
