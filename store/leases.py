@@ -108,6 +108,7 @@ class LeaseRepo:
                     async with conn.execute("SELECT epoch FROM agent_leases WHERE agent_id = ?",
                                             (agent_id,)) as cur3:
                         row = await cur3.fetchone()
+                    assert row is not None  # updated just now, in this transaction
                     claimed.append((agent_id, int(row[0])))
         return claimed
 

@@ -15,6 +15,7 @@ import os
 from store import Store
 from supervisor.agents.fleet import BusMembers, Fleet
 from supervisor.agents.ingest import EventIngest
+from supervisor.agents.ownership import Ownership
 from supervisor.agents.pool import AgentPool, PoolParts
 from supervisor.agents.recovery import RERUN_TOOL, answer_hook
 from supervisor.agents.retention import Retention
@@ -45,7 +46,7 @@ logger = logging.getLogger(__name__)
 
 # The order the core's services start in (and stop in reverse). A test holds it.
 SERVICE_ORDER = ("storage", "ingest", "killswitch", "gateway", "recovery", "bus", "agents",
-                 "timers", "repos", "watchdog", "retention")
+                 "ownership", "timers", "repos", "watchdog", "retention")
 
 
 def load_policy(settings: Settings) -> Policy:
@@ -90,6 +91,8 @@ class Core:
         # composition root, which also runs the coordinator role it reports).
         self.coordinator = coordinator if coordinator is not None else Coordinator(None)
         self.worker = Worker(store, self.fleet, self.memory, self.coordinator)
+        # The agents' leases this worker holds (supervisor/agents/ownership.py).
+        self.ownership = Ownership(store, self.worker.id)
         self.watchdog = Watchdog(settings, self.fleet, self.escalations, store, self.memory,
                                  clock)
         # Agents' model requests: the key stays here, each agent holds a token that dies with
@@ -118,6 +121,7 @@ class Core:
             crashes=CrashTracker(settings.crash_loop_max, settings.crash_loop_window_s, clock),
             rates=RateLimiter(clock), memory=self.memory, watchdog=self.watchdog, bus=self.bus,
             ingest=self.ingest, repos=self.repos, storage=self.storage, gateway=self.gateway,
+            ownership=self.ownership,
         ), clock, persistence)
         self.escalations.on_answer(RERUN_TOOL, answer_hook(store, self.escalations,
                                                            self.pool.ask))
@@ -173,6 +177,8 @@ class Core:
             FnService("bus", start_bus, self.bus.close),
             # The agents and their loops; stopped: every process ended, states recorded.
             FnService("agents", start_agents, self.pool.close),
+            # The leases renewed; agents placed here or left by a dead worker claimed.
+            loop_service("ownership", self.ownership.run),
             # After the pool expired the dead supervisor's orphans: stored reminders and
             # timeouts fire now; stopped before the agents, so none acts on a closing agent.
             FnService("timers", start_timers, self.timers.stop),

@@ -41,8 +41,9 @@ class FleetReader(Protocol):
 
 
 class Fleet:
-    """The registry itself. Runners are added by the pool and never removed (a killed agent
-    stays for /status and /logs); their state is the runners' own."""
+    """The registry itself. Runners are added by the pool, and removed only when another
+    worker took the agent over (a killed agent stays for /status and /logs); their state is
+    the runners' own."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -51,6 +52,10 @@ class Fleet:
     def add(self, runner: AgentRunner) -> None:
         """The pool's alone: a runner it built (spawned or recovered)."""
         self._runners[runner.id] = runner
+
+    def drop(self, agent_id: str) -> None:
+        """The pool's alone: an agent another worker runs now (its lease was taken over)."""
+        self._runners.pop(agent_id, None)
 
     def find(self, agent_id: str) -> AgentRunner | None:
         return self._runners.get(agent_id)

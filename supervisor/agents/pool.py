@@ -14,7 +14,9 @@ from store import Store
 from store.agents import LIVE_STATES, AgentRow
 from store.errors import Conflict, StoreError
 from supervisor.agents.fleet import Fleet
+from supervisor.agents.handover import Handover
 from supervisor.agents.ingest import EventIngest
+from supervisor.agents.ownership import Ownership
 from supervisor.agents.recovery import report_interrupted
 from supervisor.agents.runner import AgentRunner, RunnerDeps
 from supervisor.agents.transcripts import restart_note
@@ -23,7 +25,7 @@ from supervisor.bus.inbox import Origin
 from supervisor.bus.tools import FleetHooks, bus_tools
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import PERMISSION_MODES, Settings
-from supervisor.errors import AgentExists, InvalidRequest, ShuttingDown
+from supervisor.errors import AgentExists, AgentFailed, InvalidRequest, ShuttingDown
 from supervisor.events import AgentState, EventHub, StateChanged
 from supervisor.guard.escalations import Escalations
 from supervisor.guard.gateway import ModelGateway
@@ -83,6 +85,7 @@ class PoolParts:
     repos: Repos
     storage: StorageGuard
     gateway: ModelGateway | None = None
+    ownership: Ownership | None = None  # the agents' leases (None: this worker owns all)
 
 
 class AgentPool:
@@ -110,6 +113,8 @@ class AgentPool:
         self.repos = parts.repos
         self.storage = parts.storage
         self.gateway = parts.gateway
+        self.ownership = parts.ownership
+        self.handover = Handover(self, parts.ownership) if parts.ownership else None
         # The bucket's side (leases), when a bucket is configured.
         self.persistence = persistence
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -130,6 +135,7 @@ class AgentPool:
         self._rows: list[AgentRow] = []
         self._swept: list[int] = []
         self._interrupted = 0
+        self._owned: set[str] = set()  # the agents this worker runs (and killed ones)
 
     async def prepare(self) -> None:
         """Before the bus starts: the host's sandbox probed, what a previous supervisor left
@@ -172,6 +178,7 @@ class AgentPool:
             ingest=self.ingest,
             memory=self.project_memory,
             gateway=self.gateway,
+            fence=self.ownership.fence if self.ownership else (lambda _agent_id: None),
         )
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
         self.settings.context_dir.mkdir(parents=True, exist_ok=True)  # the shared context
@@ -180,12 +187,18 @@ class AgentPool:
         if self._swept:
             logger.warning("swept leftover agent processes count=%d pids=%s",
                            len(self._swept), self._swept)
-        self._rows = rows = await self.store.agents.list()
+        rows = await self.store.agents.list()
+        if self.ownership is not None:  # this worker's agents: those whose lease it takes
+            owned = await self.ownership.take([r.id for r in rows
+                                               if r.state != AgentState.KILLED])
+            rows = [r for r in rows if r.id in owned or r.state == AgentState.KILLED]
+        self._rows = rows
+        self._owned = {r.id for r in rows}
         await self._take_leases([r.id for r in rows if r.state in LIVE_STATES])
         # Turns the previous supervisor left running: reported, never replayed unasked.
         self._interrupted = await report_interrupted(
             self.store, self.escalations, {r.id: r.name for r in rows},
-            "the supervisor stopped while it ran")
+            "the supervisor stopped while it ran", agent_ids=self._owned)
 
     async def start(self) -> RecoveryReport:
         """After the bus: every agent back (a live one to resume its session), the operator
@@ -229,7 +242,8 @@ class AgentPool:
                 "(GOOGLE_APPLICATION_CREDENTIALS or the service account) and restart.")
         # Questions whose asker died with the previous supervisor: close them, tell the
         # operator, and give the agent a note so it knows its request went unanswered.
-        for orphan in await self.escalations.expire_orphans("the supervisor restarted"):
+        for orphan in await self.escalations.expire_orphans("the supervisor restarted",
+                                                             agent_ids=self._owned):
             asker = self.fleet.find(orphan.agent_id or "")
             if asker is not None and asker.state.live and not self.killswitch.halted:
                 await asker.submit(
@@ -271,6 +285,9 @@ class AgentPool:
 
     async def _before_start(self, agent_id: str) -> None:
         """Before an agent's process starts: its lease (AgentFailed if another holds it)."""
+        if self.ownership is not None and not self.ownership.holds(agent_id):
+            raise AgentFailed(None, "", "this worker does not hold the agent's lease (another "
+                              "worker runs it, or this one lost the database)")
         if self.persistence is not None:
             await self.persistence.before_start(agent_id)
 
@@ -278,7 +295,23 @@ class AgentPool:
         if self.persistence is not None:
             self.persistence.session_known(agent_id)
 
+    def adopt(self, runner: AgentRunner) -> None:
+        """A runner built elsewhere (supervisor/agents/handover.py): added, its loop started."""
+        self._adopt(runner)
+
+    def running(self, agent_id: str) -> bool:
+        task = self._tasks.get(agent_id)
+        return task is not None and not task.done()
+
+    def forget(self, agent_id: str) -> None:
+        """An agent this worker no longer runs (its process ended first): out of the fleet."""
+        self.fleet.drop(agent_id)
+        self._owned.discard(agent_id)
+        if (task := self._tasks.pop(agent_id, None)) is not None:
+            task.cancel()
+
     def _adopt(self, runner: AgentRunner) -> None:
+        self._owned.add(runner.id)
         self.fleet.add(runner)
         self._tasks[runner.id] = asyncio.create_task(runner.run(), name=f"agent:{runner.name}")
         self._tasks[runner.id].add_done_callback(self._task_done)
@@ -291,8 +324,6 @@ class AgentPool:
         if self.state != PoolState.RUNNING or self._deps is None:
             raise ShuttingDown()
         return self._deps
-
-    # -- queries --------------------------------------------------------------------------------
 
     # -- actions ---------------------------------------------------------------------------------
 
@@ -403,6 +434,8 @@ class AgentPool:
             )
         except Conflict:
             raise AgentExists(name) from None  # a concurrent spawn took the name first
+        if self.ownership is not None:
+            await self.ownership.claim_new(agent_id)
         if charter is not None:  # before its first turn: the charter is in its system prompt
             await self.store.charters.set(agent_id, charter, now=self.clock.now())
         workdir.mkdir(parents=True, exist_ok=True)
@@ -538,10 +571,14 @@ class AgentPool:
         try:
             for r in runners:
                 if r.state in (AgentState.WORKING, AgentState.STARTING, AgentState.WAITING):
-                    await self.store.agents.set_state(r.id, r.state, AgentState.IDLE,
-                                                      "supervisor shut down mid-turn")
+                    await self.store.agents.set_state(
+                        r.id, r.state, AgentState.IDLE, "supervisor shut down mid-turn",
+                        fence=self.ownership.fence(r.id) if self.ownership else None)
             await report_interrupted(self.store, self.escalations,
-                                     {r.id: r.name for r in runners}, "the supervisor shut down")
+                                     {r.id: r.name for r in runners}, "the supervisor shut down",
+                                     agent_ids={r.id for r in runners})
+            if self.ownership is not None:  # handed over: other workers resume them at once
+                await self.ownership.release()
         except StoreError:
             # The next start repairs these rows; the sweep in `release` happens regardless.
             logger.exception("could not record the shutdown in the store")

@@ -398,12 +398,15 @@ class Escalations:
         rows = await self.store.escalations.open_rows(agent_id)
         return sum([await self.cancel_one(row.id, reason) for row in rows])
 
-    async def expire_orphans(self, reason: str) -> list[EscalationRow]:
+    async def expire_orphans(self, reason: str, *,
+                             agent_ids: set[str] | None = None) -> list[EscalationRow]:
         """After a restart: open rows answered to a waiting call that died with the old
-        process are closed as expired. Rows that survive restarts stay open with their timers."""
+        process are closed as expired. Rows that survive restarts stay open with their timers.
+        `agent_ids`: only these agents' rows (this worker's)."""
         expired = []
         for row in await self.store.escalations.open_rows():
-            if row.id in self._waiting or row.survives_restart:
+            if row.id in self._waiting or row.survives_restart or (
+                    agent_ids is not None and row.agent_id not in agent_ids):
                 continue
             answer = Answer(Decision.DENY, reason, "switchboard", "restart")
             notice = await self._notice(row.agent_id, f"Interrupted: {row.title}",
