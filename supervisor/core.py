@@ -16,6 +16,7 @@ from store import Store
 from supervisor.agents.fleet import BusMembers, Fleet
 from supervisor.agents.ingest import EventIngest
 from supervisor.agents.ownership import Ownership
+from supervisor.agents.placement import LocalPlacer
 from supervisor.agents.pool import AgentPool, PoolParts
 from supervisor.agents.recovery import RERUN_TOOL, answer_hook
 from supervisor.agents.retention import Retention
@@ -102,7 +103,7 @@ class Core:
                                     day=lambda: int(day_start(clock.now())),
                                     on_refused=self._egress_refused)
         self.killswitch.revokers.append(self.gateway.revoke_everything)
-        self.bus = Bus(store, settings, BusMembers(self.fleet), clock=clock,
+        self.bus = Bus(store, settings, BusMembers(self.fleet, self._remote), clock=clock,
                        notify=self.escalations.notify,
                        halted=lambda: self.killswitch.halted,
                        ask_operator=self._ask_operator)
@@ -121,7 +122,7 @@ class Core:
             crashes=CrashTracker(settings.crash_loop_max, settings.crash_loop_window_s, clock),
             rates=RateLimiter(clock), memory=self.memory, watchdog=self.watchdog, bus=self.bus,
             ingest=self.ingest, repos=self.repos, storage=self.storage, gateway=self.gateway,
-            ownership=self.ownership,
+            ownership=self.ownership, placer=LocalPlacer(store, self.worker.id),
         ), clock, persistence)
         self.escalations.on_answer(RERUN_TOOL, answer_hook(store, self.escalations,
                                                            self.pool.ask))
@@ -187,6 +188,11 @@ class Core:
             loop_service("watchdog", self.watchdog.run, after=self.watchdog.close),
             loop_service("retention", self.retention.run),
         ]
+
+    def _remote(self) -> dict[str, tuple[str, str]]:
+        """The live agents other workers run (their names reach them over the bus)."""
+        handover = self.pool.handover
+        return handover.remote if handover is not None else {}
 
     async def _budget_of(self, agent_id: str) -> tuple[float, float] | None:
         """(today's budget, today's recorded spend) of an agent with a budget, for the gateway."""

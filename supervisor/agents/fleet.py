@@ -6,6 +6,7 @@ kill switch, the scheduler's targets, the repositories and the API facets."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from supervisor.errors import UnknownAgent
@@ -104,22 +105,30 @@ class BusMembers:
     """The fleet as the bus sees it (`supervisor.bus.core.Members`): (id, name) pairs, and
     interrupting a busy recipient's turn for an `interrupt` message."""
 
-    def __init__(self, fleet: FleetReader) -> None:
+    def __init__(self, fleet: FleetReader,
+                 remote: Callable[[], dict[str, tuple[str, str]]] = dict) -> None:
         self._fleet = fleet
+        # Live agents other workers run: id -> (name, worker) (supervisor/agents/handover.py).
+        self._remote = remote
 
     def live(self) -> list[tuple[str, str]]:
-        return [(r.id, r.name) for r in self._fleet.live()]
+        return [(r.id, r.name) for r in self._fleet.live()] + self._others()
 
     def everyone(self) -> list[tuple[str, str]]:
-        return [(r.id, r.name) for r in self._fleet.everyone()]
+        return [(r.id, r.name) for r in self._fleet.everyone()] + self._others()
+
+    def _others(self) -> list[tuple[str, str]]:
+        return [(agent_id, name) for agent_id, (name, _) in self._remote().items()]
 
     def count(self) -> int:
-        return len(self._fleet)
+        return len(self._fleet) + len(self._remote())
 
     def is_live(self, agent_id: str) -> bool:
-        return self._fleet.is_live(agent_id)
+        return self._fleet.is_live(agent_id) or agent_id in self._remote()
 
     def state_of(self, agent_id: str) -> str:
+        if self._fleet.find(agent_id) is None and agent_id in self._remote():
+            return "on another worker"
         return self._fleet.state_of(agent_id)
 
     async def interrupt(self, agent_id: str) -> None:

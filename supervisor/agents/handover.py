@@ -40,11 +40,31 @@ class Handover:
         # (agent id -> (name, owner)) of the live agents other workers run, for the bus's
         # names and for commands about them (refreshed at every renewal).
         self.remote: dict[str, tuple[str, str]] = {}
-        ownership.hooks = Hooks(self.lost, self.cancel, self.gained, self.cut, self.roster)
+        ownership.hooks = Hooks(self.lost, self.cancel, self.gained, self.cut, self.tick)
 
-    def roster(self, others: list[tuple[str, str, str]]) -> None:
+    async def tick(self, others: list[tuple[str, str, str]]) -> None:
+        """Every renewal: the agents other workers run (for the bus's names), and messages
+        other workers stored for this worker's agents, which no wake-up here announced."""
         self.remote = {agent_id: (name, owner) for agent_id, name, owner in others
                        if self.pool.fleet.find(agent_id) is None}
+        counts = await self.pool.store.bus.open_counts()
+        for runner in self.pool.fleet.live():
+            box = self.pool.bus.inbox(runner.id, runner.name)
+            if counts.get(runner.id, 0) > box.queued:
+                box.arrived(counts[runner.id] - box.queued)
+
+    async def elsewhere(self, ref: str, action: str, by: str) -> AgentRunner | None:
+        """An agent another worker runs (not one of this worker's): `action` (pause, resume,
+        stop, kill) asked of its worker through its lease's cancel column, carried out there
+        at its next renewal; a runner of it, with no loop here, to show it. None: not so."""
+        ref = ref.strip()
+        agent_id = next((i for i, (name, _) in self.remote.items() if ref in (i, name)), None)
+        if agent_id is None or self.pool.fleet.find(agent_id) is not None:
+            return None
+        row = await self.pool.store.agents.get(agent_id)
+        if row is None or await self.pool.store.leases.request(agent_id, action, by) is None:
+            return None
+        return AgentRunner(row, self.pool.require_running())
 
     async def lost(self, agent_id: str) -> None:
         """Another worker holds the agent now: its process here ends, the runner goes."""
@@ -84,6 +104,12 @@ class Handover:
         row = await pool.store.agents.get(agent_id)
         if row is None or row.state == AgentState.KILLED:
             return
+        if not row.cwd:  # placed here from another worker: a fresh workspace on this host
+            workdir = (pool.settings.workspaces / f"{row.name}-{row.id}").resolve()
+            workdir.mkdir(parents=True, exist_ok=True)
+            await pool.store.agents.update(row.id, cwd=str(workdir))
+            row = await pool.store.agents.get(agent_id)
+            assert row is not None
         note = None
         if taken_over:
             note = await self._report_cut(row)

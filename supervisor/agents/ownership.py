@@ -21,7 +21,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from store import Store
 from store.errors import StoreError
@@ -50,8 +50,8 @@ class Hooks:
     on_cancel: Callable[[str, str, str], Awaitable[None]]  # agent id, action, by
     on_gained: Callable[[str, bool], Awaitable[None]]  # agent id, taken over from another
     on_cut: Callable[[], Awaitable[None]]
-    on_roster: Callable[[list[tuple[str, str, str]]], None] = field(
-        default=lambda _others: None)  # (id, name, owner) of agents other workers own
+    # Each renewal on a shared database: (id, name, owner) of the agents other workers own.
+    on_tick: Callable[[list[tuple[str, str, str]]], Awaitable[None]] | None = None
 
 
 class Ownership:
@@ -157,7 +157,8 @@ class Ownership:
         if self.shared:
             gained += [(a, e, True) for a, e in
                        await self.store.leases.claim_expired(self.worker_id, self.ttl_s)]
-            hooks.on_roster(await self.store.leases.others(self.worker_id))
+            if hooks.on_tick is not None:
+                await hooks.on_tick(await self.store.leases.others(self.worker_id))
         for agent_id, epoch, taken_over in gained:
             self.held[agent_id] = epoch
             logger.warning("lease claimed agent=%s epoch=%d taken_over=%s", agent_id, epoch,

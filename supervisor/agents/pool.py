@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 from store import Store
 from store.agents import LIVE_STATES, AgentRow
 from store.errors import Conflict, StoreError
+from supervisor.agents.admission import admit
 from supervisor.agents.fleet import Fleet
 from supervisor.agents.handover import Handover
 from supervisor.agents.ingest import EventIngest
 from supervisor.agents.ownership import Ownership
+from supervisor.agents.placement import Placer, SpawnSpec
 from supervisor.agents.recovery import report_interrupted
 from supervisor.agents.runner import AgentRunner, RunnerDeps
 from supervisor.agents.transcripts import restart_note
@@ -86,6 +88,7 @@ class PoolParts:
     storage: StorageGuard
     gateway: ModelGateway | None = None
     ownership: Ownership | None = None  # the agents' leases (None: this worker owns all)
+    placer: Placer | None = None  # which worker a new agent runs on (None: this one)
 
 
 class AgentPool:
@@ -114,6 +117,7 @@ class AgentPool:
         self.storage = parts.storage
         self.gateway = parts.gateway
         self.ownership = parts.ownership
+        self.placer = parts.placer
         self.handover = Handover(self, parts.ownership) if parts.ownership else None
         # The bucket's side (leases), when a bucket is configured.
         self.persistence = persistence
@@ -396,8 +400,12 @@ class AgentPool:
         charter: str | None = None,
         agent_id: str | None = None,
         origin: Origin = Origin.OPERATOR,
+        host: str | None = None,
     ) -> AgentRunner:
-        """`agent_id`: chosen by the caller (a worktree is made for it first: supervisor/repos)."""
+        """`agent_id`: chosen by the caller (a worktree is made for it first: supervisor/repos).
+        The placer chooses the worker it runs on (`host` pins it; a --cwd is a directory of
+        this host's). Placed on another worker, the runner returned has no loop here: that
+        worker claims the agent and runs its first message (supervisor/agents/placement.py)."""
         deps = self.require_running()  # the kill switch is checked by supervisor.api
         await self.storage.ensure_writable()
         self.check_isolation()
@@ -419,25 +427,34 @@ class AgentPool:
                 raise InvalidRequest(f"parent agent {parent_runner.name!r} is "
                                      f"{parent_runner.state}; spawn children of live agents")
             parent_id = parent_runner.id
-        await self._admit(parent_id, by)
         agent_id = agent_id or new_agent_id()
+        worker = await self._place(SpawnSpec(name, host), agent_id, cwd)
+        await admit(self, parent_id, by, here=worker is None)
         if cwd:
             # A few stats, and a throwaway process when the directory is someone else's.
             workdir = (await asyncio.to_thread(examine, self.settings, self.isolation, cwd)).path
         else:
             workdir = (self.settings.workspaces / f"{name}-{agent_id}").resolve()
         try:
-            row = await self.store.agents.create(
-                id=agent_id, name=name, parent_id=parent_id, model=model, cwd=str(workdir),
+            row = await self.store.agents.create(  # placed elsewhere: a workspace made there
+                id=agent_id, name=name, parent_id=parent_id, model=model,
+                cwd="" if worker else str(workdir),
                 prompt=prompt, permission_mode=mode, state=AgentState.STARTING,
                 project_settings=project_settings,
             )
         except Conflict:
             raise AgentExists(name) from None  # a concurrent spawn took the name first
-        if self.ownership is not None:
-            await self.ownership.claim_new(agent_id)
         if charter is not None:  # before its first turn: the charter is in its system prompt
             await self.store.charters.set(agent_id, charter, now=self.clock.now())
+        if worker is not None:  # its first message stored, then the lease its worker claims
+            runner = AgentRunner(row, deps, self.bus.inbox(row.id, row.name), charter=charter)
+            await self._give_role(agent_id, role)
+            await runner.submit(prompt, origin)
+            await self.store.leases.place(agent_id, worker)
+            logger.info("agent placed agent=%s name=%s worker=%s", agent_id, name, worker)
+            return runner
+        if self.ownership is not None:
+            await self.ownership.claim_new(agent_id)
         workdir.mkdir(parents=True, exist_ok=True)
         if cwd:
             await self._hide_from_peers(workdir)
@@ -447,6 +464,22 @@ class AgentPool:
         await runner.submit(prompt, origin)
         logger.info("agent spawned agent=%s name=%s parent=%s", agent_id, name, parent_id)
         return runner
+
+    async def elsewhere(self, ref: str, action: str, by: str) -> AgentRunner | None:
+        """An agent another worker runs: `action` asked of that worker (Handover.elsewhere)."""
+        return None if self.handover is None else await self.handover.elsewhere(ref, action, by)
+
+    async def _place(self, spec: SpawnSpec, agent_id: str, cwd: str | None) -> str | None:
+        """The worker a new agent runs on, None for this one."""
+        if self.placer is None or self.ownership is None or (cwd and not spec.host):
+            return None
+        worker = await self.placer.place(spec, agent_id)
+        if worker == self.ownership.worker_id:
+            return None
+        if cwd:
+            raise InvalidRequest("--cwd names a directory on this host, and the agent is "
+                                 f"pinned to {spec.host}: drop --cwd, or pin it here")
+        return worker
 
     def _mode(self, name: str, asked: str | None, *, standing: bool) -> str:
         mode = asked or self.policy.permission_mode(name, self.settings.permission_mode)
@@ -465,39 +498,6 @@ class AgentPool:
         if role:
             await self.bus.subscribe(agent_id, f"role:{role}")
             self.roles[agent_id] = (*self.roles.get(agent_id, ()), role)
-
-    async def _admit(self, parent_id: str | None, by: str) -> None:
-        """Spawn limits, taken from the parent's recorded identity and the fleet's real state."""
-        s = self.settings
-        live = self.fleet.live()
-        if len(live) >= s.max_agents:
-            raise LimitExceeded(f"{len(live)} agents are live; the limit is {s.max_agents}.",
-                                "Stop or kill an agent first, or raise max_agents.")
-        if parent_id is not None:
-            depth = 1
-            cursor: str | None = parent_id
-            while cursor is not None:
-                depth += 1
-                row = await self.store.agents.get(cursor)
-                cursor = row.parent_id if row else None
-            if depth > s.max_depth:
-                raise LimitExceeded(
-                    f"a child here would be at depth {depth}; the limit is {s.max_depth}.",
-                    "Spawn it from an agent higher up, or raise max_depth.")
-            children = [r for r in live if r.parent_id == parent_id]
-            if len(children) >= s.max_children:
-                raise LimitExceeded(
-                    f"the parent already has {len(children)} live children; the limit is "
-                    f"{s.max_children}.", "Wait for some to finish, or raise max_children.")
-            self.rates.hit(f"spawn:agent:{parent_id}", s.spawns_per_minute, "spawns per agent")
-        self.rates.hit(f"spawn:op:{by}", s.spawns_per_minute, "spawns")
-        reading = await asyncio.to_thread(self.memory.read)
-        if reading.pct >= s.memory_refuse_pct:
-            raise LimitExceeded(
-                f"memory is at {reading.pct:.0f}% ({reading.used_bytes / 2**30:.1f} of "
-                f"{reading.limit_bytes / 2**30:.1f} GiB, {reading.source}); new agents are "
-                f"refused above {s.memory_refuse_pct:g}%.",
-                "Stop or kill idle agents to free memory, then try again.")
 
     async def ask(self, ref: str, text: str) -> tuple[AgentRunner, int]:
         """A message for an agent (an operator's /ask, a rerun): the one admission it passes.
