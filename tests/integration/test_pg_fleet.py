@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import psycopg
 import pytest
 
+from store.agents import LIVE_STATES
 from supervisor.agents.handover import TAKEOVER_REASON
 from supervisor.agents.ownership import FAILOVER_BOUND_S, HALT_BOUND_S
 from supervisor.coordinator import TAKEOVER_BOUND_S
@@ -59,10 +60,10 @@ def q(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]
 
 
 def owners(url: str) -> dict[str, int]:
-    """agent name -> the pid of the worker owning it (None: not claimed)."""
+    """live agent's name -> the pid of the worker owning it (0: not claimed yet)."""
     return {name: int(owner.split(":")[1]) if owner else 0 for name, owner in q(
         url, "SELECT a.name, l.owner FROM agents a JOIN agent_leases l ON l.agent_id = a.id"
-             " WHERE a.state <> 'killed'")}
+             f" WHERE a.state IN {LIVE_STATES!r}")}
 
 
 def turns_of(url: str, name: str) -> list[tuple[str, str]]:
@@ -161,6 +162,13 @@ def run_fleet(url: str, sups: list[Supervisor], homes: list[Path], gate: Gate) -
         [(status, prompt)] = turns_of(url, name)
         assert status == "ok" and f"hello from {name}" in prompt
 
+    # A schedule made on a worker that is not the coordinator: the coordinator fires it, once
+    # per slot (checked at the end, after a coordinator was SIGKILLed and another took over).
+    w2.send("/cron add * * * * * new:tick say tick")
+    w2.expect("/cron confirm", 30)
+    w2.send("/cron confirm")
+    w2.expect("Created schedule", 30)
+
     # A bus message stored on the first worker reaches an agent on another.
     far = next(n for n, p in placed.items() if p == w2.proc.pid)
     w1.send(f"/send {far} PING across")
@@ -233,6 +241,16 @@ def run_fleet(url: str, sups: list[Supervisor], homes: list[Path], gate: Gate) -
     survivor = next(s for s in alive if s is not cut)
     settle(lambda: all(owners(url)[n] == survivor.proc.pid for n in mine),
            FAILOVER_BOUND_S + SLACK_S, "the cut worker's agents taken over")
+
+    # The schedule fired, once per slot, each run one agent with one turn.
+    runs = settle(lambda: q(url, "SELECT slot_key, agent_id FROM schedule_runs WHERE status ="
+                                 " 'ran'"), 75, "a scheduled run")
+    [(slots, distinct)] = q(url, "SELECT COUNT(*), COUNT(DISTINCT slot_key) FROM"
+                                 " schedule_runs")
+    assert slots == distinct, runs
+    for _, agent_id in runs:
+        assert q(url, "SELECT COUNT(*) FROM turns WHERE agent_id = %s", (agent_id,)) == [(1,)]
+    assert len(q(url, "SELECT 1 FROM agents WHERE name LIKE 'tick-%%'")) == slots
 
     # The kill switch from another host: no agent process left on any worker.
     elsewhere = make_settings(homes[0].parent / "ops", fake=True, database_url=url)
