@@ -66,6 +66,19 @@ class Handover:
             return None
         return AgentRunner(row, self.pool.require_running())
 
+    async def ask(self, ref: str, text: str) -> AgentRunner | None:
+        """A message for an agent another worker runs (an /ask): stored on the bus, where its
+        worker finds it at its next renewal. A runner of it, with no loop here; None: not so."""
+        agent_id = next((i for i, (name, _) in self.remote.items() if ref.strip() in (i, name)),
+                        None)
+        row = None if agent_id is None else await self.pool.store.agents.get(agent_id)
+        if row is None:
+            return None
+        runner = AgentRunner(row, self.pool.require_running(), self.pool.bus.inbox(row.id,
+                                                                                   row.name))
+        await runner.submit(text)
+        return runner
+
     async def lost(self, agent_id: str) -> None:
         """Another worker holds the agent now: its process here ends, the runner goes."""
         runner = self.pool.fleet.find(agent_id)

@@ -40,6 +40,7 @@ HALT_AFTER_S = 6.0
 HALT_BOUND_S = HALT_AFTER_S + RENEW_S + 2.0
 FAILOVER_BOUND_S = TTL_S + RENEW_S + 3.0
 FOREVER_S = 10 * 365 * 86400.0  # SQLite: the one process's leases
+WATCH_S = 0.5  # how often the time since the last renewal is checked
 
 
 @dataclass
@@ -112,16 +113,8 @@ class Ownership:
             async with asyncio.timeout(RENEW_TIMEOUT_S if self.shared else None):
                 rows = await self.store.leases.renew(self.worker_id, self.ttl_s)
         except (StoreError, TimeoutError) as exc:
-            silent_s = self.monotonic() - self._last_ok
             logger.warning("lease renewal failed worker=%s silent_s=%.1f: %s", self.worker_id,
-                           silent_s, exc or "timed out")
-            if self.shared and not self.cut and silent_s >= self.halt_after_s:
-                self.cut = True
-                logger.error("no lease renewal for %.1f s: this worker halts its agents (it "
-                             "cannot see the halt flag, and its leases are about to expire)",
-                             silent_s)
-                await hooks.on_cut()
-                self.held.clear()  # they expire; whoever claims them next resumes them
+                           self.monotonic() - self._last_ok, exc or "timed out")
             return
         self._last_ok = sent
         if self.cut:
@@ -168,13 +161,40 @@ class Ownership:
             except Exception:  # noqa: BLE001 - the others are still adopted
                 logger.exception("could not adopt agent=%s", agent_id)
 
+    async def check_cut(self) -> bool:
+        """Run once: halt this worker's agents if no renewal succeeded for `halt_after_s`
+        (checked apart from the renewals, which may hang on a database that went away)."""
+        silent_s = self.monotonic() - self._last_ok
+        if not self.shared or self.cut or silent_s < self.halt_after_s:
+            return False
+        assert self.hooks is not None
+        self.cut = True
+        logger.error("no lease renewal for %.1f s: this worker halts its agents (it cannot "
+                     "see the halt flag, and its leases are about to expire)", silent_s)
+        await self.hooks.on_cut()
+        self.held.clear()  # they expire; whoever claims them next resumes them
+        return True
+
     async def run(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._renewing(), name="lease-renewal")
+            group.create_task(self._watching(), name="lease-watch")
+
+    async def _renewing(self) -> None:
         while True:
             await asyncio.sleep(self.renew_s)
             try:
                 await self.step()
             except StoreError as exc:
                 logger.warning("ownership step failed worker=%s: %s", self.worker_id, exc)
+
+    async def _watching(self) -> None:
+        while self.shared:
+            await asyncio.sleep(WATCH_S)
+            try:
+                await self.check_cut()
+            except Exception:  # noqa: BLE001 - the watch outlives a failed halt; it logs
+                logger.exception("halting this worker's agents failed")
 
     async def release(self) -> None:
         """A clean stop: the leases end now, so other workers resume the agents at once."""

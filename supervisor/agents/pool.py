@@ -299,8 +299,7 @@ class AgentPool:
         if self.persistence is not None:
             self.persistence.session_known(agent_id)
 
-    def adopt(self, runner: AgentRunner) -> None:
-        """A runner built elsewhere (supervisor/agents/handover.py): added, its loop started."""
+    def adopt(self, runner: AgentRunner) -> None:  # one built in supervisor/agents/handover.py
         self._adopt(runner)
 
     def running(self, agent_id: str) -> bool:
@@ -466,7 +465,6 @@ class AgentPool:
         return runner
 
     async def elsewhere(self, ref: str, action: str, by: str) -> AgentRunner | None:
-        """An agent another worker runs: `action` asked of that worker (Handover.elsewhere)."""
         return None if self.handover is None else await self.handover.elsewhere(ref, action, by)
 
     async def _place(self, spec: SpawnSpec, agent_id: str, cwd: str | None) -> str | None:
@@ -508,6 +506,9 @@ class AgentPool:
         self.require_running()
         self.check_isolation()
         await self.storage.ensure_writable()  # never "sent" into a store that takes nothing
+        if self.fleet.find(ref) is None and self.handover is not None and \
+                (far := await self.handover.ask(ref, text)) is not None:
+            return far, 0  # another worker's agent: on the bus, which that worker reads
         runner = await self.fleet.get(ref)
         self.rates.hit(f"msg:{runner.id}", self.settings.messages_per_minute,
                        f"messages to {runner.name}")

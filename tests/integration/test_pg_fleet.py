@@ -1,6 +1,7 @@
 """One fleet on three workers (issue 30): three `switchboard run` processes (console, fake CLI) on
 one PostgreSQL database. Spawns asked on one worker land on all three (placement); a bus
-message and a pause cross workers; SIGKILL of the coordinator in the middle of a turn: another
+message, an /ask and a pause cross workers; a schedule made on a standby worker fires once per
+slot; SIGKILL of the coordinator in the middle of a turn: another
 worker takes the role, and its agents are resumed on the other two exactly once (epoch 2, one
 restart, the cut turn reported and never replayed, the restart note in the next turn); a
 worker cut from the database (its connections refused) halts its agents within the bound;
@@ -82,6 +83,7 @@ class Gate:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.open: list[socket.socket] = []
+        self.closed = False
         self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -90,6 +92,9 @@ class Gate:
             try:
                 client, _ = self.listener.accept()
             except OSError:
+                return
+            if self.closed:
+                client.close()
                 return
             server = socket.socket(socket.AF_UNIX)
             server.connect(self.target)
@@ -106,6 +111,9 @@ class Gate:
             b.shutdown(socket.SHUT_RDWR)
 
     def cut(self) -> None:
+        self.closed = True
+        with contextlib.suppress(OSError):  # wakes the accept (a close alone would not)
+            self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
         with self.lock:
             for s in self.open:
@@ -174,6 +182,9 @@ def run_fleet(url: str, sups: list[Supervisor], homes: list[Path], gate: Gate) -
     w1.send(f"/send {far} PING across")
     settle(lambda: any(s == "ok" and "PING across" in p for s, p in turns_of(url, far)), 30,
            "the message turned on the other worker")
+    w1.send(f"/ask {far} ASK across")  # an /ask too: on the bus, which its worker reads
+    settle(lambda: any(s == "ok" and "ASK across" in p for s, p in turns_of(url, far)), 30,
+           "the /ask turned on the other worker")
     # A pause asked on the first worker, carried out by the owner through the cancel column.
     w1.send(f"/pause {far}")
     settle(lambda: q(url, "SELECT state FROM agents WHERE name = %s", (far,)) == [("paused",)],
@@ -225,6 +236,16 @@ def run_fleet(url: str, sups: list[Supervisor], homes: list[Path], gate: Gate) -
     assert notes.count("was restarted") == 1 and "interrupted" in notes, notes
     assert len(turns_of(url, busy)) == len(ran) + 1
 
+    # The schedule fired, once per slot, each run one agent with one turn.
+    runs = settle(lambda: q(url, "SELECT slot_key, agent_id FROM schedule_runs WHERE status ="
+                                 " 'ran'"), 90, "a scheduled run")
+    [(slots, distinct)] = q(url, "SELECT COUNT(*), COUNT(DISTINCT slot_key) FROM"
+                                 " schedule_runs")
+    assert slots == distinct, runs
+    for _, agent_id in runs:
+        assert q(url, "SELECT COUNT(*) FROM turns WHERE agent_id = %s", (agent_id,)) == [(1,)]
+    assert len(q(url, "SELECT 1 FROM agents WHERE name LIKE 'tick-%%'")) == slots
+
     # The worker behind the gate is cut from the database: it halts its agents.
     cut = sups[2]
     assert cut is not dead  # the first worker coordinates
@@ -234,23 +255,17 @@ def run_fleet(url: str, sups: list[Supervisor], homes: list[Path], gate: Gate) -
     assert mine
     gate.cut()
     cut_at = time.monotonic()
-    settle(lambda: not processes_with_tag(tag), HALT_BOUND_S + SLACK_S,
-           "the cut worker's agents ended")
+    try:
+        settle(lambda: not processes_with_tag(tag), HALT_BOUND_S + SLACK_S,
+               "the cut worker's agents ended")
+    except AssertionError as exc:
+        log = (homes[2] / "switchboard.log").read_text().splitlines()
+        raise AssertionError(f"{exc}; its log:\n" + "\n".join(log[-60:])) from None
     assert time.monotonic() - cut_at < HALT_BOUND_S + SLACK_S
     # ... and the last worker takes them over once their leases expire.
     survivor = next(s for s in alive if s is not cut)
     settle(lambda: all(owners(url)[n] == survivor.proc.pid for n in mine),
            FAILOVER_BOUND_S + SLACK_S, "the cut worker's agents taken over")
-
-    # The schedule fired, once per slot, each run one agent with one turn.
-    runs = settle(lambda: q(url, "SELECT slot_key, agent_id FROM schedule_runs WHERE status ="
-                                 " 'ran'"), 75, "a scheduled run")
-    [(slots, distinct)] = q(url, "SELECT COUNT(*), COUNT(DISTINCT slot_key) FROM"
-                                 " schedule_runs")
-    assert slots == distinct, runs
-    for _, agent_id in runs:
-        assert q(url, "SELECT COUNT(*) FROM turns WHERE agent_id = %s", (agent_id,)) == [(1,)]
-    assert len(q(url, "SELECT 1 FROM agents WHERE name LIKE 'tick-%%'")) == slots
 
     # The kill switch from another host: no agent process left on any worker.
     elsewhere = make_settings(homes[0].parent / "ops", fake=True, database_url=url)
