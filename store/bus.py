@@ -446,9 +446,15 @@ class BusRepo:
         scheduler records its run as interrupted (supervisor/schedule/scheduler.py)."""
         stale = "state = ? AND (lease_holder IS NULL OR substr(lease_holder, 1, ?) != ?)"
         args: tuple[str, ...] = ()
-        if recipient_id is not None:  # one agent's, taken over from a dead worker
+        if recipient_id is not None:  # one agent's, adopted by a worker
             stale += " AND recipient_id = ?"
             args = (recipient_id,)
+        elif self.db.dialect != "sqlite":
+            # Several workers share the database: an owned agent's leases are its owner's to
+            # take back (one by one, as it adopts the agent), never a starting worker's: they
+            # may be held by a turn running on another worker.
+            stale += " AND recipient_id NOT IN (SELECT agent_id FROM agent_leases WHERE owner" \
+                     " IS NOT NULL)"
         began = ("EXISTS (SELECT 1 FROM turns t WHERE t.agent_id = bus_deliveries.recipient_id"
                  " AND t.started_at >= bus_deliveries.delivered_at)")
         conn.execute(

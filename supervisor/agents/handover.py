@@ -139,6 +139,13 @@ class Handover:
         logger.warning("agent adopted agent=%s name=%s taken_over=%s", row.id, row.name,
                        taken_over)
 
+    async def reclaim(self, agent_ids: list[str]) -> None:
+        """At start on a shared database: what a previous run of this worker's agents held
+        leased on the bus goes back by the restart's rules (`Bus.start` leaves owned agents'
+        leases to their owners: another worker's running turn may hold them)."""
+        if self.ownership.shared:
+            await asyncio.gather(*(self.pool.bus.reclaim_for(a) for a in agent_ids))
+
     async def _report_cut(self, row: AgentRow) -> str:
         """The dead worker's running turn reported (never replayed), its leased messages
         back by the restart's rules; the note the agent's next turn carries."""

@@ -230,6 +230,8 @@ class AgentPool:
             await self.store.agents.update(row.id, launcher_pid=None, cli_pid=None)
             self.fleet.add(runner)
             waiting.append(runner)
+        if self.handover is not None:  # on a shared database, its agents' bus leases back
+            await self.handover.reclaim([r.id for r in self._rows if r.state != "killed"])
         self._rows = []
         self.state = PoolState.RUNNING
         if not iso.ok:
