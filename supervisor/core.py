@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 # The order the core's services start in (and stop in reverse). A test holds it.
 SERVICE_ORDER = ("storage", "ingest", "killswitch", "gateway", "recovery", "bus", "agents",
-                 "ownership", "timers", "repos", "watchdog", "retention")
+                 "ownership", "timers", "answers", "repos", "watchdog", "retention")
 
 
 def load_policy(settings: Settings) -> Policy:
@@ -94,6 +94,8 @@ class Core:
         self.worker = Worker(store, self.fleet, self.memory, self.coordinator)
         # The agents' leases this worker holds (supervisor/agents/ownership.py).
         self.ownership = Ownership(store, self.worker.id)
+        # Requests of agents another worker runs: that worker fires their timers.
+        self.escalations.elsewhere = self._remote
         self.watchdog = Watchdog(settings, self.fleet, self.escalations, store, self.memory,
                                  clock)
         # Agents' model requests: the key stays here, each agent holds a token that dies with
@@ -183,6 +185,8 @@ class Core:
             # After the pool expired the dead supervisor's orphans: stored reminders and
             # timeouts fire now; stopped before the agents, so none acts on a closing agent.
             FnService("timers", start_timers, self.timers.stop),
+            # Answers another worker recorded for calls waiting here (docs/postgresql.md).
+            loop_service("answers", self.escalations.watch_answers),
             # The agents are known: dead agents' worktrees are collected.
             FnService("repos", start_repos, self.repos.close),
             loop_service("watchdog", self.watchdog.run, after=self.watchdog.close),

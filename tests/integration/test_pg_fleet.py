@@ -1,11 +1,11 @@
 """One fleet on three workers (issue 30): three `switchboard run` processes (console, fake CLI) on
-one PostgreSQL database. Spawns asked on one worker land on all three (placement); a bus
-message, an /ask and a pause cross workers; a schedule made on a standby worker fires once per
-slot; SIGKILL of the coordinator in the middle of a turn: another
-worker takes the role, and its agents are resumed on the other two exactly once (epoch 2, one
-restart, the cut turn reported and never replayed, the restart note in the next turn); a
-worker cut from the database (its connections refused) halts its agents within the bound;
-`switchboard kill` from another host leaves no agent process on any worker."""
+one PostgreSQL database. Spawns asked on one worker land on all three (placement); a bus message,
+an /ask, a pause and an approval cross workers; a schedule made on a standby worker fires once
+per slot; SIGKILL of the coordinator in the middle of a turn: another worker takes the role, and
+its agents are resumed on the other two exactly once (epoch 2, one restart, the cut turn reported
+and never replayed, the restart note in the next turn); a worker cut from the database (its
+connections refused) halts its agents within the bound; `switchboard kill` from another host
+leaves no agent process on any worker."""
 
 from __future__ import annotations
 
@@ -192,6 +192,21 @@ def run_fleet(url: str, sups: list[Supervisor], homes: list[Path], gate: Gate) -
     w1.send(f"/resume {far}")
     settle(lambda: q(url, "SELECT state FROM agents WHERE name = %s", (far,)) == [("idle",)],
            20, "resumed by its worker")
+
+    # A permission request of an agent on another worker, approved on the first worker (the
+    # coordinator's chat): the answer reaches the call waiting on the agent's worker.
+    [(w2_id,)] = q(url, "SELECT id FROM workers WHERE pid = %s", (w2.proc.pid,))
+    w1.send(f'/spawn asker --host {w2_id} ASKTOOL Bash {{"command": "make deploy"}}')
+    w1.expect("Spawned asker", 60)
+    [(esc_id, agent_of)] = settle(lambda: q(
+        url, "SELECT id, agent_id FROM escalations WHERE kind = 'permission' AND status ="
+             " 'open'"), 30, "the permission request")
+    assert owners(url)["asker"] == w2.proc.pid
+    w1.send(f"/approve {esc_id}")
+    settle(lambda: q(url, "SELECT result_text FROM turns WHERE agent_id = %s AND status ="
+                          " 'ok'", (agent_of,)), 30, "the asker's turn ended")
+    assert q(url, "SELECT result_text FROM turns WHERE agent_id = %s", (agent_of,)) == [
+        ("TOOL ALLOWED",)]
 
     # SIGKILL of the coordinator in the middle of a turn.
     [(coord_pid,)] = q(url, "SELECT pid FROM workers WHERE coordinator = 1")
