@@ -55,6 +55,8 @@ class Spawn:
         Opt("--parent", "parent", "make it a child of this agent", "AGENT"),
         Opt("--mode", "mode", "permission mode, e.g. default, acceptEdits, plan", "MODE"),
         Opt("--role", "role", "its role on the bus: messages to role:<role> reach it", "ROLE"),
+        Opt("--host", "host", "run it on a worker of this host (several hosts on one "
+            "database; default: the worker with the most room)", "HOST"),
         Opt("--charter", "charter",
             "make it a standing agent with this charter (quoted text, or @file): goal, "
             "authority, what needs approval, what not to do, when to escalate", "TEXT|@FILE"),
@@ -77,6 +79,9 @@ class Spawn:
         if args["repo"]:
             if args["cwd"]:
                 raise UsageError("--repo and --cwd exclude each other: the worktree is the cwd")
+            if args["host"]:
+                raise UsageError("--repo runs the agent on this host (its worktree is here): "
+                                 "drop --host")
             r, wt = await ctx.api.repos.spawn(
                 args["name"], args["prompt"], repo=args["repo"], base=args["base"],
                 by=ctx.caller, model=args["model"], parent=args["parent"],
@@ -90,9 +95,9 @@ class Spawn:
                 args["name"], args["prompt"], by=ctx.caller, model=args["model"],
                 cwd=args["cwd"], parent=args["parent"], permission_mode=args["mode"],
                 project_settings=bool(args["project_settings"]), role=args["role"],
-                charter=args["charter"],
+                charter=args["charter"], host=args["host"],
             )
-            where = r.cwd
+            where = r.cwd or "a fresh workspace on the worker it was placed on"
         blocks = [Text(f"Spawned {r.name} ({r.id}) in {where}")]
         if args["charter"] is not None:
             blocks.append(Text("It is a standing agent: its charter is part of its system "

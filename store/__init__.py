@@ -18,6 +18,7 @@ from store.errors import StoreUnavailable
 from store.escalations import EscalationRepo
 from store.events import EventRepo
 from store.kv import KvRepo
+from store.leases import LeaseRepo
 from store.operators import OperatorRepo
 from store.repos import RepoRepo
 from store.results import ResultRepo
@@ -46,6 +47,7 @@ class Store:
     web: WebCredentialRepo
     reviews: ReviewRepo
     workers: WorkerRepo
+    leases: LeaseRepo
 
     @classmethod
     def on(cls, db: AnyDatabase, *, redact: Callable[[str], str] | None = None,
@@ -56,7 +58,7 @@ class Store:
                    KvRepo(db, now=now), OperatorRepo(db, now=now), BusRepo(db),
                    CharterRepo(db), RepoRepo(db, now=now), ScheduleRepo(db),
                    ResultRepo(db, now=now), WebCredentialRepo(db, now=now),
-                   ReviewRepo(db, now=now), WorkerRepo(db))
+                   ReviewRepo(db, now=now), WorkerRepo(db), LeaseRepo(db))
 
 
 async def open_store(path: Path, *, read_only: bool = False,

@@ -9,6 +9,7 @@ from typing import Any
 
 from store.clock import Now, system_now
 from store.db import AnyDatabase
+from store.fence import check_fence
 
 LIVE_STATES = ("starting", "working", "idle", "waiting", "stalled", "paused")
 
@@ -116,9 +117,13 @@ class AgentRepo:
         )
         return [AgentRow.from_row(r) for r in rows]
 
-    async def set_state(self, agent_id: str, old: str | None, new: str, reason: str) -> float:
+    async def set_state(self, agent_id: str, old: str | None, new: str, reason: str, *,
+                        fence: tuple[str, int] | None = None) -> float:
+        """`fence`: (owner, epoch) of the agent's lease, checked in the same transaction
+        (store/leases.py): Fenced if that worker no longer holds it."""
         now = self._now()
         async with self.db.transaction() as conn:
+            await check_fence(conn, agent_id, fence)
             await conn.execute(
                 "UPDATE agents SET state = ?, updated_at = ? WHERE id = ?", (new, now, agent_id)
             )

@@ -431,7 +431,8 @@ class BusRepo:
             (reason, *params))
         return [_message(r) for r in dead], dropped
 
-    def reclaim(self, conn: SyncConn, holder_prefix: str, now: float) -> int:
+    def reclaim(self, conn: SyncConn, holder_prefix: str, now: float,
+                recipient_id: str | None = None) -> int:
         """Leases held by anyone but `holder_prefix` (a previous supervisor, now dead) go back
         to the queue at once, without waiting for them to run out: an agent's message is
         delivered again (at least once). The operator's own messages are not, once a turn of
@@ -443,17 +444,28 @@ class BusRepo:
         would tell the operator about it. A scheduled message is never delivered again: the
         scheduler records its run as interrupted (supervisor/schedule/scheduler.py)."""
         stale = "state = ? AND (lease_holder IS NULL OR substr(lease_holder, 1, ?) != ?)"
+        args: tuple[str, ...] = ()
+        if recipient_id is not None:  # one agent's, adopted by a worker
+            stale += " AND recipient_id = ?"
+            args = (recipient_id,)
+        elif self.db.dialect != "sqlite":
+            # Several workers share the database: an owned agent's leases are its owner's to
+            # take back (one by one, as it adopts the agent), never a starting worker's: they
+            # may be held by a turn running on another worker.
+            stale += " AND recipient_id NOT IN (SELECT agent_id FROM agent_leases WHERE owner" \
+                     " IS NOT NULL)"
         began = ("EXISTS (SELECT 1 FROM turns t WHERE t.agent_id = bus_deliveries.recipient_id"
                  " AND t.started_at >= bus_deliveries.delivered_at)")
         conn.execute(
             "UPDATE bus_deliveries SET state = ?, lease_holder = NULL, lease_token = NULL, "
             "lease_expires_at = NULL, consumed_at = ?, ended_at = ?, reason = ? "
             f"WHERE {stale} AND ({_SCHEDULED} OR ({_OPERATORS} AND {began}))",
-            (CONSUMED, now, now, RESTART_REASON, LEASED, len(holder_prefix), holder_prefix))
+            (CONSUMED, now, now, RESTART_REASON, LEASED, len(holder_prefix), holder_prefix,
+             *args))
         cur = conn.execute(
             "UPDATE bus_deliveries SET state = ?, lease_holder = NULL, lease_token = NULL, "
             f"lease_expires_at = NULL, reason = 'redelivered after a restart' WHERE {stale}",
-            (QUEUED, LEASED, len(holder_prefix), holder_prefix))
+            (QUEUED, LEASED, len(holder_prefix), holder_prefix, *args))
         return int(cur.rowcount)
 
     def dead_letter_open(self, conn: SyncConn, recipient_id: str,

@@ -536,6 +536,18 @@ MIGRATIONS: tuple[str, ...] = (
         coordinator      INTEGER NOT NULL DEFAULT 0
     );
     """,
+    # 22 (issue 30): each agent's lease (store/leases.py); one running turn per agent.
+    """
+    CREATE TABLE agent_leases (agent_id TEXT PRIMARY KEY, owner TEXT, placed_on TEXT,
+        epoch INTEGER NOT NULL DEFAULT 0, renewed_at REAL, expires_at REAL, cancel TEXT,
+        cancel_by TEXT);
+    CREATE INDEX agent_leases_owner ON agent_leases(owner);
+    CREATE INDEX agent_leases_placed ON agent_leases(placed_on);
+    UPDATE turns SET status = 'interrupted', error = 'closed by migration 22' WHERE status =
+        'running' AND id NOT IN (SELECT MAX(id) FROM turns WHERE status = 'running' GROUP BY
+        agent_id);
+    CREATE UNIQUE INDEX turns_one_running ON turns(agent_id) WHERE status = 'running';
+    """,
 )
 
 

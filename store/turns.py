@@ -9,6 +9,7 @@ from typing import Any
 from store.clock import Now, system_now
 from store.db import AnyConnection, AnyDatabase
 from store.escalations import EscalationDraft, EscalationRepo
+from store.fence import check_fence
 from store.text_search import contains_all
 
 
@@ -106,10 +107,14 @@ class TurnRepo:
         self._outcomes[new] = self._outcomes.get(new, 0) + n
 
     async def start(self, agent_id: str, prompt: str, *, origin: str | None = None,
-                    message_ids: Sequence[int] = ()) -> int:
+                    message_ids: Sequence[int] = (),
+                    fence: tuple[str, int] | None = None) -> int:
         """A turn begins: its prompt, who asked for it (`origin`, comma-separated when its
-        messages came from several), and the bus messages it holds."""
+        messages came from several), and the bus messages it holds. `fence`: (owner, epoch)
+        of the agent's lease (store/leases.py), checked in the same transaction. One turn
+        runs per agent: a second start while one is running is a Conflict."""
         async with self.db.transaction() as conn:
+            await check_fence(conn, agent_id, fence)
             async with conn.execute(
                 "INSERT INTO turns (agent_id, prompt, status, started_at, origin)"
                 " VALUES (?,?,?,?,?)",

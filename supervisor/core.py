@@ -15,6 +15,8 @@ import os
 from store import Store
 from supervisor.agents.fleet import BusMembers, Fleet
 from supervisor.agents.ingest import EventIngest
+from supervisor.agents.ownership import Ownership
+from supervisor.agents.placement import LocalPlacer
 from supervisor.agents.pool import AgentPool, PoolParts
 from supervisor.agents.recovery import RERUN_TOOL, answer_hook
 from supervisor.agents.retention import Retention
@@ -45,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 # The order the core's services start in (and stop in reverse). A test holds it.
 SERVICE_ORDER = ("storage", "ingest", "killswitch", "gateway", "recovery", "bus", "agents",
-                 "timers", "repos", "watchdog", "retention")
+                 "ownership", "timers", "answers", "repos", "watchdog", "retention")
 
 
 def load_policy(settings: Settings) -> Policy:
@@ -90,6 +92,10 @@ class Core:
         # composition root, which also runs the coordinator role it reports).
         self.coordinator = coordinator if coordinator is not None else Coordinator(None)
         self.worker = Worker(store, self.fleet, self.memory, self.coordinator)
+        # The agents' leases this worker holds (supervisor/agents/ownership.py).
+        self.ownership = Ownership(store, self.worker.id)
+        # Requests of agents another worker runs: that worker fires their timers.
+        self.escalations.elsewhere = self._remote
         self.watchdog = Watchdog(settings, self.fleet, self.escalations, store, self.memory,
                                  clock)
         # Agents' model requests: the key stays here, each agent holds a token that dies with
@@ -99,7 +105,7 @@ class Core:
                                     day=lambda: int(day_start(clock.now())),
                                     on_refused=self._egress_refused)
         self.killswitch.revokers.append(self.gateway.revoke_everything)
-        self.bus = Bus(store, settings, BusMembers(self.fleet), clock=clock,
+        self.bus = Bus(store, settings, BusMembers(self.fleet, self._remote), clock=clock,
                        notify=self.escalations.notify,
                        halted=lambda: self.killswitch.halted,
                        ask_operator=self._ask_operator)
@@ -118,6 +124,7 @@ class Core:
             crashes=CrashTracker(settings.crash_loop_max, settings.crash_loop_window_s, clock),
             rates=RateLimiter(clock), memory=self.memory, watchdog=self.watchdog, bus=self.bus,
             ingest=self.ingest, repos=self.repos, storage=self.storage, gateway=self.gateway,
+            ownership=self.ownership, placer=LocalPlacer(store, self.worker.id),
         ), clock, persistence)
         self.escalations.on_answer(RERUN_TOOL, answer_hook(store, self.escalations,
                                                            self.pool.ask))
@@ -173,14 +180,23 @@ class Core:
             FnService("bus", start_bus, self.bus.close),
             # The agents and their loops; stopped: every process ended, states recorded.
             FnService("agents", start_agents, self.pool.close),
+            # The leases renewed; agents placed here or left by a dead worker claimed.
+            loop_service("ownership", self.ownership.run),
             # After the pool expired the dead supervisor's orphans: stored reminders and
             # timeouts fire now; stopped before the agents, so none acts on a closing agent.
             FnService("timers", start_timers, self.timers.stop),
+            # Answers another worker recorded for calls waiting here (docs/postgresql.md).
+            loop_service("answers", self.escalations.watch_answers),
             # The agents are known: dead agents' worktrees are collected.
             FnService("repos", start_repos, self.repos.close),
             loop_service("watchdog", self.watchdog.run, after=self.watchdog.close),
             loop_service("retention", self.retention.run),
         ]
+
+    def _remote(self) -> dict[str, tuple[str, str]]:
+        """The live agents other workers run (their names reach them over the bus)."""
+        handover = self.pool.handover
+        return handover.remote if handover is not None else {}
 
     async def _budget_of(self, agent_id: str) -> tuple[float, float] | None:
         """(today's budget, today's recorded spend) of an agent with a budget, for the gateway."""

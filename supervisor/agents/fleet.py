@@ -6,6 +6,7 @@ kill switch, the scheduler's targets, the repositories and the API facets."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from supervisor.errors import UnknownAgent
@@ -41,8 +42,9 @@ class FleetReader(Protocol):
 
 
 class Fleet:
-    """The registry itself. Runners are added by the pool and never removed (a killed agent
-    stays for /status and /logs); their state is the runners' own."""
+    """The registry itself. Runners are added by the pool, and removed only when another
+    worker took the agent over (a killed agent stays for /status and /logs); their state is
+    the runners' own."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -51,6 +53,10 @@ class Fleet:
     def add(self, runner: AgentRunner) -> None:
         """The pool's alone: a runner it built (spawned or recovered)."""
         self._runners[runner.id] = runner
+
+    def drop(self, agent_id: str) -> None:
+        """The pool's alone: an agent another worker runs now (its lease was taken over)."""
+        self._runners.pop(agent_id, None)
 
     def find(self, agent_id: str) -> AgentRunner | None:
         return self._runners.get(agent_id)
@@ -99,22 +105,30 @@ class BusMembers:
     """The fleet as the bus sees it (`supervisor.bus.core.Members`): (id, name) pairs, and
     interrupting a busy recipient's turn for an `interrupt` message."""
 
-    def __init__(self, fleet: FleetReader) -> None:
+    def __init__(self, fleet: FleetReader,
+                 remote: Callable[[], dict[str, tuple[str, str]]] = dict) -> None:
         self._fleet = fleet
+        # Live agents other workers run: id -> (name, worker) (supervisor/agents/handover.py).
+        self._remote = remote
 
     def live(self) -> list[tuple[str, str]]:
-        return [(r.id, r.name) for r in self._fleet.live()]
+        return [(r.id, r.name) for r in self._fleet.live()] + self._others()
 
     def everyone(self) -> list[tuple[str, str]]:
-        return [(r.id, r.name) for r in self._fleet.everyone()]
+        return [(r.id, r.name) for r in self._fleet.everyone()] + self._others()
+
+    def _others(self) -> list[tuple[str, str]]:
+        return [(agent_id, name) for agent_id, (name, _) in self._remote().items()]
 
     def count(self) -> int:
-        return len(self._fleet)
+        return len(self._fleet) + len(self._remote())
 
     def is_live(self, agent_id: str) -> bool:
-        return self._fleet.is_live(agent_id)
+        return self._fleet.is_live(agent_id) or agent_id in self._remote()
 
     def state_of(self, agent_id: str) -> str:
+        if self._fleet.find(agent_id) is None and agent_id in self._remote():
+            return "on another worker"
         return self._fleet.state_of(agent_id)
 
     async def interrupt(self, agent_id: str) -> None:

@@ -13,8 +13,12 @@ from typing import TYPE_CHECKING, Any
 from store import Store
 from store.agents import LIVE_STATES, AgentRow
 from store.errors import Conflict, StoreError
+from supervisor.agents.admission import admit
 from supervisor.agents.fleet import Fleet
+from supervisor.agents.handover import Handover
 from supervisor.agents.ingest import EventIngest
+from supervisor.agents.ownership import Ownership
+from supervisor.agents.placement import Placer, SpawnSpec
 from supervisor.agents.recovery import report_interrupted
 from supervisor.agents.runner import AgentRunner, RunnerDeps
 from supervisor.agents.transcripts import restart_note
@@ -23,7 +27,7 @@ from supervisor.bus.inbox import Origin
 from supervisor.bus.tools import FleetHooks, bus_tools
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import PERMISSION_MODES, Settings
-from supervisor.errors import AgentExists, InvalidRequest, ShuttingDown
+from supervisor.errors import AgentExists, AgentFailed, InvalidRequest, ShuttingDown
 from supervisor.events import AgentState, EventHub, StateChanged
 from supervisor.guard.escalations import Escalations
 from supervisor.guard.gateway import ModelGateway
@@ -84,6 +88,8 @@ class PoolParts:
     repos: Repos
     storage: StorageGuard
     gateway: ModelGateway | None = None
+    ownership: Ownership | None = None  # the agents' leases (None: this worker owns all)
+    placer: Placer | None = None  # which worker a new agent runs on (None: this one)
 
 
 class AgentPool:
@@ -111,6 +117,9 @@ class AgentPool:
         self.repos = parts.repos
         self.storage = parts.storage
         self.gateway = parts.gateway
+        self.ownership = parts.ownership
+        self.placer = parts.placer
+        self.handover = Handover(self, parts.ownership) if parts.ownership else None
         # The bucket's side (leases), when a bucket is configured.
         self.persistence = persistence
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -132,6 +141,7 @@ class AgentPool:
         self._rows: list[AgentRow] = []
         self._swept: list[int] = []
         self._interrupted = 0
+        self._owned: set[str] = set()  # the agents this worker runs (and killed ones)
 
     async def prepare(self) -> None:
         """Before the bus starts: the host's sandbox probed, what a previous supervisor left
@@ -149,31 +159,20 @@ class AgentPool:
             logger.warning("isolation: %s",
                            describe(iso, self.settings.allow_unisolated_agents))
         self._deps = RunnerDeps(
-            settings=self.settings,
-            store=self.store,
-            hub=self.hub,
-            launcher=install_launcher(self.settings.run_dir),
-            real_cli=real_cli,
-            policy=self.policy,
-            escalations=self.escalations,
-            killswitch=self.killswitch,
-            crashes=self.crashes,
-            over_budget=self.watchdog.over_budget,
-            isolation=iso,
-            peer_dirs=self._peer_dirs,
-            clock=self.clock,
+            settings=self.settings, store=self.store, hub=self.hub,
+            launcher=install_launcher(self.settings.run_dir), real_cli=real_cli,
+            policy=self.policy, escalations=self.escalations, killswitch=self.killswitch,
+            crashes=self.crashes, over_budget=self.watchdog.over_budget, isolation=iso,
+            peer_dirs=self._peer_dirs, clock=self.clock,
             agent_tools=lambda runner: [
                 *bus_tools(self.bus, runner, FleetHooks(self._roster, self._wait_idle,
                                                         self._spawn_child)),
                 *repo_tools(self.repos, runner.id),
                 *(t for make in self.tool_makers.values() for t in make(runner))],
-            repo_wall=self.repos.wall,
-            session_store=self.session_store,
-            before_start=self._before_start,
-            session_known=self._session_known,
-            ingest=self.ingest,
-            memory=self.project_memory,
-            gateway=self.gateway,
+            repo_wall=self.repos.wall, session_store=self.session_store,
+            before_start=self._before_start, session_known=self._session_known,
+            ingest=self.ingest, memory=self.project_memory, gateway=self.gateway,
+            fence=self.ownership.fence if self.ownership else (lambda _agent_id: None),
         )
         self.settings.workspaces.mkdir(parents=True, exist_ok=True)
         self.settings.context_dir.mkdir(parents=True, exist_ok=True)  # the shared context
@@ -182,12 +181,18 @@ class AgentPool:
         if self._swept:
             logger.warning("swept leftover agent processes count=%d pids=%s",
                            len(self._swept), self._swept)
-        self._rows = rows = await self.store.agents.list()
+        rows = await self.store.agents.list()
+        if self.ownership is not None:  # this worker's agents: those whose lease it takes
+            owned = await self.ownership.take([r.id for r in rows
+                                               if r.state != AgentState.KILLED])
+            rows = [r for r in rows if r.id in owned or r.state == AgentState.KILLED]
+        self._rows = rows
+        self._owned = {r.id for r in rows}
         await self._take_leases([r.id for r in rows if r.state in LIVE_STATES])
         # Turns the previous supervisor left running: reported, never replayed unasked.
         self._interrupted = await report_interrupted(
             self.store, self.escalations, {r.id: r.name for r in rows},
-            "the supervisor stopped while it ran")
+            "the supervisor stopped while it ran", agent_ids=self._owned)
         # Last: a prepare that fails has nothing to undo (`release` runs only after a start).
         self.cpu = cpu = await asyncio.to_thread(
             arrange, self.settings.agent_cpu_group, self.settings.agent_nice,
@@ -222,6 +227,8 @@ class AgentPool:
             await self.store.agents.update(row.id, launcher_pid=None, cli_pid=None)
             self.fleet.add(runner)
             waiting.append(runner)
+        if self.handover is not None:  # on a shared database, its agents' bus leases back
+            await self.handover.reclaim([r.id for r in self._rows if r.state != "killed"])
         self._rows = []
         self.state = PoolState.RUNNING
         if not iso.ok:
@@ -238,7 +245,8 @@ class AgentPool:
                 "(GOOGLE_APPLICATION_CREDENTIALS or the service account) and restart.")
         # Questions whose asker died with the previous supervisor: close them, tell the
         # operator, and give the agent a note so it knows its request went unanswered.
-        for orphan in await self.escalations.expire_orphans("the supervisor restarted"):
+        for orphan in await self.escalations.expire_orphans("the supervisor restarted",
+                                                             agent_ids=self._owned):
             asker = self.fleet.find(orphan.agent_id or "")
             if asker is not None and asker.state.live and not self.killswitch.halted:
                 await asker.submit(
@@ -280,6 +288,9 @@ class AgentPool:
 
     async def _before_start(self, agent_id: str) -> None:
         """Before an agent's process starts: its lease (AgentFailed if another holds it)."""
+        if self.ownership is not None and not self.ownership.holds(agent_id):
+            raise AgentFailed(None, "", "this worker does not hold the agent's lease (another "
+                              "worker runs it, or this one lost the database)")
         if self.persistence is not None:
             await self.persistence.before_start(agent_id)
 
@@ -287,7 +298,22 @@ class AgentPool:
         if self.persistence is not None:
             self.persistence.session_known(agent_id)
 
+    def adopt(self, runner: AgentRunner) -> None:  # one built in supervisor/agents/handover.py
+        self._adopt(runner)
+
+    def running(self, agent_id: str) -> bool:
+        task = self._tasks.get(agent_id)
+        return task is not None and not task.done()
+
+    def forget(self, agent_id: str) -> None:
+        """An agent this worker no longer runs (its process ended first): out of the fleet."""
+        self.fleet.drop(agent_id)
+        self._owned.discard(agent_id)
+        if (task := self._tasks.pop(agent_id, None)) is not None:
+            task.cancel()
+
     def _adopt(self, runner: AgentRunner) -> None:
+        self._owned.add(runner.id)
         self.fleet.add(runner)
         self._tasks[runner.id] = asyncio.create_task(runner.run(), name=f"agent:{runner.name}")
         self._tasks[runner.id].add_done_callback(self._task_done)
@@ -300,8 +326,6 @@ class AgentPool:
         if self.state != PoolState.RUNNING or self._deps is None:
             raise ShuttingDown()
         return self._deps
-
-    # -- queries --------------------------------------------------------------------------------
 
     # -- actions ---------------------------------------------------------------------------------
 
@@ -374,8 +398,12 @@ class AgentPool:
         charter: str | None = None,
         agent_id: str | None = None,
         origin: Origin = Origin.OPERATOR,
+        host: str | None = None,
     ) -> AgentRunner:
-        """`agent_id`: chosen by the caller (a worktree is made for it first: supervisor/repos)."""
+        """`agent_id`: chosen by the caller (a worktree is made for it first: supervisor/repos).
+        The placer chooses the worker it runs on (`host` pins it; a --cwd is a directory of
+        this host's). Placed on another worker, the runner returned has no loop here: that
+        worker claims the agent and runs its first message (supervisor/agents/placement.py)."""
         deps = self.require_running()  # the kill switch is checked by supervisor.api
         await self.storage.ensure_writable()
         self.check_isolation()
@@ -397,16 +425,18 @@ class AgentPool:
                 raise InvalidRequest(f"parent agent {parent_runner.name!r} is "
                                      f"{parent_runner.state}; spawn children of live agents")
             parent_id = parent_runner.id
-        await self._admit(parent_id, by)
         agent_id = agent_id or new_agent_id()
+        worker = await self._place(SpawnSpec(name, host), agent_id, cwd)
+        await admit(self, parent_id, by, here=worker is None)
         if cwd:
             # A few stats, and a throwaway process when the directory is someone else's.
             workdir = (await asyncio.to_thread(examine, self.settings, self.isolation, cwd)).path
         else:
             workdir = (self.settings.workspaces / f"{name}-{agent_id}").resolve()
         try:
-            row = await self.store.agents.create(
-                id=agent_id, name=name, parent_id=parent_id, model=model, cwd=str(workdir),
+            row = await self.store.agents.create(  # placed elsewhere: a workspace made there
+                id=agent_id, name=name, parent_id=parent_id, model=model,
+                cwd="" if worker else str(workdir),
                 prompt=prompt, permission_mode=mode, state=AgentState.STARTING,
                 project_settings=project_settings,
             )
@@ -414,6 +444,15 @@ class AgentPool:
             raise AgentExists(name) from None  # a concurrent spawn took the name first
         if charter is not None:  # before its first turn: the charter is in its system prompt
             await self.store.charters.set(agent_id, charter, now=self.clock.now())
+        if worker is not None:  # its first message stored, then the lease its worker claims
+            runner = AgentRunner(row, deps, self.bus.inbox(row.id, row.name), charter=charter)
+            await self._give_role(agent_id, role)
+            await runner.submit(prompt, origin)
+            await self.store.leases.place(agent_id, worker)
+            logger.info("agent placed agent=%s name=%s worker=%s", agent_id, name, worker)
+            return runner
+        if self.ownership is not None:
+            await self.ownership.claim_new(agent_id)
         workdir.mkdir(parents=True, exist_ok=True)
         if cwd:
             await self._hide_from_peers(workdir)
@@ -423,6 +462,21 @@ class AgentPool:
         await runner.submit(prompt, origin)
         logger.info("agent spawned agent=%s name=%s parent=%s", agent_id, name, parent_id)
         return runner
+
+    async def elsewhere(self, ref: str, action: str, by: str) -> AgentRunner | None:
+        return None if self.handover is None else await self.handover.elsewhere(ref, action, by)
+
+    async def _place(self, spec: SpawnSpec, agent_id: str, cwd: str | None) -> str | None:
+        """The worker a new agent runs on, None for this one."""
+        if self.placer is None or self.ownership is None or (cwd and not spec.host):
+            return None
+        worker = await self.placer.place(spec, agent_id)
+        if worker == self.ownership.worker_id:
+            return None
+        if cwd:
+            raise InvalidRequest("--cwd names a directory on this host, and the agent is "
+                                 f"pinned to {spec.host}: drop --cwd, or pin it here")
+        return worker
 
     def _mode(self, name: str, asked: str | None, *, standing: bool) -> str:
         mode = asked or self.policy.permission_mode(name, self.settings.permission_mode)
@@ -442,39 +496,6 @@ class AgentPool:
             await self.bus.subscribe(agent_id, f"role:{role}")
             self.roles[agent_id] = (*self.roles.get(agent_id, ()), role)
 
-    async def _admit(self, parent_id: str | None, by: str) -> None:
-        """Spawn limits, taken from the parent's recorded identity and the fleet's real state."""
-        s = self.settings
-        live = self.fleet.live()
-        if len(live) >= s.max_agents:
-            raise LimitExceeded(f"{len(live)} agents are live; the limit is {s.max_agents}.",
-                                "Stop or kill an agent first, or raise max_agents.")
-        if parent_id is not None:
-            depth = 1
-            cursor: str | None = parent_id
-            while cursor is not None:
-                depth += 1
-                row = await self.store.agents.get(cursor)
-                cursor = row.parent_id if row else None
-            if depth > s.max_depth:
-                raise LimitExceeded(
-                    f"a child here would be at depth {depth}; the limit is {s.max_depth}.",
-                    "Spawn it from an agent higher up, or raise max_depth.")
-            children = [r for r in live if r.parent_id == parent_id]
-            if len(children) >= s.max_children:
-                raise LimitExceeded(
-                    f"the parent already has {len(children)} live children; the limit is "
-                    f"{s.max_children}.", "Wait for some to finish, or raise max_children.")
-            self.rates.hit(f"spawn:agent:{parent_id}", s.spawns_per_minute, "spawns per agent")
-        self.rates.hit(f"spawn:op:{by}", s.spawns_per_minute, "spawns")
-        reading = await asyncio.to_thread(self.memory.read)
-        if reading.pct >= s.memory_refuse_pct:
-            raise LimitExceeded(
-                f"memory is at {reading.pct:.0f}% ({reading.used_bytes / 2**30:.1f} of "
-                f"{reading.limit_bytes / 2**30:.1f} GiB, {reading.source}); new agents are "
-                f"refused above {s.memory_refuse_pct:g}%.",
-                "Stop or kill idle agents to free memory, then try again.")
-
     async def ask(self, ref: str, text: str) -> tuple[AgentRunner, int]:
         """A message for an agent (an operator's /ask, a rerun): the one admission it passes.
         The kill switch first, before anything is looked up or counted; the agent's own
@@ -484,6 +505,9 @@ class AgentPool:
         self.require_running()
         self.check_isolation()
         await self.storage.ensure_writable()  # never "sent" into a store that takes nothing
+        if self.fleet.find(ref) is None and self.handover is not None and \
+                (far := await self.handover.ask(ref, text)) is not None:
+            return far, 0  # another worker's agent: on the bus, which that worker reads
         runner = await self.fleet.get(ref)
         self.rates.hit(f"msg:{runner.id}", self.settings.messages_per_minute,
                        f"messages to {runner.name}")
@@ -547,10 +571,14 @@ class AgentPool:
         try:
             for r in runners:
                 if r.state in (AgentState.WORKING, AgentState.STARTING, AgentState.WAITING):
-                    await self.store.agents.set_state(r.id, r.state, AgentState.IDLE,
-                                                      "supervisor shut down mid-turn")
+                    await self.store.agents.set_state(
+                        r.id, r.state, AgentState.IDLE, "supervisor shut down mid-turn",
+                        fence=self.ownership.fence(r.id) if self.ownership else None)
             await report_interrupted(self.store, self.escalations,
-                                     {r.id: r.name for r in runners}, "the supervisor shut down")
+                                     {r.id: r.name for r in runners}, "the supervisor shut down",
+                                     agent_ids={r.id for r in runners})
+            if self.ownership is not None:  # handed over: other workers resume them at once
+                await self.ownership.release()
         except StoreError:
             # The next start repairs these rows; the sweep in `release` happens regardless.
             logger.exception("could not record the shutdown in the store")

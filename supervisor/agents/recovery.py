@@ -41,11 +41,14 @@ EXCERPT_CHARS = 300
 
 
 async def report_interrupted(store: Store, escalations: Escalations, names: dict[str, str],
-                             reason: str) -> int:
-    """Mark every turn still running as interrupted, each with its question (or, when what it
-    held is redelivered anyway, its notice). Returns how many were reported."""
+                             reason: str, *, agent_ids: set[str] | None = None) -> int:
+    """Mark every turn still running as interrupted (of `agent_ids` only, when given: the
+    agents this worker owns), each with its question (or, when what it held is redelivered
+    anyway, its notice). Returns how many were reported."""
     reported = 0
     for turn in await store.turns.running():
+        if agent_ids is not None and turn.agent_id not in agent_ids:
+            continue  # another worker's agent, running there
         name = names.get(turn.agent_id, turn.agent_id)
         excerpt = turn.prompt if len(turn.prompt) <= EXCERPT_CHARS else \
             turn.prompt[:EXCERPT_CHARS] + "…"

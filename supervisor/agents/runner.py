@@ -86,6 +86,9 @@ class RunnerDeps:
     memory: AgentMemory | None = None  # the project memory (supervisor/repos/memory.py)
     gateway: ModelGateway | None = None  # the model gateway: agents' tokens, not the key
     cpu_group: str | None = None  # the agents' CPU group's cgroup.procs (process/cpugroup.py)
+    # The (owner, epoch) of the agent's lease that its turn starts and state changes are
+    # fenced by (supervisor/agents/ownership.py); None: unfenced.
+    fence: Callable[[str], tuple[str, int] | None] = lambda _agent_id: None
 
 
 class AgentRunner(TurnExecution):
@@ -509,7 +512,8 @@ class AgentRunner(TurnExecution):
                 return
             check_transition(old, new)
             await self._flush_events()
-            await self._deps.store.agents.set_state(self.id, old, new, reason)
+            await self._deps.store.agents.set_state(self.id, old, new, reason,
+                                                    fence=self._deps.fence(self.id))
             if remember:
                 self._state_before_pause = old
             self.state = new

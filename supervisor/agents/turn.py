@@ -157,7 +157,8 @@ class TurnExecution:
                 if proc is None:
                     return False  # held: the loop waits for the operator's choice
             turn_id = await self._deps.store.turns.start(
-                self.id, prompt, origin=item.origin, message_ids=item.message_ids)
+                self.id, prompt, origin=item.origin, message_ids=item.message_ids,
+                fence=self._deps.fence(self.id))
             self.turn_started_at = self.last_activity_at = self._deps.clock.now()
             # Paused while the turn was being set up: it is working once resumed.
             await self._set_state(AgentState.WORKING, "", unless_paused=True)

@@ -243,10 +243,11 @@ class SupervisorAPI(OperatorAdmin, HealthAndRecord):
                     cwd: str | None = None, parent: str | None = None,
                     permission_mode: str | None = None,
                     project_settings: bool = False, role: str | None = None,
-                    charter: str | None = None) -> AgentView:
+                    charter: str | None = None, host: str | None = None) -> AgentView:
         """Start an agent on its first prompt. The pool admits it (limits, rates, memory,
         isolation) and validates name, prompt, mode and directory. With a `charter` (its
-        text, or @path of a file) it is a standing agent (docs/standing-agents.md)."""
+        text, or @path of a file) it is a standing agent (docs/standing-agents.md). On a
+        shared database the placer picks the worker it runs on; `host` pins it."""
         self._not_halted()
         name, prompt = clean_text(name), clean_text(prompt)
         text = None if charter is None else charter_text(
@@ -254,7 +255,7 @@ class SupervisorAPI(OperatorAdmin, HealthAndRecord):
         r = await self._pool.spawn(name, prompt, model=model, cwd=cwd, parent=parent,
                                    permission_mode=permission_mode,
                                    project_settings=project_settings, by=by.id, role=role,
-                                   charter=text)
+                                   charter=text, host=host)
         return agent_view(r)
 
     def _charter_refused(self, path: Path) -> str | None:
@@ -273,6 +274,8 @@ class SupervisorAPI(OperatorAdmin, HealthAndRecord):
     @store_errors
     async def pause(self, ref: str) -> Paused:
         self._not_halted()
+        if (far := await self._pool.elsewhere(ref, "pause", "operator")) is not None:
+            return Paused(agent_view(far), 0)  # its worker pauses it at its next renewal
         r = await self._pool.fleet.get(ref)
         stopped = await r.pause()
         return Paused(agent_view(r), len(stopped))
@@ -280,6 +283,8 @@ class SupervisorAPI(OperatorAdmin, HealthAndRecord):
     @store_errors
     async def resume(self, ref: str) -> AgentView:
         self._not_halted()
+        if (far := await self._pool.elsewhere(ref, "resume", "operator")) is not None:
+            return agent_view(far)
         r = await self._pool.fleet.get(ref)
         await r.resume()
         return agent_view(r)
@@ -288,6 +293,8 @@ class SupervisorAPI(OperatorAdmin, HealthAndRecord):
     async def stop(self, ref: str) -> AgentView:
         """Interrupt the running turn and close the agent; its session is kept."""
         self._not_halted()
+        if (far := await self._pool.elsewhere(ref, "stop", "operator")) is not None:
+            return agent_view(far)
         r = await self._pool.fleet.get(ref)
         await r.stop()
         return agent_view(r)
@@ -296,6 +303,8 @@ class SupervisorAPI(OperatorAdmin, HealthAndRecord):
     async def kill(self, ref: str) -> Killed:
         """Kill the agent and every descendant: every process, no session restart."""
         self._not_halted()
+        if (far := await self._pool.elsewhere(ref, "kill", "operator")) is not None:
+            return Killed(agent_view(far), ())  # its worker kills it, and its subtree there
         root = await self._pool.fleet.get(ref)
         before = agent_view(root)
         if root.state == AgentState.KILLED:

@@ -147,6 +147,10 @@ class Bus:
         self._spawn("bus-expiry", self._sweep_expired())
         self.state = BusState.RUNNING
 
+    async def reclaim_for(self, agent_id: str) -> None:  # `start`'s, for one agent adopted
+        self.reclaimed += int(await self._write(lambda c: self.store.bus.reclaim(
+            c, self.run_id, self.clock.now(), recipient_id=agent_id)))
+
     async def close(self) -> None:
         if self.state == BusState.CLOSED:
             return

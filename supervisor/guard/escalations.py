@@ -40,7 +40,7 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -59,6 +59,9 @@ logger = logging.getLogger(__name__)
 ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 FOLLOW_PAGE = 200  # rows read at a time from a front end's backlog
 HELD_NOTICES = 200  # notices held in memory while the store takes no writes
+# How often a call waiting here looks for an answer another worker recorded (its chat answered
+# it: docs/postgresql.md); only while something waits.
+ANSWER_POLL_S = 0.5
 
 
 class Kind(StrEnum):
@@ -153,6 +156,9 @@ class Escalations:
         self._answer_hooks: dict[str, AnswerHook] = {}
         # Reviewer agents (supervisor/guard/reviews.py): set when the API is built.
         self.desk: ReviewDesk | None = None
+        # The live agents other workers run (on PostgreSQL; set by the core): their requests'
+        # reminders and timeouts are their own worker's to fire, where the call waits.
+        self.elsewhere: Callable[[], Mapping[str, object]] = dict
         # Notices the store refused (disk full, read-only): held here and delivered to every
         # front end from memory, so the operator hears about the trouble that stops the store.
         self._held: list[EscalationRow] = []
@@ -300,7 +306,10 @@ class Escalations:
         given). Safe to call at any time and from several places: each fires once."""
         now = self.clock.now() if now is None else now
         fired: list[Fired] = []
+        elsewhere = self.elsewhere()
         for row in await self.store.escalations.due(now):
+            if row.agent_id is not None and row.agent_id in elsewhere:
+                continue
             expires_at = row.timeout_due_at
             if expires_at is not None and expires_at <= now:
                 what = await self._time_out(row, now)
@@ -310,6 +319,39 @@ class Escalations:
                 fired.append(Fired(row.id, what))
                 logger.info("escalation timer fired id=%s what=%s", row.id, what)
         return fired
+
+    async def watch_answers(self, every_s: float = ANSWER_POLL_S) -> None:
+        """Forever: hand each call waiting here the answer another worker recorded for it (the
+        coordinator's chat answered a request of an agent this worker runs). The answer is in
+        the row; nothing depends on a notification arriving."""
+        while True:
+            await asyncio.sleep(every_s)
+            if self._waiting:
+                try:
+                    await self.collect_answers()
+                except StoreError as exc:  # the store's trouble is reported where it happens
+                    logger.warning("escalations: answers not read: %s", exc)
+
+    async def collect_answers(self) -> list[str]:
+        """One pass of `watch_answers`: the ids of the waiting calls it answered."""
+        handed = []
+        for esc_id, waiting in list(self._waiting.items()):
+            if waiting.future.done():
+                continue
+            row = await self.store.escalations.get(esc_id)
+            if row is None or row.status == "open" or waiting.future.done():
+                continue
+            stored = row.answer or {}
+            try:
+                decision = Decision(str(stored.get("decision", Decision.DENY)))
+            except ValueError:
+                decision = Decision.DENY
+            waiting.future.set_result(Answer(decision, str(stored.get("text", "")),
+                                             row.answered_by or "", row.answered_via or ""))
+            handed.append(esc_id)
+            logger.info("escalation answered on another worker id=%s status=%s by=%s",
+                        esc_id, row.status, row.answered_by)
+        return handed
 
     async def _remind(self, row: EscalationRow, now: float) -> str | None:
         notice = await self._notice(row.agent_id, f"Reminder: {row.title}",
@@ -398,12 +440,15 @@ class Escalations:
         rows = await self.store.escalations.open_rows(agent_id)
         return sum([await self.cancel_one(row.id, reason) for row in rows])
 
-    async def expire_orphans(self, reason: str) -> list[EscalationRow]:
+    async def expire_orphans(self, reason: str, *,
+                             agent_ids: set[str] | None = None) -> list[EscalationRow]:
         """After a restart: open rows answered to a waiting call that died with the old
-        process are closed as expired. Rows that survive restarts stay open with their timers."""
+        process are closed as expired. Rows that survive restarts stay open with their timers.
+        `agent_ids`: only these agents' rows (this worker's)."""
         expired = []
         for row in await self.store.escalations.open_rows():
-            if row.id in self._waiting or row.survives_restart:
+            if row.id in self._waiting or row.survives_restart or (
+                    agent_ids is not None and row.agent_id not in agent_ids):
                 continue
             answer = Answer(Decision.DENY, reason, "switchboard", "restart")
             notice = await self._notice(row.agent_id, f"Interrupted: {row.title}",

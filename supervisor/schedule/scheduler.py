@@ -366,6 +366,10 @@ class PoolTargets:
         """A run's own agent has done its turn: stopped (resumable, not killed), so runs do
         not pile up live agents against max_agents."""
         runner = self.pool.fleet.find(agent_id)
+        if runner is None:  # placed on another worker: stopped there (its lease's column)
+            with contextlib.suppress(SupervisorError, StoreError):
+                await self.pool.elsewhere(agent_id, "stop", "scheduler")
+            return
         # The turn's row says it ended a moment before the runner does: wait for that, or
         # the agent stays live (a run's outcome is read once).
         if runner is not None and runner.state.live and \

@@ -35,6 +35,9 @@ message; ``content`` may be a string or a block list):
   running a tool; reply ``TOOL ALLOWED`` or ``TOOL DENIED: <message>``.
 * anything else     - reply ``ECHO: <text>``.
 
+A text block before the directive that begins with ``[Switchboard]`` (a note Switchboard sends
+with a turn, e.g. that the agent was restarted) is appended to ``./switchboard-notes.log``.
+
 Each completed turn adds 0.001 USD to the process's cumulative ``total_cost_usd``
 (an interrupted turn adds nothing).
 """
@@ -131,6 +134,16 @@ def user_text(message):
             ):
                 texts.append(block["text"])
     return texts[-1] if texts else ""
+
+
+def keep_notes(message):
+    """A note of Switchboard's before the prompt (a restart), appended to a file for tests."""
+    content = (message.get("message") or {}).get("content")
+    notes = [b["text"] for b in (content if isinstance(content, list) else [])[:-1]
+             if isinstance(b, dict) and str(b.get("text", "")).startswith("[Switchboard]")]
+    if notes:
+        with open("switchboard-notes.log", "a") as fh:
+            fh.write("".join(n.replace("\n", " ") + "\n" for n in notes))
 
 
 class Turn:
@@ -307,6 +320,7 @@ class FakeClaude:
             }
         )
         text = user_text(turn.line)
+        keep_notes(turn.line)
         if turn.line.get("origin"):  # a turn of its own: the CLI shows the message it injected
             emit({"type": "user", "message": turn.line["message"], "parent_tool_use_id": None,
                   "origin": turn.line["origin"], "session_id": self.session_id,

@@ -184,6 +184,25 @@ async def test_reclaim_requeues_another_supervisors_leases(store: Store, bus: Bu
     assert c.delivery.state == LEASED
 
 
+async def test_an_owned_agents_leases_are_reclaimed_by_its_owner_alone_when_shared(
+        store: Store, bus: BusStore, bus_tx: Tx, backend: str) -> None:
+    """Several workers on one database (PostgreSQL): a starting worker's reclaim leaves the
+    leases of agents another worker owns (its running turn may hold them); the owner takes
+    back its agent's, one agent at a time. SQLite has one worker: it takes back every one."""
+    await send(store, bus_tx, msg("theirs", "b1"), msg("nobody's", "c1"))
+    await store.leases.claim("b1", "worker-2", 60.0)
+    await lease(store, bus_tx, "b1", "t1", holder="sup-0:")
+    await lease(store, bus_tx, "c1", "t2", holder="sup-0:")
+    shared = backend != "sqlite"
+    assert await bus_tx(lambda c: store.bus.reclaim(c, "sup-1:", T0)) == (1 if shared else 2)
+    [b] = await bus.of_recipient("b1")
+    assert b.delivery.state == (LEASED if shared else QUEUED)
+    assert await bus_tx(lambda c: store.bus.reclaim(c, "sup-2:", T0, recipient_id="b1")) == (
+        1 if shared else 0)
+    [b] = await bus.of_recipient("b1")
+    assert b.delivery.state == QUEUED
+
+
 async def test_reclaim_consumes_an_operators_message_whose_turn_began(
         store: Store, bus: BusStore, bus_tx: Tx, make_agent: Any) -> None:
     await make_agent("b1", "bravo")

@@ -127,10 +127,10 @@ async def test_interrupt_is_refused_unless_the_turn_runs(store: Store, turns: Tu
 
 
 async def test_close_running_is_per_agent_or_all(turns: TurnStore, clock: FakeNow) -> None:
-    a = await turns.start("a1", "p")
-    b = await turns.start("b1", "p")
     done = await turns.start("a1", "p")
     await turns.finish(done, status="ok")
+    a = await turns.start("a1", "p")
+    b = await turns.start("b1", "p")
     at = clock.advance(3)
     assert await turns.close_running("a1", "agent killed") == 1
     assert [t.id for t in await turns.running()] == [b]
@@ -145,7 +145,10 @@ async def test_close_running_is_per_agent_or_all(turns: TurnStore, clock: FakeNo
 
 
 async def test_recent_is_newest_first_and_limited(turns: TurnStore) -> None:
-    ids = [await turns.start("a1", f"p{i}") for i in range(7)]
+    ids = []
+    for i in range(7):  # one running turn per agent: each ends before the next
+        ids.append(await turns.start("a1", f"p{i}"))
+        await turns.finish(ids[-1], status="ok")
     await turns.start("b1", "other")
     assert [t.id for t in await turns.recent("a1")] == ids[::-1][:5]
     assert [t.id for t in await turns.recent("a1", 2)] == ids[::-1][:2]
@@ -175,8 +178,8 @@ async def test_the_tally_follows_every_ended_turn(turns: TurnStore) -> None:
     assert (empty.outcomes, empty.costs) == ((), ())
     t1 = await turns.start("a1", "p")
     t2 = await turns.start("b1", "p")
-    await turns.start("a1", "still running")  # not counted
     await turns.finish(t1, status="ok", model_costs={"sonnet": (0.5, 1, 1)})
+    await turns.start("a1", "still running")  # not counted
     await turns.finish(t2, status="error", model_costs={"sonnet": (0.25, 1, 1),
                                                         "haiku": (0.125, 1, 1)})
     tally = await turns.tally()
@@ -209,7 +212,9 @@ async def test_a_finished_turn_writes_its_notice(store: Store, turns: TurnStore,
 
 async def test_a_turn_records_its_origin_and_the_messages_it_held(turns: TurnStore) -> None:
     plain = await turns.start("a1", "by hand")
+    await turns.finish(plain, status="ok")  # one running turn per agent
     peer = await turns.start("a1", "rendered", origin="operator,peer", message_ids=(7, 3, 7))
+    await turns.finish(peer, status="ok")
     later = await turns.start("a1", "again", origin="peer", message_ids=(3,))
     other = await turns.start("b1", "theirs", origin="schedule", message_ids=(3,))
     assert [(t.id, t.origin) for t in await turns.recent("a1", 5)] == [

@@ -290,3 +290,55 @@ async def test_the_service_fires_on_start_what_came_due_while_it_was_down(tmp_pa
             await asyncio.wait_for(clock.wait_sleep_calls(calls + 1), BOUND_S)
             assert clock.next_deadline == clock.monotonic() + 500
         assert await notices(sup.store, row.id) == ["Reminder: q"]
+
+
+async def test_an_answer_recorded_by_another_worker_reaches_the_call_waiting_here(tmp_path,
+                                                                                clock):
+    """Two workers on one database (docs/postgresql.md): the agent's worker holds the waiting
+    call, the coordinator's chat answers. The answer is read from the row; only the agent's
+    worker fires its request's timers."""
+    db = tmp_path / "db.sqlite"
+    async with supervisor(db, clock) as owner, supervisor(db, clock) as coordinator:
+        await owner.store.agents.create(id="a1", name="far", parent_id=None, model=None,
+                                        cwd="/tmp", prompt="p", permission_mode="default",
+                                        state="idle")
+        coordinator.esc.elsewhere = lambda: {"a1": ("far", "owner-worker")}
+        row = await owner.esc.open(agent_id="a1", kind=Kind.PERMISSION, title="deploy?",
+                                   body="b")
+        waiter = asyncio.create_task(owner.esc.wait(row))
+        other = await owner.esc.open(agent_id="a1", kind=Kind.PERMISSION, title="push?",
+                                     body="b")
+        other_waiter = asyncio.create_task(owner.esc.wait(other))
+
+        # The coordinator's timers leave the agent's requests alone: they are its worker's.
+        clock.advance(900)
+        assert await coordinator.timers.tick() == []
+        assert (await owner.store.escalations.get(row.id)).status == "open"
+
+        closed = await coordinator.esc.answer(row.id, Answer(Decision.ALLOW_SESSION, "ok",
+                                                             "alice", "telegram"))
+        assert closed.status == "answered"
+        assert await owner.esc.collect_answers() == [row.id]
+        assert await asyncio.wait_for(waiter, BOUND_S) == Answer(
+            Decision.ALLOW_SESSION, "ok", "alice", "telegram")
+        assert await owner.esc.collect_answers() == []  # handed once
+
+        # The other request times out where it waits: denied there, as on one host.
+        assert [f.what for f in await owner.timers.tick()] == ["expired"]
+        assert (await asyncio.wait_for(other_waiter, BOUND_S)).decision == Decision.DENY
+
+
+async def test_the_answer_watch_hands_over_an_answer_without_being_asked(tmp_path, clock):
+    db = tmp_path / "db.sqlite"
+    async with supervisor(db, clock) as owner, supervisor(db, clock) as coordinator:
+        row = await owner.esc.open(agent_id=None, kind=Kind.QUESTION, title="which port?",
+                                   body="?", free_text=True)
+        waiter = asyncio.create_task(owner.esc.wait(row))
+        watch = asyncio.create_task(owner.esc.watch_answers(every_s=0.01))
+        try:
+            await coordinator.esc.answer(row.id, Answer(Decision.ANSWER, "8080", "bob",
+                                                        "slack"))
+            answer = await asyncio.wait_for(waiter, BOUND_S)
+        finally:
+            watch.cancel()
+        assert (answer.decision, answer.text, answer.by) == (Decision.ANSWER, "8080", "bob")

@@ -331,9 +331,9 @@ async def totals(store: Store) -> tuple[dict[str, tuple[float, int, int, int]],
 async def test_status_cost_and_budget_read_aggregates_equal_to_the_rows(store):
     t1 = await store.turns.start("a1", "x")
     t2 = await store.turns.start("a2", "y")
-    t3 = await store.turns.start("a1", "z")
     await store.turns.finish(t1, status="ok", cost_usd=0.25, input_tokens=3, output_tokens=4,
                              model_costs={"opus": (0.2, 2, 3), "haiku": (0.05, 1, 1)})
+    t3 = await store.turns.start("a1", "z")  # one running turn per agent: after t1 ended
     await store.turns.finish(t2, status="ok", cost_usd=0.5, input_tokens=1, output_tokens=1,
                              model_costs={"opus": (0.5, 1, 1)})
     await store.turns.finish(t2, status="failed", cost_usd=0.5, input_tokens=1,

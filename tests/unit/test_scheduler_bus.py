@@ -154,5 +154,6 @@ async def test_run_it_again_of_a_cut_bus_turn_sends_the_operators_messages_not_t
     await w.bus.start()
     assert await rerun_texts(w.store, "id-b", turn) == ["SPAM 200 a"]
     assert ours.message_id is not None
+    await w.store.turns.close_running("id-b", "cut")  # as the restart reports it
     plain = await _turn_begins(w, Taken("a plain prompt"))
     assert await rerun_texts(w.store, "id-b", plain) == ["a plain prompt"]
