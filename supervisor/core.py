@@ -190,7 +190,8 @@ class Core:
             # The agents are known: dead agents' worktrees are collected.
             FnService("repos", start_repos, self.repos.close),
             loop_service("watchdog", self.watchdog.run, after=self.watchdog.close),
-            loop_service("retention", self.retention.run),
+            # Deleting old events is one worker's job: the coordinator's (every one on SQLite).
+            self.coordinator.gated_loop("retention", self.retention.run),
         ]
 
     def _remote(self) -> dict[str, tuple[str, str]]:

@@ -5,6 +5,7 @@ that fails stops what had started before it, leaving the later parts untouched."
 from __future__ import annotations
 
 import ast
+import asyncio
 import logging
 import re
 from pathlib import Path
@@ -14,8 +15,10 @@ import pytest
 from store import open_store
 from supervisor.bus.core import BusState
 from supervisor.config import Settings
+from supervisor.coordinator import Coordinator
 from supervisor.core import SERVICE_ORDER, Core
 from supervisor.events import EventHub
+from tests.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 # Every long-lived part of the runtime, by its class: the core builds each of them.
@@ -91,5 +94,29 @@ async def test_a_start_that_fails_stops_the_ones_before_it(fake_settings: Settin
         assert _order(caplog, "stopped") == list(reversed(before))
         assert core.bus.state == BusState.NEW  # never started
         assert core.killswitch.halt is None and not core.fleet.everyone()
+    finally:
+        await store.db.close()
+
+
+async def test_only_the_coordinator_runs_the_retention(fake_settings: Settings):
+    """Deleting old events is single: the retention runs on the worker holding the coordinator
+    role (always the one process on SQLite, once its first try took the role)."""
+    def retention_runs() -> bool:
+        return any(t.get_name() == "retention" and not t.done() for t in asyncio.all_tasks())
+
+    store = await open_store(fake_settings.db_path)
+    coordinator = Coordinator(None)
+    try:
+        core = Core(fake_settings, store, EventHub(), coordinator=coordinator)
+        await core.services.start()
+        try:
+            await asyncio.sleep(0.1)
+            assert not coordinator.held and not retention_runs()
+            assert await coordinator.try_once()
+            await wait_for(retention_runs, 10, "the retention started with the role")
+            await coordinator.close()
+            await wait_for(lambda: not retention_runs(), 10, "the retention stopped with it")
+        finally:
+            await core.services.stop()
     finally:
         await store.db.close()
