@@ -199,9 +199,7 @@ class ThreadWriter:
         try:
             return write(conn)
         except BaseException as exc:
-            self.on_rollback()
-            link.rollback(conn)
-            mapped = link.error(exc)
+            mapped = self._rolled_back(conn, link, exc)
             if mapped is None:
                 raise
             raise mapped from exc
@@ -231,9 +229,13 @@ class ThreadWriter:
             link.commit(conn)
             return values
         except BaseException as exc:
-            self.on_rollback()
-            link.rollback(conn)
-            mapped = link.error(exc)
+            mapped = self._rolled_back(conn, link, exc)
             if mapped is None:
                 raise
             raise mapped from exc
+
+    def _rolled_back(self, conn: Any, link: Any, exc: BaseException) -> Exception | None:
+        """A failed write rolled back; the store's error for it (None: raise it as it is)."""
+        self.on_rollback()
+        link.rollback(conn)
+        return link.error(exc)  # type: ignore[no-any-return]
