@@ -61,6 +61,8 @@ class LocalPlacer:
         roomy = [w for w in workers if w.memory_available is None
                  or w.memory_available >= AGENT_BYTES]
         if not roomy:
+            if any(w.id == self.worker_id for w in workers):
+                return self.worker_id  # its own admission refuses, with its figures
             raise LimitExceeded(
                 f"no worker{' on ' + spec.host if spec.host else ''} has memory for another "
                 f"agent ({AGENT_BYTES // 2**20} MB each)",

@@ -245,8 +245,10 @@ class AgentPool:
                 "(GOOGLE_APPLICATION_CREDENTIALS or the service account) and restart.")
         # Questions whose asker died with the previous supervisor: close them, tell the
         # operator, and give the agent a note so it knows its request went unanswered.
-        for orphan in await self.escalations.expire_orphans("the supervisor restarted",
-                                                             agent_ids=self._owned):
+        # On a shared database only this worker's agents' (others' calls may still wait).
+        shared = self.ownership is not None and self.ownership.shared
+        for orphan in await self.escalations.expire_orphans(
+                "the supervisor restarted", agent_ids=self._owned if shared else None):
             asker = self.fleet.find(orphan.agent_id or "")
             if asker is not None and asker.state.live and not self.killswitch.halted:
                 await asker.submit(
