@@ -63,6 +63,8 @@ HELD_NOTICES = 200  # notices held in memory while the store takes no writes
 # it: docs/postgresql.md); only while something waits. On a shared database, as often: the
 # rows other workers wrote, published here (an agent's request reaches the coordinator's chat).
 ANSWER_POLL_S = 0.5
+# How long the timers wait when every overdue request is another worker's to fire.
+OTHERS_DUE_RECHECK_S = 1.0
 MINE_KEPT = 1000  # ids of the rows published here, remembered so they are not published twice
 
 
@@ -310,7 +312,16 @@ class Escalations:
 
     async def next_due(self) -> float | None:
         """The earliest stored time a reminder or timeout is due, or None."""
-        return await self.store.escalations.next_due()
+        due = await self.store.escalations.next_due()
+        elsewhere = self.elsewhere()
+        now = self.clock.now()
+        if due is None or due > now or not elsewhere:
+            return due
+        # Overdue still after a pass: other workers' requests, theirs to fire (a dead worker's
+        # until its agents are taken over): looked at again in a while, not at once.
+        if all(r.agent_id in elsewhere for r in await self.store.escalations.due(now)):
+            return now + OTHERS_DUE_RECHECK_S
+        return due
 
     async def fire_due(self, now: float | None = None) -> list[Fired]:
         """Send every reminder and apply every timeout due at `now` (the clock's time if not
