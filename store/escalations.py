@@ -299,6 +299,16 @@ class EscalationRepo:
                                       (frontend, after_seq, frontend, limit))
         return [EscalationRow.from_row(r) for r in rows]
 
+    async def after(self, seq: int | None, limit: int = 200) -> list[EscalationRow]:
+        """Rows written after `seq`, oldest first (what other workers on a shared database
+        wrote since it was read); with no `seq`, the last row only (where to start from)."""
+        if seq is None:
+            rows = await self.db.fetchall("SELECT * FROM escalations ORDER BY seq DESC LIMIT 1")
+        else:
+            rows = await self.db.fetchall(
+                "SELECT * FROM escalations WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit))
+        return [EscalationRow.from_row(r) for r in rows]
+
     async def cursor(self, frontend: str) -> int:
         """Every row up to this seq is delivered to `frontend`."""
         row = await self.db.fetchone("SELECT seq FROM outbox_cursors WHERE frontend = ?",

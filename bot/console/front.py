@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, TextIO
 from bot.console.lines import CHUNK, MAX_LINE_BYTES, LineReader, TooLong, too_long
 from bot.console.output import Printer
 from bot.console.render import Answers, Line, render_reply, reply_kind
-from bot.console.settings import ConsoleSettings
+from bot.console.settings import FRONTEND, ConsoleSettings
 from bot.console.text import (
     Halt,
     Waiting,
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-FRONTEND = "console"
 BANNER = "Switchboard console. Type /help for commands, /quit to shut down."
 ECHO_CHARS = 300  # a typed command is echoed above the prompt, this much of it
 DRAIN_S = 30.0  # at exit, how long output still queued may take to reach the terminal
@@ -226,11 +225,13 @@ class Console:
 
     async def _print_escalations(self) -> None:
         """Deliver the outbox: everything not yet shown here, then each new row, once by id."""
-        async for row in self.fleet.follow_escalations(FRONTEND):
+        settings = self.context.settings
+        frontend = settings.frontend if isinstance(settings, ConsoleSettings) else FRONTEND
+        async for row in self.fleet.follow_escalations(frontend):
             if esc.needs_answer(row):
                 self.waiting[row.id] = Waiting(row.id, row.title, row.created_at)
             self.write(self.answers.escalation(row))
-            await self.fleet.ack_escalation(row.id, FRONTEND)
+            await self.fleet.ack_escalation(row.id, frontend)
 
     # -- plain lines from a pipe or a file ----------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""The console's slice of the settings: where its command history lives."""
+"""The console's slice of the settings: where its command history lives, and the name it
+reads the escalations' outbox under."""
 
 from __future__ import annotations
 
@@ -8,11 +9,16 @@ from pathlib import Path
 from supervisor.config import Settings
 
 HISTORY_FILE = "console_history"
+FRONTEND = "console"
 
 
 @dataclass(frozen=True, slots=True)
 class ConsoleSettings:
     home: Path
+    # The outbox's deliveries and cursor are kept per front end name, in the database. On a
+    # shared database every worker may run a console: each reads the outbox under a name of
+    # its own data directory, else the first console to show a row marks it delivered for all.
+    frontend: str = FRONTEND
 
     @property
     def history_path(self) -> Path:
@@ -21,4 +27,6 @@ class ConsoleSettings:
 
     @classmethod
     def of(cls, settings: Settings) -> ConsoleSettings:
-        return cls(Path(settings.home))
+        shared = bool(settings.database_url)
+        return cls(Path(settings.home),
+                   f"{FRONTEND}:{settings.instance_id}" if shared else FRONTEND)

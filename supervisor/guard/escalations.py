@@ -60,8 +60,12 @@ ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 FOLLOW_PAGE = 200  # rows read at a time from a front end's backlog
 HELD_NOTICES = 200  # notices held in memory while the store takes no writes
 # How often a call waiting here looks for an answer another worker recorded (its chat answered
-# it: docs/postgresql.md); only while something waits.
+# it: docs/postgresql.md); only while something waits. On a shared database, as often: the
+# rows other workers wrote, published here (an agent's request reaches the coordinator's chat).
 ANSWER_POLL_S = 0.5
+# How long the timers wait when every overdue request is another worker's to fire.
+OTHERS_DUE_RECHECK_S = 1.0
+MINE_KEPT = 1000  # ids of the rows published here, remembered so they are not published twice
 
 
 class Kind(StrEnum):
@@ -163,6 +167,11 @@ class Escalations:
         # front end from memory, so the operator hears about the trouble that stops the store.
         self._held: list[EscalationRow] = []
         self._held_acked: dict[str, set[str]] = {}
+        # On a shared database (PostgreSQL, several workers): the last row seen, and the rows
+        # published here, so each row another worker writes is published here once.
+        self.shared = store.db.dialect != "sqlite"
+        self._seen_seq: int | None = None
+        self._mine: dict[str, None] = {}
 
     def on_answer(self, tool_name: str, hook: AnswerHook) -> None:
         """Call `hook` with each row of `tool_name` that an operator answers: how a row that
@@ -265,6 +274,10 @@ class Escalations:
         return [r for r in self._held if r.id not in acked]
 
     def _publish(self, what: str, row: EscalationRow) -> None:
+        if what == "created":
+            self._mine[row.id] = None
+            if len(self._mine) > MINE_KEPT:
+                del self._mine[next(iter(self._mine))]
         self.hub.publish(EscalationEvent(what, row, self.clock.now()))
 
     async def _notice(self, agent_id: str | None, title: str, body: str,
@@ -299,7 +312,16 @@ class Escalations:
 
     async def next_due(self) -> float | None:
         """The earliest stored time a reminder or timeout is due, or None."""
-        return await self.store.escalations.next_due()
+        due = await self.store.escalations.next_due()
+        elsewhere = self.elsewhere()
+        now = self.clock.now()
+        if due is None or due > now or not elsewhere:
+            return due
+        # Overdue still after a pass: other workers' requests, theirs to fire (a dead worker's
+        # until its agents are taken over): looked at again in a while, not at once.
+        if all(r.agent_id in elsewhere for r in await self.store.escalations.due(now)):
+            return now + OTHERS_DUE_RECHECK_S
+        return due
 
     async def fire_due(self, now: float | None = None) -> list[Fired]:
         """Send every reminder and apply every timeout due at `now` (the clock's time if not
@@ -326,11 +348,36 @@ class Escalations:
         the row; nothing depends on a notification arriving."""
         while True:
             await asyncio.sleep(every_s)
-            if self._waiting:
-                try:
+            try:
+                if self._waiting:
                     await self.collect_answers()
-                except StoreError as exc:  # the store's trouble is reported where it happens
-                    logger.warning("escalations: answers not read: %s", exc)
+                if self.shared:
+                    await self.collect_arrivals()
+            except StoreError as exc:  # the store's trouble is reported where it happens
+                logger.warning("escalations: the store not read: %s", exc)
+
+    async def collect_arrivals(self) -> list[str]:
+        """One pass of the watch on a shared database: publish each row another worker wrote
+        since the last pass, as if written here, so this worker's front ends deliver it (the
+        request of an agent another worker runs reaches the chat the coordinator serves). The
+        first pass only notes where to start: what came before is each front end's backlog.
+        The ids of the rows it published."""
+        if self._seen_seq is None:
+            last = await self.store.escalations.after(None)
+            self._seen_seq = last[0].seq if last else 0
+            return []
+        arrived = []
+        while True:
+            page = await self.store.escalations.after(self._seen_seq, FOLLOW_PAGE)
+            for row in page:
+                self._seen_seq = row.seq
+                if row.id not in self._mine:
+                    self._publish("created", row)
+                    arrived.append(row.id)
+                    logger.info("escalation written by another worker id=%s agent=%s",
+                                row.id, row.agent_id)
+            if len(page) < FOLLOW_PAGE:
+                return arrived
 
     async def collect_answers(self) -> list[str]:
         """One pass of `watch_answers`: the ids of the waiting calls it answered."""

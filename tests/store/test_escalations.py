@@ -170,6 +170,18 @@ async def test_open_rows_and_their_summary(escalations: EscalationStore,
     assert await escalations.open_summary() == (2, T0 + 5)
 
 
+async def test_after_reads_the_rows_written_since_a_seq(escalations: EscalationStore) -> None:
+    assert await escalations.after(None) == []
+    first = await _open(escalations, "e0")
+    assert await escalations.after(None) == [first]  # where to start from: the last row
+    for i in (1, 2, 3):
+        await _open(escalations, f"e{i}")
+    assert [r.id for r in await escalations.after(first.seq)] == ["e1", "e2", "e3"]
+    assert [r.id for r in await escalations.after(first.seq, limit=2)] == ["e1", "e2"]
+    [last] = await escalations.after(None)
+    assert last.id == "e3" and await escalations.after(last.seq) == []
+
+
 async def test_undelivered_pages_and_ack_moves_the_cursor(escalations: EscalationStore) -> None:
     for i in range(5):
         await _open(escalations, f"e{i}")

@@ -16,6 +16,7 @@ from store import Store, open_store
 from supervisor.clock import FakeClock
 from supervisor.events import EventHub
 from supervisor.guard.escalations import (
+    OTHERS_DUE_RECHECK_S,
     AlreadyAnswered,
     Answer,
     Decision,
@@ -310,10 +311,13 @@ async def test_an_answer_recorded_by_another_worker_reaches_the_call_waiting_her
                                      body="b")
         other_waiter = asyncio.create_task(owner.esc.wait(other))
 
-        # The coordinator's timers leave the agent's requests alone: they are its worker's.
+        # The coordinator's timers leave the agent's requests alone: they are its worker's,
+        # and do not spin on them while overdue (next looked at in a while, not at once).
         clock.advance(900)
         assert await coordinator.timers.tick() == []
         assert (await owner.store.escalations.get(row.id)).status == "open"
+        assert await coordinator.esc.next_due() == clock.now() + OTHERS_DUE_RECHECK_S
+        assert await owner.esc.next_due() < clock.now()  # due at its own worker
 
         closed = await coordinator.esc.answer(row.id, Answer(Decision.ALLOW_SESSION, "ok",
                                                              "alice", "telegram"))

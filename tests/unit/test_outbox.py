@@ -194,3 +194,23 @@ async def test_a_front_end_seen_for_the_first_time_starts_from_now(esc):
     later: list[str] = []
     await consume(esc, "newphone", later, 1)
     assert later == [missed.id]
+
+
+async def test_rows_another_worker_wrote_reach_this_workers_front_ends(esc):
+    """Regression (issue 30): a front end waited for a row published in its own process, so on
+    a shared database the request of an agent another worker runs never reached the chat of
+    the coordinator. Two Escalations on one store are two workers."""
+    here = Escalations(esc.store, EventHub(), esc.timeouts)
+    assert await here.collect_arrivals() == []  # the first pass only notes where to start
+    seen: list[str] = []
+    task = asyncio.create_task(consume(here, "console", seen, 3))
+    local = await here.notify(None, "said here")
+    await wait_for(lambda: seen == [local.id], 5, "the local notice")
+    far = await esc.open(agent_id=None, kind=Kind.PERMISSION, title="far", body="b")
+    assert await here.collect_arrivals() == [far.id]
+    await wait_for(lambda: seen == [local.id, far.id], 5, "the other worker's request")
+    again = await here.notify(None, "said here again")
+    assert await here.collect_arrivals() == []  # its own rows are not published twice
+    await task
+    assert seen == [local.id, far.id, again.id]
+    assert here.shared is False and esc.shared is False  # the watch runs on PostgreSQL only
