@@ -224,6 +224,18 @@ class Database:
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
 
+    @asynccontextmanager
+    async def listen(self, channel: str) -> AsyncIterator[AsyncIterator[str]]:
+        """PostgreSQL's LISTEN (store/pg.py): on SQLite one process is the only writer, so
+        there is nobody to hear from; what it yields ends at once."""
+        del channel
+
+        async def nothing() -> AsyncIterator[str]:
+            return
+            yield  # an async generator that yields nothing
+
+        yield nothing()
+
 
 def _identity(path: Path) -> tuple[int, int] | None:
     """(st_dev, st_ino) of `path`, None if it does not exist; other OSErrors propagate."""

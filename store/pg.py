@@ -28,6 +28,7 @@ from typing import Any
 
 import psycopg
 from psycopg import pq
+from psycopg.sql import SQL, Identifier
 from psycopg_pool import AsyncConnectionPool
 
 from store.errors import Conflict, MigrationError, StoreUnavailable
@@ -267,6 +268,35 @@ class PgDatabase:
     async def fetchone(self, sql: str, params: Params = ()) -> Any:
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
+
+    @asynccontextmanager
+    async def listen(self, channel: str) -> AsyncIterator[AsyncIterator[str]]:
+        """A connection of its own LISTENing on `channel` (listening once this is entered):
+        the payload of every NOTIFY on it, until the caller leaves or the connection fails
+        (StoreUnavailable). A notification is a hint: one sent while nothing listens is lost,
+        so the caller also polls."""
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT_S),
+                application_name="switchboard-listen")
+        except psycopg.Error as exc:
+            raise StoreUnavailable(self.name, str(exc)) from exc
+
+        async def payloads() -> AsyncIterator[str]:
+            try:
+                async for note in conn.notifies():
+                    yield note.payload
+            except psycopg.Error as exc:
+                raise StoreUnavailable(self.name, str(exc)) from exc
+
+        try:
+            try:
+                await conn.execute(SQL("LISTEN {}").format(Identifier(channel)))
+            except psycopg.Error as exc:
+                raise StoreUnavailable(self.name, str(exc)) from exc
+            yield payloads()
+        finally:
+            await conn.close()
 
 
 class PgLink:
