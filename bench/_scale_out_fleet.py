@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import time
 from collections import Counter
@@ -16,9 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import psycopg
 
 from bench.killswitch_latency import Watcher
+from supervisor.agents.ownership import RENEW_S
 from supervisor.persistence.offline import kill_from_shell
 from tests.conftest import make_settings, processes_with_tag
 from tests.integration.test_pg_fleet import owners, tag_of
@@ -34,6 +37,7 @@ LIMITS: dict[str, object] = {
 }
 START_TIMEOUT_S = 120.0
 POLL_S = 0.25
+SENT = re.compile(r"SPAM SENT (\d+) of")  # the fake CLI's report of a SPAM turn
 
 
 def log(text: str) -> None:
@@ -45,6 +49,7 @@ class Spawned:
     agents: int
     seconds: float  # first /spawn sent -> the last agent idle after its first turn
     placed: dict[int, int]  # worker pid -> agents it runs
+    cpu_s: float  # CPU the workers and the agents' processes used meanwhile (user + system)
 
     @property
     def rate(self) -> float:
@@ -129,6 +134,7 @@ class Fleet:
         """`n` agents spawned from the first worker's console, one /spawn line each, sent at
         once: from the first line sent to the last agent idle after its first turn."""
         names = [f"s{i:03d}" for i in range(n)]
+        cpu0 = self.cpu()
         t0 = time.time()
         for name in names:
             self.sups[0].send(f"/spawn {name} hello from {name}")
@@ -140,12 +146,30 @@ class Fleet:
                         "FROM agents a JOIN agent_transitions t ON t.agent_id = a.id WHERE "
                         "t.to_state = 'idle' AND t.at >= (SELECT MIN(u.ended_at) FROM turns u "
                         "WHERE u.agent_id = a.id AND u.status = 'ok') GROUP BY a.id) f")
-        return Spawned(n, float(last) - t0, self.placed())
+        return Spawned(n, float(last) - t0, self.placed(), self.cpu() - cpu0)
+
+    def cpu(self) -> float:
+        """CPU seconds (user + system) used so far by the live workers, every agent process
+        alive now and the database server, with their reaped children (the sandbox's
+        short-lived steps, the server's ended backends)."""
+        procs = [psutil.Process(s.proc.pid) for s in self.sups if s not in self.dead]
+        server = psutil.Process(int((self.cluster.data / "postmaster.pid").read_text().split()[0]))
+        procs += [server, *server.children()]
+        procs += [p for t in self.tags() for p in processes_with_tag(t)]
+        total = 0.0
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                c = proc.cpu_times()
+                total += c.user + c.system + c.children_user + c.children_system
+        return total
 
     def bus(self, per_agent: int, timeout: float) -> tuple[int, float]:
         """Every live agent sends `per_agent` bus messages to the next one in a ring that
         alternates workers (`SPAM`, the fake CLI's send_message loop). (messages, seconds from
         the first message stored to the last one consumed by its recipient's turn)."""
+        # A worker learns of the agents other workers run at its lease renewals: a message to
+        # one it does not know of yet is refused ("no live agent"). Two renewals first.
+        time.sleep(2 * RENEW_S + 0.5)
         by_worker: dict[int, list[str]] = {}
         for name, pid in sorted(owners(self.url).items()):
             by_worker.setdefault(pid, []).append(name)
@@ -158,8 +182,21 @@ class Fleet:
         total = per_agent * len(ring)
         agent_sent = ("FROM bus_deliveries d JOIN bus_messages m ON m.id = d.message_id "
                       "WHERE m.sender IN (SELECT id FROM agents)")
-        self.wait(lambda: self.one(f"SELECT COUNT(*) {agent_sent} AND d.state = 'consumed'")
-                  >= total, timeout, f"{total} bus messages consumed")
+
+        def sent() -> list[int]:  # each sender's count, once its SPAM turn is over
+            return [int(m.group(1)) for (text,) in self.rows(
+                "SELECT result_text FROM turns WHERE result_text LIKE '%%SPAM SENT%%'")
+                for m in [SENT.search(text)] if m]
+
+        def done() -> bool:
+            if self.one(f"SELECT COUNT(*) {agent_sent} AND d.state = 'consumed'") >= total:
+                return True
+            return len(sent()) == len(ring) and not self.one(
+                f"SELECT COUNT(*) {agent_sent} AND d.state <> 'consumed'")
+
+        self.wait(done, timeout, f"{total} bus messages consumed")
+        if sum(sent()) < total:
+            raise RuntimeError(f"{total - sum(sent())} of {total} messages were refused")
         first, last = self.rows(f"SELECT MIN(m.created_at), MAX(d.consumed_at) {agent_sent}")[0]
         return total, float(last) - float(first)
 

@@ -43,6 +43,7 @@ fails instead.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -86,7 +87,9 @@ def one_fleet(cluster: Cluster, root: Path, workers: int) -> tuple[Spawned, floa
     with Fleet(cluster, root, workers, label[0]) as fleet:
         spawned = fleet.spawn(SPAWN_N, TIMEOUT_S)
         log(f"{label}: {spawned.agents} agents in {spawned.seconds:.2f} s = "
-            f"{spawned.rate:.2f} agents/s; placed (worker pid: agents) {spawned.placed}")
+            f"{spawned.rate:.2f} agents/s; placed (worker pid: agents) {spawned.placed}; "
+            f"CPU used meanwhile (workers, agents, database) {spawned.cpu_s:.2f} s = "
+            f"{spawned.cpu_s / spawned.seconds:.2f} cores busy")
         messages, bus_s = fleet.bus(PER_AGENT, TIMEOUT_S)
         log(f"{label}: {messages} bus messages in {bus_s:.2f} s = {messages / bus_s:.1f} msg/s")
         procs, kill_s = fleet.kill_switch()
@@ -96,6 +99,8 @@ def one_fleet(cluster: Cluster, root: Path, workers: int) -> tuple[Spawned, floa
 
 
 def main() -> int:
+    # Ended by the suite's time limit or ^C: the workers and the server are still cleaned up.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     bin_dir = find_bin()
     if bin_dir is None:
         return skipped("no initdb found (Debian's postgresql package, or the directory "
