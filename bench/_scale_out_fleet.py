@@ -49,11 +49,17 @@ class Spawned:
     agents: int
     seconds: float  # first /spawn sent -> the last agent idle after its first turn
     placed: dict[int, int]  # worker pid -> agents it runs
-    cpu_s: float  # CPU the workers and the agents' processes used meanwhile (user + system)
+    cpu_s: float  # CPU the workers, the agents' processes and the database used meanwhile
+    cpu_wall_s: float  # the wall time `cpu_s` was counted over (the spawn and the wait after)
 
     @property
     def rate(self) -> float:
         return self.agents / self.seconds
+
+    @property
+    def cores(self) -> float:
+        """Cores kept busy on average while the agents were spawned."""
+        return self.cpu_s / self.cpu_wall_s
 
 
 class Fleet:
@@ -66,7 +72,7 @@ class Fleet:
         self.url = cluster.new_database()
         self.homes = [root / f"{label}{i}" for i in range(1, workers + 1)]
         self.sups: list[Supervisor] = []
-        self.dead: list[Supervisor] = []  # killed on purpose (failover)
+        self.dead: list[Supervisor] = []  # stopped on purpose (a failover, a hand-over)
         self.conn = psycopg.connect(self.url, autocommit=True)
 
     def __enter__(self) -> Fleet:
@@ -146,7 +152,8 @@ class Fleet:
                         "FROM agents a JOIN agent_transitions t ON t.agent_id = a.id WHERE "
                         "t.to_state = 'idle' AND t.at >= (SELECT MIN(u.ended_at) FROM turns u "
                         "WHERE u.agent_id = a.id AND u.status = 'ok') GROUP BY a.id) f")
-        return Spawned(n, float(last) - t0, self.placed(), self.cpu() - cpu0)
+        cpu_s = self.cpu() - cpu0
+        return Spawned(n, float(last) - t0, self.placed(), cpu_s, time.time() - t0)
 
     def cpu(self) -> float:
         """CPU seconds (user + system) used so far by the live workers, every agent process
@@ -220,20 +227,20 @@ class Fleet:
             raise RuntimeError(f"agent processes left after the kill switch: {left}")
         return len(pids), end - t0
 
-    def failover(self, timeout: float) -> tuple[int, float]:
-        """SIGKILL the last worker (not the coordinator, which is the first); (its agents,
-        seconds from the SIGKILL to the last of them adopted by another worker and idle with
-        the restart: claimed, its cut state reported, the restart note waiting for its next
-        turn; the CLI process starts with that turn, as after any restart)."""
-        victim = self.sups[-1]
+    def move(self, victim: Supervisor, sig: signal.Signals, timeout: float) -> tuple[int, float]:
+        """`sig` to a worker (SIGKILL: a failover; SIGTERM: a clean stop, whose leases end at
+        once): (its agents, seconds from the signal to the last of them adopted by another
+        worker and idle with the restart: claimed, its cut state reported, the restart note
+        waiting for its next turn; the CLI process starts with that turn, as after any
+        restart)."""
         pid = victim.proc.pid
         mine = sorted(n for n, p in owners(self.url).items() if p == pid)
         if not mine:
-            raise RuntimeError("the worker to kill runs no agent")
-        alive = {s.proc.pid for s in self.sups if s is not victim}
+            raise RuntimeError(f"worker {pid} runs no agent")
+        self.dead.append(victim)
+        alive = {s.proc.pid for s in self.sups if s not in self.dead}
         t0 = time.time()
-        os.kill(pid, signal.SIGKILL)
-        self.dead = [victim]
+        os.kill(pid, sig)
         marks = ",".join(["%s"] * len(mine))
         restarted = (f"SELECT a.name, MAX(t.at) FROM agents a JOIN agent_transitions t ON "
                      f"t.agent_id = a.id WHERE a.name IN ({marks}) AND a.state = 'idle' AND "
@@ -245,6 +252,6 @@ class Fleet:
             placed = owners(self.url)
             return all(placed.get(n) in alive for n in mine)
 
-        self.wait(moved, timeout, f"{len(mine)} agents of the killed worker resumed elsewhere")
+        self.wait(moved, timeout, f"{len(mine)} agents of worker {pid} resumed elsewhere")
         last = max(float(at) for _, at in self.rows(restarted, (*mine, t0)))
         return len(mine), last - t0

@@ -233,15 +233,19 @@ class Ownership:
     async def _listening(self) -> None:
         """Wake-ups for this worker (or for any), until cancelled; listens again after a
         failure, and reads the lease table each time it starts listening."""
+        failing = False
         while True:
             try:
                 async with self.store.leases.wakeups() as heard:
                     self._woken.set()  # what was written while nobody listened
+                    failing = False
                     async for worker_id in heard:
                         if worker_id in (self.worker_id, ""):
                             self._woken.set()
-            except StoreError as exc:
-                logger.warning("wake-ups not heard worker=%s: %s", self.worker_id, exc)
+            except StoreError as exc:  # said once a streak: the renewals' warnings go on
+                logger.log(logging.DEBUG if failing else logging.WARNING,
+                           "wake-ups not heard worker=%s: %s", self.worker_id, exc)
+                failing = True
             await asyncio.sleep(RELISTEN_S)
 
     async def _waking(self) -> None:

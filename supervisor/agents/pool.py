@@ -451,6 +451,8 @@ class AgentPool:
             await self._give_role(agent_id, role)
             await runner.submit(prompt, origin)
             await self.store.leases.place(agent_id, worker)
+            if self.handover is not None:  # its worker is woken: known here already
+                self.handover.remote[agent_id] = (name, worker)
             logger.info("agent placed agent=%s name=%s worker=%s", agent_id, name, worker)
             return runner
         if self.ownership is not None:
