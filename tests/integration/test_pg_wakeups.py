@@ -1,17 +1,25 @@
 """Wake-ups on a real PostgreSQL server (LISTEN/NOTIFY): a worker acts on what another worker
-wrote for it as it commits, not at its next poll. Each test makes the poll never come (a
-renewal interval of ten years), so only the wake-up can explain what the worker does."""
+wrote for it as it commits, not at its next poll. Each test makes the poll never come (a lease
+renewal interval of ten years; the kill switch's listening thread without its polling one),
+so only the wake-up can explain what the worker does."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import threading
 from pathlib import Path
 
 import psycopg
 
 from store import Store, open_store
+from supervisor.agents.fleet import Fleet
 from supervisor.agents.ownership import FOREVER_S, Hooks, Ownership
-from tests.conftest import wait_for
+from supervisor.clock import FakeClock
+from supervisor.guard.killswitch import KillSwitch
+from supervisor.persistence.offline import kill_from_shell
+from tests.conftest import make_settings, wait_for
 from tests.pg import database, pg_cluster
 
 __all__ = ["database", "pg_cluster"]
@@ -100,3 +108,33 @@ async def test_a_placed_agent_is_claimed_and_a_cancel_carried_out_on_the_wake_up
         await asyncio.gather(task, return_exceptions=True)
         await here.db.close()
         await other.db.close()
+
+
+async def test_the_halt_flag_written_on_another_host_wakes_this_workers_kill_switch(
+        database: str, tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "w1", fake=True, database_url=database)
+    store = await open_store(settings.db_path, database_url=database)
+    switch = KillSwitch(settings, store, Fleet(store), None, FakeClock())  # type: ignore[arg-type]
+    # An agent's stand-in: a process carrying this worker's agent tag, as the sweep finds them.
+    agent = subprocess.Popen(["sleep", "600"], env={
+        **os.environ, "SWITCHBOARD_AGENT_TAG": f"{settings.instance_id}/a1"})
+    listener = threading.Thread(target=switch.hear_database, daemon=True)
+    listener.start()
+    try:
+        await wait_for(lambda: listening(database, "switchboard-listen"), 30,
+                       "the kill switch listening")
+        elsewhere = make_settings(tmp_path / "ops", fake=True, database_url=database)
+        done = await asyncio.to_thread(kill_from_shell, elsewhere, "ops@cli", "from afar")
+        assert done.problems == () and done.killed == ()  # none of its own: another host
+        await wait_for(lambda: switch.halt is not None, 30, "this worker halted")
+        assert switch.halt is not None
+        assert (switch.halt["by"], switch.halt["reason"]) == ("ops@cli", "from afar")
+        assert await asyncio.to_thread(agent.wait, 30) == -9  # SIGKILLed by the sweep
+    finally:
+        switch.close()
+        listener.join(5)
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+        await store.db.close()
+    assert not listener.is_alive()
