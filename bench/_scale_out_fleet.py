@@ -201,7 +201,13 @@ class Fleet:
             return len(sent()) == len(ring) and not self.one(
                 f"SELECT COUNT(*) {agent_sent} AND d.state <> 'consumed'")
 
-        self.wait(done, timeout, f"{total} bus messages consumed")
+        try:
+            self.wait(done, timeout, f"{total} bus messages consumed")
+        except TimeoutError as exc:  # where they are: the deliveries, the senders' turns
+            states = self.rows(f"SELECT d.state, COUNT(*) {agent_sent} GROUP BY d.state")
+            turns = self.rows("SELECT status, COUNT(*) FROM turns GROUP BY status")
+            raise TimeoutError(f"{exc}\ndeliveries by state {states}; SPAM turns over "
+                               f"{len(sent())} of {len(ring)}; turns by status {turns}") from None
         if sum(sent()) < total:
             raise RuntimeError(f"{total - sum(sent())} of {total} messages were refused")
         first, last = self.rows(f"SELECT MIN(m.created_at), MAX(d.consumed_at) {agent_sent}")[0]

@@ -118,21 +118,26 @@ class Ownership:
         hooks = self.hooks
         assert hooks is not None, "hooks first"
         async with self._reading:
-            sent = self.monotonic()
             before = dict(self.held)  # a claim during the renewal is not a loss
-            try:
-                async with asyncio.timeout(RENEW_TIMEOUT_S if self.shared else None):
-                    rows = await self.store.leases.renew(self.worker_id, self.ttl_s)
-            except (StoreError, TimeoutError) as exc:
-                logger.warning("lease renewal failed worker=%s silent_s=%.1f: %s",
-                               self.worker_id, self.monotonic() - self._last_ok,
-                               exc or "timed out")
-                return
-            self._last_ok = sent
-            if self.cut:
-                self.cut = False
-                logger.warning("the database answers again: this worker claims agents again")
-            await self._after_renewal(hooks, before, rows)
+            rows = await self._renew()
+            if rows is not None:
+                await self._after_renewal(hooks, before, rows)
+
+    async def _renew(self) -> list[LeaseRow] | None:
+        """Every lease held, renewed: what the cut watch counts. None: it failed (logged)."""
+        sent = self.monotonic()
+        try:
+            async with asyncio.timeout(RENEW_TIMEOUT_S if self.shared else None):
+                rows = await self.store.leases.renew(self.worker_id, self.ttl_s)
+        except (StoreError, TimeoutError) as exc:
+            logger.warning("lease renewal failed worker=%s silent_s=%.1f: %s", self.worker_id,
+                           self.monotonic() - self._last_ok, exc or "timed out")
+            return None
+        self._last_ok = sent
+        if self.cut:
+            self.cut = False
+            logger.warning("the database answers again: this worker claims agents again")
+        return rows
 
     async def _after_renewal(self, hooks: Hooks, before: dict[str, int],
                              rows: list[LeaseRow]) -> None:
@@ -192,19 +197,10 @@ class Ownership:
         return True
 
     async def wake(self) -> None:
-        """Run once, on a wake-up: what a renewal would do (renew, then the cancel requests and
-        the agents to claim), outside the renewals' rhythm."""
-        hooks = self.hooks
-        assert hooks is not None, "hooks first"
-        if self.cut:
-            return  # claims wait for a renewal to succeed
-        async with self._reading:
-            sent = self.monotonic()
-            before = dict(self.held)
-            async with asyncio.timeout(RENEW_TIMEOUT_S):
-                rows = await self.store.leases.renew(self.worker_id, self.ttl_s)
-            self._last_ok = sent
-            await self._after_renewal(hooks, before, rows)
+        """Run once, on a wake-up: a `step` (renew, then what was lost, asked or placed here),
+        outside the renewals' rhythm; none while cut (claims wait for a renewal to succeed)."""
+        if not self.cut:
+            await self.step()
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
@@ -217,6 +213,13 @@ class Ownership:
     async def _renewing(self) -> None:
         while True:
             await asyncio.sleep(self.renew_s)
+            if self.shared:
+                # The leases renewed on time whatever a pass is doing (adopting many agents
+                # takes a while on a busy host: the renewals must not wait for it, or the
+                # worker would think itself cut); the pass that reads them follows.
+                if await self._renew() is not None:
+                    self._woken.set()
+                continue
             try:
                 await self.step()
             except StoreError as exc:
