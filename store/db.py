@@ -193,7 +193,10 @@ class Database:
             await conn.executemany(sql, rows)
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def transaction(self, *, exclusive: bool = True) -> AsyncIterator[aiosqlite.Connection]:
+        """A write transaction (BEGIN IMMEDIATE): SQLite has one writer, so `exclusive` (see
+        store/pg.py) changes nothing here."""
+        del exclusive
         conn = self._w()
         async with self._write_lock:
             try:

@@ -124,9 +124,13 @@ class LeaseRepo:
     async def renew(self, owner: str, ttl_s: float) -> builtins.list[LeaseRow]:
         """Every lease this worker still holds, renewed for `ttl_s` from now (the database's
         now), with its cancel request if any. One that expired is not renewed: another worker
-        may be taking it over, and the agent is no longer this worker's."""
+        may be taking it over, and the agent is no longer this worker's. Not under the
+        one-writer lock (PostgreSQL): a renewal queued behind the fleet's other writes would
+        let a busy worker's leases lapse. Safe without it: it changes no owner nor epoch (the
+        fences), and a claim racing it on a row is serialised by the row lock, each statement
+        re-checking its condition (owner, expiry) on the row the other committed."""
         now = self._now
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(exclusive=False) as conn:
             await conn.execute(f"UPDATE agent_leases SET renewed_at = {now}, expires_at ="
                                f" {now} + ? WHERE owner = ? AND expires_at >= {now}",
                                (ttl_s, owner))

@@ -20,6 +20,7 @@ issue 30, not to this layer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -243,12 +244,16 @@ class PgDatabase:
             await conn.executemany(sql, rows)
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[PgConnection]:
+    async def transaction(self, *, exclusive: bool = True) -> AsyncIterator[PgConnection]:
+        """A write transaction, under the one-writer lock. `exclusive=False`: without it, for
+        a write whose correctness rests on its own conditional statements and row locks (the
+        lease renewal), which must not queue behind the fleet's other writes."""
         pool = self._p()
-        async with self._write_lock:
+        async with self._write_lock if exclusive else contextlib.nullcontext():
             try:
                 async with pool.connection() as raw, raw.transaction():
-                    await raw.execute(_LOCK, (WRITE_LOCK,))
+                    if exclusive:
+                        await raw.execute(_LOCK, (WRITE_LOCK,))
                     yield PgConnection(raw)
             except psycopg.IntegrityError as exc:
                 raise Conflict(str(exc)) from exc
