@@ -193,7 +193,10 @@ class Database:
             await conn.executemany(sql, rows)
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def transaction(self, *, exclusive: bool = True) -> AsyncIterator[aiosqlite.Connection]:
+        """A write transaction (BEGIN IMMEDIATE): SQLite has one writer, so `exclusive` (see
+        store/pg.py) changes nothing here."""
+        del exclusive
         conn = self._w()
         async with self._write_lock:
             try:
@@ -223,6 +226,18 @@ class Database:
     async def fetchone(self, sql: str, params: Params = ()) -> aiosqlite.Row | None:
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
+
+    @asynccontextmanager
+    async def listen(self, channel: str) -> AsyncIterator[AsyncIterator[str]]:
+        """PostgreSQL's LISTEN (store/pg.py): on SQLite one process is the only writer, so
+        there is nobody to hear from; what it yields ends at once."""
+        del channel
+
+        async def nothing() -> AsyncIterator[str]:
+            return
+            yield  # an async generator that yields nothing
+
+        yield nothing()
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

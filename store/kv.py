@@ -39,12 +39,14 @@ class KvRepo:
 
 
 def set_sync(target: Target, key: str, value: Any, timeout_s: float = TIMEOUT_S, *,
-             now: Now = system_now) -> None:
+             now: Now = system_now, notify: str | None = None) -> None:
     """Write one key with a private connection (store/private.py): usable from any thread or
-    process. `target`: the SQLite file, or the PostgreSQL URL (`db.writer_target`)."""
+    process. `target`: the SQLite file, or the PostgreSQL URL (`db.writer_target`). `notify`:
+    a channel told the key once it is written (PostgreSQL's NOTIFY; `private.listen`)."""
     private.write(target, "INSERT INTO kv (key, value, updated_at) VALUES (?,?,?) ON CONFLICT(key)"
                   " DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-                  (key, json.dumps(value), now()), timeout_s)
+                  (key, json.dumps(value), now()), timeout_s,
+                  notify=None if notify is None else (notify, key))
 
 
 def get_sync(target: Target, key: str, timeout_s: float = TIMEOUT_S) -> Any:

@@ -5,11 +5,14 @@ claimed); `epoch` grows by one at every claim, and every write about the agent t
 (a turn's start, a state change) is fenced by it (`check_fence`, in the write's transaction):
 a worker that lost the lease cannot write as if it still held it. Times are the database's
 clock (PostgreSQL's `now()`, SQLite's), never a host's. `cancel` carries a pause, resume, stop
-or kill asked on another worker to the owner, which reads it at its next renewal."""
+or kill asked on another worker to the owner, which reads it at its next renewal, or at once
+when woken (`wakeups`: a placement and a cancel request NOTIFY the worker concerned)."""
 
 from __future__ import annotations
 
 import builtins
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +25,11 @@ CANCEL_ACTIONS = ("pause", "resume", "stop", "kill")
 # A pending agent's row is locked by the claiming worker and skipped by the others (PostgreSQL);
 # SQLite has one writer, so nothing to skip.
 _SKIP_LOCKED = {"sqlite": "", "postgresql": " FOR UPDATE SKIP LOCKED"}
+# The wake-up a placement or a cancel request sends the worker concerned (PostgreSQL's NOTIFY,
+# delivered when the transaction commits; `wakeups`). Only a hint: that worker reads the lease
+# table at its next renewal anyway. The payload is the worker's id ("" for a pending agent any
+# worker may claim). SQLite has one process: nothing to wake.
+WAKE_CHANNEL = "switchboard_wake"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +77,10 @@ class LeaseRepo:
     async def place(self, agent_id: str, worker_id: str | None) -> None:
         """A new agent, placed on `worker_id` (None: whichever worker claims it first); it runs
         once that worker claims it (`claim_pending`)."""
-        await self.db.execute(
-            "INSERT INTO agent_leases (agent_id, owner, placed_on, epoch) VALUES (?, NULL, ?, 0)",
-            (agent_id, worker_id))
+        async with self.db.transaction() as conn:
+            await conn.execute("INSERT INTO agent_leases (agent_id, owner, placed_on, epoch)"
+                               " VALUES (?, NULL, ?, 0)", (agent_id, worker_id))
+            await self._wake(conn, worker_id or "")
 
     async def claim_pending(self, owner: str, ttl_s: float,
                             limit: int = 50) -> builtins.list[tuple[str, int]]:
@@ -115,9 +124,13 @@ class LeaseRepo:
     async def renew(self, owner: str, ttl_s: float) -> builtins.list[LeaseRow]:
         """Every lease this worker still holds, renewed for `ttl_s` from now (the database's
         now), with its cancel request if any. One that expired is not renewed: another worker
-        may be taking it over, and the agent is no longer this worker's."""
+        may be taking it over, and the agent is no longer this worker's. Not under the
+        one-writer lock (PostgreSQL): a renewal queued behind the fleet's other writes would
+        let a busy worker's leases lapse. Safe without it: it changes no owner nor epoch (the
+        fences), and a claim racing it on a row is serialised by the row lock, each statement
+        re-checking its condition (owner, expiry) on the row the other committed."""
         now = self._now
-        async with self.db.transaction() as conn:
+        async with self.db.transaction(exclusive=False) as conn:
             await conn.execute(f"UPDATE agent_leases SET renewed_at = {now}, expires_at ="
                                f" {now} + ? WHERE owner = ? AND expires_at >= {now}",
                                (ttl_s, owner))
@@ -147,7 +160,18 @@ class LeaseRepo:
             async with conn.execute("SELECT COALESCE(owner, placed_on) FROM agent_leases"
                                     " WHERE agent_id = ?", (agent_id,)) as c2:
                 row = await c2.fetchone()
+            if row and row[0] is not None:
+                await self._wake(conn, str(row[0]))
         return str(row[0]) if row and row[0] is not None else None
+
+    def wakeups(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
+        """Listening (once entered) for wake-ups: the worker id each placement or cancel
+        request names ("" for any worker), as they commit; on SQLite nothing ever comes."""
+        return self.db.listen(WAKE_CHANNEL)
+
+    async def _wake(self, conn: Any, worker_id: str) -> None:
+        if self.db.dialect == "postgresql":
+            await conn.execute("SELECT pg_notify(?, ?)", (WAKE_CHANNEL, worker_id))
 
     async def clear(self, agent_id: str, action: str, fence: tuple[str, int]) -> None:
         """The owner acted on `action`: cleared, fenced (a different request since stays)."""

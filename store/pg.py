@@ -20,6 +20,7 @@ issue 30, not to this layer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -28,6 +29,7 @@ from typing import Any
 
 import psycopg
 from psycopg import pq
+from psycopg.sql import SQL, Identifier
 from psycopg_pool import AsyncConnectionPool
 
 from store.errors import Conflict, MigrationError, StoreUnavailable
@@ -242,12 +244,16 @@ class PgDatabase:
             await conn.executemany(sql, rows)
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[PgConnection]:
+    async def transaction(self, *, exclusive: bool = True) -> AsyncIterator[PgConnection]:
+        """A write transaction, under the one-writer lock. `exclusive=False`: without it, for
+        a write whose correctness rests on its own conditional statements and row locks (the
+        lease renewal), which must not queue behind the fleet's other writes."""
         pool = self._p()
-        async with self._write_lock:
+        async with self._write_lock if exclusive else contextlib.nullcontext():
             try:
                 async with pool.connection() as raw, raw.transaction():
-                    await raw.execute(_LOCK, (WRITE_LOCK,))
+                    if exclusive:
+                        await raw.execute(_LOCK, (WRITE_LOCK,))
                     yield PgConnection(raw)
             except psycopg.IntegrityError as exc:
                 raise Conflict(str(exc)) from exc
@@ -267,6 +273,35 @@ class PgDatabase:
     async def fetchone(self, sql: str, params: Params = ()) -> Any:
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
+
+    @asynccontextmanager
+    async def listen(self, channel: str) -> AsyncIterator[AsyncIterator[str]]:
+        """A connection of its own LISTENing on `channel` (listening once this is entered):
+        the payload of every NOTIFY on it, until the caller leaves or the connection fails
+        (StoreUnavailable). A notification is a hint: one sent while nothing listens is lost,
+        so the caller also polls."""
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT_S),
+                application_name="switchboard-listen")
+        except psycopg.Error as exc:
+            raise StoreUnavailable(self.name, str(exc)) from exc
+
+        async def payloads() -> AsyncIterator[str]:
+            try:
+                async for note in conn.notifies():
+                    yield note.payload
+            except psycopg.Error as exc:
+                raise StoreUnavailable(self.name, str(exc)) from exc
+
+        try:
+            try:
+                await conn.execute(SQL("LISTEN {}").format(Identifier(channel)))
+            except psycopg.Error as exc:
+                raise StoreUnavailable(self.name, str(exc)) from exc
+            yield payloads()
+        finally:
+            await conn.close()
 
 
 class PgLink:

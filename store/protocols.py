@@ -16,7 +16,8 @@ own connection to either engine (store/private.py); tests/store runs them on bot
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from store.agents import AgentRepo, AgentRow, TransitionRow
@@ -298,6 +299,7 @@ class LeaseStore(Protocol):
     async def get(self, agent_id: str) -> LeaseRow | None: ...
     async def others(self, owner: str) -> builtins.list[tuple[str, str, str]]: ...
     async def live_per_worker(self) -> dict[str, int]: ...
+    def wakeups(self) -> AbstractAsyncContextManager[AsyncIterator[str]]: ...
 
 
 def _conforms(db: Database) -> None:

@@ -127,6 +127,21 @@ class Cluster:
         self.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+def started(bin_dir: Path) -> Cluster:
+    """A running server with the migrated template (`new_database` copies it); stopped again
+    and the error raised when it cannot start. The session fixture's, and the scale-out
+    bench's (bench/scale_out.py)."""
+    cluster = Cluster(bin_dir)
+    try:
+        cluster.start()
+        cluster.admin(f"CREATE DATABASE {TEMPLATE}")
+        asyncio.run(_migrate(cluster.url(TEMPLATE)))
+    except Exception:
+        cluster.stop()
+        raise
+    return cluster
+
+
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[Cluster]:
     """One PostgreSQL server for the session (per xdist worker), with the migrated template.
@@ -136,13 +151,9 @@ def pg_cluster() -> Iterator[Cluster]:
         unavailable("no initdb found (Debian's postgresql package, or the directory "
                     "SWITCHBOARD_TEST_PG_BIN names)")
     assert bin_dir is not None
-    cluster = Cluster(bin_dir)
     try:
-        cluster.start()
-        cluster.admin(f"CREATE DATABASE {TEMPLATE}")
-        asyncio.run(_migrate(cluster.url(TEMPLATE)))
+        cluster = started(bin_dir)
     except Exception as exc:  # a server that cannot start is an error, never a skip
-        cluster.stop()
         pytest.fail(f"the test PostgreSQL server did not start: {exc}", pytrace=False)
     try:
         yield cluster

@@ -53,6 +53,13 @@ class Handover:
             if counts.get(runner.id, 0) > box.queued:
                 box.arrived(counts[runner.id] - box.queued)
 
+    async def place(self, agent_id: str, name: str, worker: str) -> None:
+        """A new agent placed on another worker: its lease pending there (that worker is woken
+        and claims it at once), and the agent known here now, not at the next renewal."""
+        await self.pool.store.leases.place(agent_id, worker)
+        self.remote[agent_id] = (name, worker)
+        logger.info("agent placed agent=%s name=%s worker=%s", agent_id, name, worker)
+
     async def elsewhere(self, ref: str, action: str, by: str) -> AgentRunner | None:
         """An agent another worker runs (not one of this worker's): `action` (pause, resume,
         stop, kill) asked of its worker through its lease's cancel column, carried out there

@@ -7,6 +7,12 @@ process here ends: `on_lost`); a cancel request written by another worker (pause
 kill) is carried out here (`on_cancel`); agents placed on this worker and not yet claimed, and
 live agents whose owner stopped renewing (a dead or cut worker), are claimed (`on_gained`).
 
+On PostgreSQL a worker also listens for wake-ups (store/leases.py `wakeups`): an agent placed on
+it, or a cancel request for one of its agents, is notified as it commits, and the worker claims
+or carries it out at once (`wake`) instead of at its next renewal. Only a hint: a wake-up lost
+(the listening connection down) costs at most one renewal's wait, and each time the worker
+starts listening it reads the lease table once, for what was written while nobody listened.
+
 A worker that cannot renew for `halt_after_s` halts its own agents (`on_cut`): it can no longer
 see the shared halt flag, so it assumes it is on, and its leases will expire (after `ttl_s`,
 more than `halt_after_s`) and be taken over elsewhere; its processes are gone by then.
@@ -25,6 +31,7 @@ from dataclasses import dataclass
 
 from store import Store
 from store.errors import StoreError
+from store.leases import LeaseRow
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +48,7 @@ HALT_BOUND_S = HALT_AFTER_S + RENEW_S + 2.0
 FAILOVER_BOUND_S = TTL_S + RENEW_S + 3.0
 FOREVER_S = 10 * 365 * 86400.0  # SQLite: the one process's leases
 WATCH_S = 0.5  # how often the time since the last renewal is checked
+RELISTEN_S = 2.0  # a listening connection that failed is opened again after this long
 
 
 @dataclass
@@ -71,6 +79,8 @@ class Ownership:
         self.cut = False  # halted for want of the database, until a renewal succeeds
         self._last_ok = monotonic()  # when the last successful renewal was sent
         self._acting: set[tuple[str, str]] = set()  # cancel requests being carried out
+        self._woken = asyncio.Event()  # a wake-up arrived: look at the lease table now
+        self._reading = asyncio.Lock()  # a renewal's reading and a wake-up's, one at a time
 
     def fence(self, agent_id: str) -> tuple[str, int]:
         """The (owner, epoch) a write about the agent is fenced by; epoch 0 (not held) never
@@ -107,19 +117,30 @@ class Ownership:
         """Run once: renew; what was lost, what is asked, what is this worker's to claim."""
         hooks = self.hooks
         assert hooks is not None, "hooks first"
+        async with self._reading:
+            before = dict(self.held)  # a claim during the renewal is not a loss
+            rows = await self._renew()
+            if rows is not None:
+                await self._after_renewal(hooks, before, rows)
+
+    async def _renew(self) -> list[LeaseRow] | None:
+        """Every lease held, renewed: what the cut watch counts. None: it failed (logged)."""
         sent = self.monotonic()
-        before = dict(self.held)  # a claim during the renewal is not a loss
         try:
             async with asyncio.timeout(RENEW_TIMEOUT_S if self.shared else None):
                 rows = await self.store.leases.renew(self.worker_id, self.ttl_s)
         except (StoreError, TimeoutError) as exc:
             logger.warning("lease renewal failed worker=%s silent_s=%.1f: %s", self.worker_id,
                            self.monotonic() - self._last_ok, exc or "timed out")
-            return
+            return None
         self._last_ok = sent
         if self.cut:
             self.cut = False
             logger.warning("the database answers again: this worker claims agents again")
+        return rows
+
+    async def _after_renewal(self, hooks: Hooks, before: dict[str, int],
+                             rows: list[LeaseRow]) -> None:
         now_held = {r.agent_id: r.epoch for r in rows}
         for agent_id, epoch in before.items():
             if now_held.get(agent_id) != epoch and self.held.get(agent_id) == epoch:
@@ -175,14 +196,30 @@ class Ownership:
         self.held.clear()  # they expire; whoever claims them next resumes them
         return True
 
+    async def wake(self) -> None:
+        """Run once, on a wake-up: a `step` (renew, then what was lost, asked or placed here),
+        outside the renewals' rhythm; none while cut (claims wait for a renewal to succeed)."""
+        if not self.cut:
+            await self.step()
+
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
             group.create_task(self._renewing(), name="lease-renewal")
             group.create_task(self._watching(), name="lease-watch")
+            if self.shared:
+                group.create_task(self._listening(), name="lease-wakeups")
+                group.create_task(self._waking(), name="lease-wake")
 
     async def _renewing(self) -> None:
         while True:
             await asyncio.sleep(self.renew_s)
+            if self.shared:
+                # The leases renewed on time whatever a pass is doing (adopting many agents
+                # takes a while on a busy host: the renewals must not wait for it, or the
+                # worker would think itself cut); the pass that reads them follows.
+                if await self._renew() is not None:
+                    self._woken.set()
+                continue
             try:
                 await self.step()
             except StoreError as exc:
@@ -195,6 +232,33 @@ class Ownership:
                 await self.check_cut()
             except Exception:  # noqa: BLE001 - the watch outlives a failed halt; it logs
                 logger.exception("halting this worker's agents failed")
+
+    async def _listening(self) -> None:
+        """Wake-ups for this worker (or for any), until cancelled; listens again after a
+        failure, and reads the lease table each time it starts listening."""
+        failing = False
+        while True:
+            try:
+                async with self.store.leases.wakeups() as heard:
+                    self._woken.set()  # what was written while nobody listened
+                    failing = False
+                    async for worker_id in heard:
+                        if worker_id in (self.worker_id, ""):
+                            self._woken.set()
+            except StoreError as exc:  # said once a streak: the renewals' warnings go on
+                logger.log(logging.DEBUG if failing else logging.WARNING,
+                           "wake-ups not heard worker=%s: %s", self.worker_id, exc)
+                failing = True
+            await asyncio.sleep(RELISTEN_S)
+
+    async def _waking(self) -> None:
+        while True:
+            await self._woken.wait()
+            self._woken.clear()  # those arriving meanwhile are served by this pass or the next
+            try:
+                await self.wake()
+            except (StoreError, TimeoutError) as exc:
+                logger.warning("wake-up not served worker=%s: %s", self.worker_id, exc)
 
     async def release(self) -> None:
         """A clean stop: the leases end now, so other workers resume the agents at once."""

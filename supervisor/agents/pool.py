@@ -446,12 +446,11 @@ class AgentPool:
             raise AgentExists(name) from None  # a concurrent spawn took the name first
         if charter is not None:  # before its first turn: the charter is in its system prompt
             await self.store.charters.set(agent_id, charter, now=self.clock.now())
-        if worker is not None:  # its first message stored, then the lease its worker claims
+        if worker is not None and self.handover is not None:  # its first message stored,
             runner = AgentRunner(row, deps, self.bus.inbox(row.id, row.name), charter=charter)
             await self._give_role(agent_id, role)
             await runner.submit(prompt, origin)
-            await self.store.leases.place(agent_id, worker)
-            logger.info("agent placed agent=%s name=%s worker=%s", agent_id, name, worker)
+            await self.handover.place(agent_id, name, worker)  # then the lease its worker claims
             return runner
         if self.ownership is not None:
             await self.ownership.claim_new(agent_id)

@@ -8,7 +8,10 @@ a local file in the data directory and an object in the GCS bucket, each watched
 that acts on its own, so the switch works while the event loop is busy or wedged; on
 PostgreSQL a third watches the shared halt flag, so a switch pulled on another worker or host
 reaches this one's agents. Each watcher is a loop around a run-once poll (`poll_local`,
-`poll_gcs`, `poll_database`) that tests call directly.
+`poll_gcs`, `poll_database`) that tests call directly. On PostgreSQL the flag's writers also
+NOTIFY it (`HALT_CHANNEL`), and a fourth thread listening for that polls the flag at once
+(`hear_database`): the other workers act as the flag is written rather than at their next
+poll. A hint only: the poll every `DATABASE_POLL_S` stays, for a notification lost.
 
 A watcher thread does only what needs nothing else to work: it persists the flag (a private
 connection of its own to the SQLite file or the PostgreSQL database, store/private.py, in a
@@ -32,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from store import Store
+from store import Store, private
 from store.errors import StoreError
 from store.kv import get_sync, set_sync
 from store.private import Target
@@ -53,6 +56,10 @@ LOCAL_FILE = "kill-switch.json"
 GCS_OBJECT = "kill-switch.json"
 LOCAL_POLL_S = 0.25
 DATABASE_POLL_S = 1.0  # on PostgreSQL: the halt flag another worker or host wrote
+# PostgreSQL: whoever writes the halt flag NOTIFYs this channel (payload HALT_KEY) once it is
+# written, so every worker listening polls the flag at once.
+HALT_CHANNEL = "switchboard_halt"
+RELISTEN_S = 2.0  # a listening connection that failed is opened again after this long
 ERROR_LOG_EVERY_S = 60.0
 # How long the kill waits, after its sweep, for the halt flag's private write (SQLite's busy
 # timeout and PostgreSQL's connect and statement timeouts are 5 s: store/private.py). The
@@ -102,6 +109,7 @@ class KillSwitch:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._fire_lock = threading.Lock()
+        self._thread_fire = threading.Lock()  # a watcher thread's fire, one at a time
         self._persist_failed: str | None = None  # why the halt flag could not be stored
         self._persisting: threading.Thread | None = None  # the flag's write, while it runs
 
@@ -123,6 +131,7 @@ class KillSwitch:
         self._watch(self.poll_local, "killswitch-file", LOCAL_POLL_S)
         if self.settings.database_url is not None:  # other workers, `switchboard kill` elsewhere
             self._watch(self.poll_database, "killswitch-db", DATABASE_POLL_S)
+            self._watch(self.hear_database, "killswitch-db-listen", RELISTEN_S)
         if self.settings.gcs_bucket:
             self._watch(self._gcs_poller(), "killswitch-gcs", self.settings.kill_poll_s)
 
@@ -196,7 +205,8 @@ class KillSwitch:
 
     def _persist(self, halt: dict[str, Any]) -> None:
         try:
-            set_sync(database_target(self.settings), HALT_KEY, halt, now=self.clock.now)
+            set_sync(database_target(self.settings), HALT_KEY, halt, now=self.clock.now,
+                     notify=HALT_CHANNEL)
             self._persist_failed = None
         except Exception as exc:  # noqa: BLE001 - a broken store must not stop the kill
             logger.exception("kill switch: could not persist the halt flag")
@@ -276,10 +286,11 @@ class KillSwitch:
 
     def _fire_from_thread(self, by: str, via: str, reason: str, *,
                           stored: bool = False) -> None:
-        if self.halt is not None:
-            return
-        started = self.clock.monotonic()
-        pids = self.fire_now(by, via, reason, stored=stored)
+        with self._thread_fire:  # two watchers seeing one flag: the loop's half runs once
+            if self.halt is not None:
+                return
+            started = self.clock.monotonic()
+            pids = self.fire_now(by, via, reason, stored=stored)
         loop = self._loop
         if loop is not None and not loop.is_closed():
             asyncio.run_coroutine_threadsafe(self._after_thread(pids, started, by, via), loop)
@@ -340,6 +351,12 @@ class KillSwitch:
                                str(flag.get("via") or "database")[:50],
                                str(flag.get("reason") or "")[:1000], stored=True)
         return True
+
+    def hear_database(self) -> None:
+        """Run until closed or the connection fails (PostgreSQL): listen for the halt flag's
+        notification, and poll the flag (`poll_database`) on each one heard."""
+        for _ in private.listen(database_target(self.settings), HALT_CHANNEL, self._stop):
+            self.poll_database()
 
     def _gcs_poller(self) -> Callable[[], object]:
         """One GCS poll per call, with a client made on first use and again after a failure."""

@@ -19,6 +19,7 @@ from store.kv import get_sync, set_sync
 from supervisor.config import Settings
 from supervisor.errors import StoreFailed
 from supervisor.guard.killswitch import (
+    HALT_CHANNEL,
     HALT_KEY,
     LOCAL_FILE,
     PERSIST_WAIT_S,
@@ -190,7 +191,7 @@ def kill_from_shell(settings: Settings, by: str, reason: str) -> ShellKill:
     def write_flag() -> None:
         try:
             set_sync(target, HALT_KEY, {"by": by, "via": "cli", "reason": reason,
-                                        "at": time.time()})
+                                        "at": time.time()}, notify=HALT_CHANNEL)
         except Exception as exc:  # noqa: BLE001 - report and go on killing
             flag_failed.append(str(exc))
 

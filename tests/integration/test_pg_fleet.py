@@ -279,7 +279,10 @@ def run_fleet(url: str, sups: list[Supervisor], homes: list[Path], gate: Gate) -
     assert time.monotonic() - cut_at < HALT_BOUND_S + SLACK_S
     # ... and the last worker takes them over once their leases expire.
     survivor = next(s for s in alive if s is not cut)
-    settle(lambda: all(owners(url)[n] == survivor.proc.pid for n in mine),
+    # (A scheduled run's agent among them may have stopped meanwhile, its run over: no longer
+    # live, it is nobody's to take over.)
+    settle(lambda: (lambda o: all(o.get(n, survivor.proc.pid) == survivor.proc.pid
+                                  for n in mine))(owners(url)),
            FAILOVER_BOUND_S + SLACK_S, "the cut worker's agents taken over")
 
     # The kill switch from another host: no agent process left on any worker.

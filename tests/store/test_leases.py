@@ -96,6 +96,23 @@ async def test_a_cancel_request_reaches_the_owner_and_is_cleared_by_it(
         await leases.request("a1", "explode", "alice")
 
 
+async def test_a_placement_and_a_cancel_request_wake_the_worker_concerned(
+        store: Store, make_agent: MakeAgent, backend: str) -> None:
+    leases = store.leases
+    async with leases.wakeups() as heard:  # listening from here on
+        await make_agent("a1")
+        await make_agent("a2", "beta")
+        await leases.place("a1", "w2")
+        assert await leases.claim_pending("w2", TTL) == [("a1", 1)]
+        assert await leases.request("a1", "pause", "alice") == "w2"
+        await leases.place("a2", None)  # any worker may claim it
+        if backend == "sqlite":  # one process owns every agent: nobody to wake
+            assert [worker async for worker in heard] == []
+            return
+        got = [await asyncio.wait_for(anext(heard), 30) for _ in range(3)]
+    assert got == ["w2", "w2", ""]
+
+
 async def test_a_clean_stop_releases_so_another_worker_takes_over_at_once(
         store: Store, make_agent: MakeAgent) -> None:
     await make_agent("a1", state="idle")
