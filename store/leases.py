@@ -169,6 +169,13 @@ class LeaseRepo:
         request names ("" for any worker), as they commit; on SQLite nothing ever comes."""
         return self.db.listen(WAKE_CHANNEL)
 
+    async def wake(self, worker_id: str) -> None:
+        """Wake one worker (a bus message stored for an agent it runs): a hint, on its own,
+        outside the one-writer lock; nothing on SQLite (one process)."""
+        if self.db.dialect == "postgresql":
+            async with self.db.transaction(exclusive=False) as conn:
+                await self._wake(conn, worker_id)
+
     async def _wake(self, conn: Any, worker_id: str) -> None:
         if self.db.dialect == "postgresql":
             await conn.execute("SELECT pg_notify(?, ?)", (WAKE_CHANNEL, worker_id))

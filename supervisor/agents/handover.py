@@ -17,6 +17,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from store.agents import AgentRow
+from store.errors import StoreError
 from supervisor.agents.ownership import Hooks, Ownership
 from supervisor.agents.recovery import report_interrupted
 from supervisor.agents.runner import AgentRunner
@@ -41,6 +42,19 @@ class Handover:
         # names and for commands about them (refreshed at every renewal).
         self.remote: dict[str, tuple[str, str]] = {}
         ownership.hooks = Hooks(self.lost, self.cancel, self.gained, self.cut, self.tick)
+        if ownership.shared:  # a bus message for an agent another worker runs wakes it
+            pool.bus.owner_of = self._owner_of
+            pool.bus.wake_worker = self._wake
+
+    def _owner_of(self, agent_id: str) -> str | None:
+        known = self.remote.get(agent_id)
+        return None if known is None else known[1]
+
+    async def _wake(self, worker_id: str) -> None:
+        try:
+            await self.pool.store.leases.wake(worker_id)
+        except StoreError as exc:  # a hint: the worker's next renewal finds the message
+            logger.debug("bus wake-up not sent worker=%s: %s", worker_id, exc)
 
     async def tick(self, others: list[tuple[str, str, str]]) -> None:
         """Every renewal: the agents other workers run (for the bus's names), and messages

@@ -124,6 +124,11 @@ class Bus:
         self._active: dict[str, Lease] = {}  # lease token -> the deliveries it holds
         self._writer_task: asyncio.Task[None] | None = None
         self.reclaimed = 0
+        # On a shared database: the worker that runs an agent another worker runs (None: one
+        # of ours, or none), and how to wake it when a message for that agent is stored; else
+        # it finds the message at its next lease renewal (supervisor/agents/handover.py).
+        self.owner_of: Callable[[str], str | None] = lambda _agent_id: None
+        self.wake_worker: Callable[[str], Awaitable[None]] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -386,6 +391,10 @@ class Bus:
         for rid, n in arrived.items():
             box = boxes.get(rid)
             (self.inbox(rid) if box is None else box).arrived(n)
+        if self.wake_worker is not None:
+            owner_of, wake = self.owner_of, self.wake_worker
+            for worker in {w for rid in arrived if (w := owner_of(rid)) is not None}:
+                self._spawn(f"bus-wake:{worker}", wake(worker))
 
     def _name(self, agent_id: str) -> str:
         return self._names.get(agent_id, agent_id)

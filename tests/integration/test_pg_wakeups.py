@@ -138,3 +138,26 @@ async def test_the_halt_flag_written_on_another_host_wakes_this_workers_kill_swi
             agent.wait()
         await store.db.close()
     assert not listener.is_alive()
+
+
+async def test_a_wake_up_sent_alone_makes_the_worker_read_the_lease_table(
+        database: str, tmp_path: Path) -> None:
+    """What a bus message for an agent another worker runs sends (store/leases.py `wake`): the
+    worker reads the table (and the bus's counts, in its tick) without waiting to renew."""
+    here = await open_store(tmp_path / "w1.db", database_url=database)
+    other = await open_store(tmp_path / "w2.db", database_url=database)
+    own = Ownership(here, "w1", renew_s=FOREVER_S, halt_after_s=FOREVER_S)
+    seen = Seen()
+    own.hooks = seen.hooks()
+    task = asyncio.create_task(own.run())
+    try:
+        await wait_for(lambda: listening(database, "switchboard-listen") and seen.passes, 30,
+                       "the worker listening")
+        passes = seen.passes
+        await other.leases.wake("w1")
+        await wait_for(lambda: seen.passes > passes, 30, "a pass on the wake-up")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await here.db.close()
+        await other.db.close()

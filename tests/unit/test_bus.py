@@ -22,6 +22,7 @@ from supervisor.bus.core import OPERATOR_SENDER, Bus, Sender
 from supervisor.clock import FakeClock
 from supervisor.config import Settings
 from supervisor.errors import InvalidRequest, LimitExceeded, ShuttingDown
+from tests.conftest import wait_for
 
 
 class FakeMembers:
@@ -386,3 +387,22 @@ async def test_closing_mid_batch_fails_its_writes_instead_of_leaving_them_waitin
     with pytest.raises(ShuttingDown):
         await asyncio.wait_for(task, 2)
     await closing
+
+
+async def test_a_message_for_an_agent_another_worker_runs_wakes_that_worker(
+        world: World) -> None:
+    """On a shared database (supervisor/agents/handover.py wires it): the worker that runs the
+    recipient is woken once per stored batch, not left to find it at its next renewal; a
+    message for one of this worker's agents wakes nobody."""
+    woken: list[str] = []
+
+    async def wake(worker_id: str) -> None:
+        woken.append(worker_id)
+
+    world.bus.owner_of = lambda agent_id: "worker-2" if agent_id == "id-b" else None
+    world.bus.wake_worker = wake
+    await world.bus.send(A, "c", "task", "ours")
+    assert woken == []
+    await world.bus.send(A, "b", "task", "theirs")
+    await wait_for(lambda: woken == ["worker-2"], 10, "worker-2 woken")
+    assert (await world.bus.inbox("id-b").take(1)) is not None  # stored as for any recipient
