@@ -39,7 +39,7 @@ from store.private import Target
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import Halted
-from supervisor.process.tree import kill_first, no_cyclic_gc, sweep, trees
+from supervisor.process.tree import kill_trees, no_cyclic_gc, sweep
 
 if TYPE_CHECKING:
     from supervisor.agents.fleet import FleetReader
@@ -58,6 +58,10 @@ ERROR_LOG_EVERY_S = 60.0
 # timeout and PostgreSQL's connect and statement timeouts are 5 s: store/private.py). The
 # processes are dead by then; only the report waits, and says when the write did not finish.
 PERSIST_WAIT_S = 6.0
+# Agents whose bookkeeping (SDK client closed, state row, event) runs at once after a kill: a
+# slice is a few milliseconds of loop work, so the loop is never held longer than that.
+BOOK_SLICE = 16
+BOOK_WAIT_S = 60.0  # how long turning the switch off, or a shutdown, waits for those records
 
 
 def database_target(settings: Settings) -> Target:
@@ -73,13 +77,21 @@ class KillReport:
     revoked: int  # invite codes, web sign-in links, sessions and API tokens
     took_s: float
     problems: tuple[str, ...] = ()  # what could not be done or recorded (a broken store)
+    # True: every process is gone and the flag stored, but the revocations and the agents'
+    # states are still being done (`KillSwitch.trigger` returned early; `settled()` has them).
+    pending: bool = False
 
     def text(self) -> str:
-        text = (f"Kill switch on: {len(self.agents)} agent(s) killed "
-                f"({len(self.pids)} processes SIGKILLed in {self.took_s * 1000:.0f} ms), "
-                f"{self.denied} open request(s) denied, {self.revoked} invite code(s), "
-                "sign-in link(s), web session(s) or API token(s) revoked. Spawns, messages "
-                "and tool calls are refused until an admin turns it off.")
+        killed = (f"Kill switch on: {len(self.agents)} agent(s) killed "
+                  f"({len(self.pids)} processes SIGKILLed in {self.took_s * 1000:.0f} ms), ")
+        if self.pending:
+            text = (killed + "open requests being denied and invite codes, sign-in links, web "
+                    "sessions and API tokens being revoked now. Spawns, messages and tool "
+                    "calls are refused until an admin turns it off.")
+        else:
+            text = (killed + f"{self.denied} open request(s) denied, {self.revoked} invite "
+                    "code(s), sign-in link(s), web session(s) or API token(s) revoked. Spawns, "
+                    "messages and tool calls are refused until an admin turns it off.")
         if self.problems:
             text += " Warning: " + "; ".join(self.problems) + "."
         return text
@@ -104,6 +116,7 @@ class KillSwitch:
         self._fire_lock = threading.Lock()
         self._persist_failed: str | None = None  # why the halt flag could not be stored
         self._persisting: threading.Thread | None = None  # the flag's write, while it runs
+        self._bookkeeping: asyncio.Task[KillReport] | None = None  # the last fire's records
 
     @property
     def local_file(self) -> Path:
@@ -167,12 +180,10 @@ class KillSwitch:
         Touches no runner (a runner seeing its CLI die checks `halted`, set here first). Safe
         to call twice; the async rest (revoke, states, notices) follows on the loop. `known`:
         the sandboxes' inits and bwraps the pool knows of, SIGKILLed before anything else (the
-        kernel then ends each namespace whole) while the sweep scans /proc for the rest.
-        Returns every pid it ended: the known ones' trees, counted just before their SIGKILL
-        (a dying namespace's members no longer show their tag, so the sweep cannot see them),
-        and what the sweep killed."""
-        ending = trees(known)
-        kill_first(known)
+        kernel then ends each namespace whole), then the sweep scans /proc for the rest.
+        Returns every pid it ended: the known ones' trees, each counted just before its
+        SIGKILL (a dying namespace's members no longer show their tag, so the sweep cannot
+        see them), and what the sweep killed."""
         with self._fire_lock:
             halt = {"by": by, "via": via, "reason": reason, "at": self.clock.now()}
             persist: threading.Thread | None = None
@@ -186,6 +197,7 @@ class KillSwitch:
                                            name="killswitch-persist", daemon=True)
                 self._persisting = persist
                 persist.start()
+            ending = kill_trees(known)
             swept = sweep(f"{self.settings.instance_id}/")
             if persist is not None:
                 persist.join(PERSIST_WAIT_S)  # bounded: a database that never answers
@@ -209,33 +221,66 @@ class KillSwitch:
             runner.halting()
         return live
 
-    async def trigger(self, by: str, via: str, reason: str = "") -> KillReport:
+    async def trigger(self, by: str, via: str, reason: str = "", *,
+                      settle: bool = False) -> KillReport:
+        """Layers 1 and 2, then the bookkeeping in a task of its own. Returns as soon as every
+        process is gone and the halt flag is stored: that report says the revocations and
+        the agents' states are under way (`pending`). `settle`: return the full report
+        instead, once the bookkeeping is done (what a command shows); `settled()` does the
+        same for a trigger that returned early. The bookkeeping runs in bounded slices, so the
+        event loop (chat, the console, the HTTP listener) never stalls behind 300 agents."""
         started = self.clock.monotonic()
-        # No cyclic GC from the first SIGKILL on: the loop handling every dying agent's pipes
-        # and the bookkeeping after make enough garbage to set off a full collection.
-        with no_cyclic_gc():
-            live = self._live_halting()
-            pids = await asyncio.to_thread(self.fire_now, by, via, reason, known_pids(live))
-            return await self._after(live, pids, started, by, via)
+        live = self._live_halting()
+        pids = await asyncio.to_thread(self.fire_now, by, via, reason, known_pids(live))
+        took = self.clock.monotonic() - started
+        task = self._book(live, pids, took, by, via)
+        if settle:
+            return await asyncio.shield(task)
+        return KillReport(tuple(r.name for r in live), tuple(pids), 0, 0, took,
+                          self._flag_problem(), pending=True)
+
+    async def settled(self, timeout_s: float | None = None) -> KillReport | None:
+        """The report of the last trigger's bookkeeping, once it is done (None if the switch
+        was never triggered here). Bounded by `timeout_s` if given: TimeoutError past it."""
+        task = self._bookkeeping
+        if task is None:
+            return None
+        async with asyncio.timeout(timeout_s):
+            return await asyncio.shield(task)
+
+    def _book(self, live: list[Any], pids: list[int], took: float, by: str,
+              via: str) -> asyncio.Task[KillReport]:
+        """Start the bookkeeping of a fire: one named task, kept until the next fire's (which
+        waits for it first: two never interleave their writes)."""
+        before = self._bookkeeping
+        task = asyncio.get_running_loop().create_task(
+            self._after(before, live, pids, took, by, via), name="killswitch-bookkeeping")
+        self._bookkeeping = task
+        task.add_done_callback(_log_failure)
+        return task
+
+    def _flag_problem(self) -> tuple[str, ...]:
+        if self._persist_failed is None:
+            return ()
+        return (f"the halt flag could not be saved ({self._persist_failed}), so a restart "
+                "would lift it: fix the database, then trigger it again",)
 
     async def _after_thread(self, pids: list[int], started: float, by: str,
                             via: str) -> KillReport:
         """The loop's half of a trigger that a watcher thread fired."""
-        with no_cyclic_gc():  # as in `trigger`
-            return await self._after(self._live_halting(), pids, started, by, via)
-
-    async def _after(self, live: list[Any], pids: list[int], started: float, by: str,
-                     via: str) -> KillReport:
         took = self.clock.monotonic() - started
-        problems: list[str] = []
-        if self._persist_failed is not None:
-            problems.append(f"the halt flag could not be saved ({self._persist_failed}), so a "
-                            "restart would lift it: fix the database, then trigger it again")
-        # All at once: each closes its SDK client and checks for survivors from /proc
-        # snapshots they share (supervisor/process/proctable.py); one agent's bookkeeping,
-        # failing or slow, never holds up the rest.
-        await asyncio.gather(*(runner.mark_killed("kill switch") for runner in live),
-                             return_exceptions=True)
+        return await self._book(self._live_halting(), pids, took, by, via)
+
+    async def _after(self, before: asyncio.Task[KillReport] | None, live: list[Any],
+                     pids: list[int], took: float, by: str, via: str) -> KillReport:
+        """Layer 3 and the records, after every process is gone: open requests denied and
+        everything issued revoked first (they are few, and they matter), then each agent
+        marked killed, a slice at a time, then the flag's agent list, the audit row and the
+        notice. Nothing here sends a signal but the last, belt-and-braces sweep, in a thread."""
+        if before is not None:  # a fire again while the last one's books are still open
+            with contextlib.suppress(Exception):
+                await asyncio.shield(before)
+        problems = list(self._flag_problem())
         denied = 0
         try:
             await self.escalations.cancel_all("the kill switch was triggered")
@@ -253,6 +298,17 @@ class KillSwitch:
             except Exception as exc:  # noqa: BLE001 - every revoker runs, whatever one does
                 logger.exception("kill switch: a revoker failed")
                 problems.append(f"a revocation failed ({exc})")
+        # A slice at a time: each agent's closing (its SDK client's tasks and pipes, a state
+        # row, a published event) is loop work, and 300 of them at once held the loop 200-300
+        # ms. No cyclic GC meanwhile: ending them makes enough garbage for a full collection.
+        with no_cyclic_gc():
+            for i in range(0, len(live), BOOK_SLICE):
+                await asyncio.gather(*(runner.mark_killed("kill switch", swept=True)
+                                       for runner in live[i:i + BOOK_SLICE]),
+                                     return_exceptions=True)
+        # The processes were swept by tag and waited for before `trigger` returned; one more
+        # sweep (in a thread) for anything an agent's closing could have let slip.
+        swept = await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
         if self.halt is not None:  # remembered across restarts, for the deactivation report
             stored: Any = None
             with contextlib.suppress(StoreError):  # other workers' agents too (PostgreSQL)
@@ -262,16 +318,16 @@ class KillSwitch:
             self.halt = {**self.halt, "agents": stopped}
             with contextlib.suppress(StoreError):  # the flag itself is stored (or reported)
                 await self.store.kv.set(HALT_KEY, self.halt)
-        report = KillReport(tuple(r.name for r in live), tuple(pids), denied, revoked, took,
-                            tuple(problems))
+        report = KillReport(tuple(r.name for r in live), tuple(sorted({*pids, *swept})), denied,
+                            revoked, took, tuple(problems))
         with contextlib.suppress(StoreError):  # commands audit through the API as well
             await self.store.audit.record(platform=via, user_id=by, user_name=by,
                                           action="killswitch", args="on", ok=True,
                                           result=report.text())
         await self.escalations.notify(None, "🛑 Kill switch triggered",
-                                           f"By {by} via {via}. {report.text()}")
+                                      f"By {by} via {via}. {report.text()}")
         logger.warning("kill switch triggered by=%s via=%s agents=%d pids=%d took_ms=%.0f", by,
-                       via, len(live), len(pids), took * 1000)
+                       via, len(live), len(report.pids), took * 1000)
         return report
 
     def _fire_from_thread(self, by: str, via: str, reason: str, *,
@@ -285,6 +341,10 @@ class KillSwitch:
             asyncio.run_coroutine_threadsafe(self._after_thread(pids, started, by, via), loop)
 
     async def deactivate(self, by: str, via: str) -> str:
+        # After the last fire's bookkeeping: it writes the flag's agent list, which must not
+        # land after the flag is deleted (a halt at the next start nobody asked for).
+        with contextlib.suppress(Exception):  # its failure was logged; the switch goes off
+            await self.settled(BOOK_WAIT_S)
         # Under the lock a watcher thread fires with: a fire in progress has written its flag
         # to the database by then, so the delete below comes after it, never before.
         was = await asyncio.to_thread(self._clear)
@@ -374,6 +434,13 @@ class KillSwitch:
         by, reason = _who(_read_trigger(blob.download_as_bytes()), "cloud console")
         self._fire_from_thread(by, "gcs", reason)
         return True
+
+
+def _log_failure(task: asyncio.Task[KillReport]) -> None:
+    """The bookkeeping is awaited only by whoever asks for its report: say if it failed."""
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("kill switch: the bookkeeping after a kill failed",
+                     exc_info=task.exception())
 
 
 def known_pids(runners: list[Any]) -> tuple[int, ...]:

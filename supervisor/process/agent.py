@@ -459,7 +459,7 @@ class AgentProcess:
             # then ran on through shutdown: "agent loop did not stop"). Shielded: a cancel
             # leaves the disconnect running to its end; the SIGKILL below happens regardless.
             with contextlib.suppress(Exception):  # the client may already be dead; never raise here
-                async with asyncio.timeout(timeout_s):
+                async with asyncio.timeout(timeout_s), proctable.closing_slot():
                     await asyncio.shield(self.client.disconnect())
         finally:
             # The SDK closes the message stream's receive side only when disconnect() gets to
