@@ -167,6 +167,8 @@ class Row:
     shut_ms: float = 0.0
     shut_gone_ms: float = 0.0
     shut_lag_ms: float = 0.0
+    direct_lag_ms: float = 0.0  # the loop's lateness while a direct kill's processes die
+    term_lag_ms: float = 0.0  # the same for the direct SIGTERM
 
 
 class LagProbe:
@@ -260,8 +262,8 @@ def instrument(ks: Any, timings: dict[str, float]) -> Callable[[], None]:
         t = time.monotonic()
         try:
             return real_sweep(*args, **kw)
-        finally:
-            timings["sweep"] = time.monotonic() - t
+        finally:  # fire_now's: the bookkeeping sweeps once more afterwards
+            timings.setdefault("sweep", time.monotonic() - t)
 
     ks.fire_now = fire_now
     killswitch_module.sweep = sweep
@@ -328,6 +330,7 @@ async def direct_round(app: Switchboard, row: Row) -> None:
         raise RuntimeError("an agent process shares this process's group or session")
     row.groups, row.sessions = len(groups), len(sessions)
     watcher = Watcher(pids)
+    probe = LagProbe()
     t0 = time.monotonic()
     watcher.go()
     for pgid in groups:
@@ -342,6 +345,7 @@ async def direct_round(app: Switchboard, row: Row) -> None:
             pass
     sent = time.monotonic()
     gone, row.direct_scans = await watcher.gone_at()
+    row.direct_lag_ms = await probe.stop()
     row.direct_ms = (gone - t0) * 1000
     row.direct_send_ms = (sent - t0) * 1000
     left = live_tagged(f"{app.settings.instance_id}/")
@@ -365,6 +369,7 @@ async def sigterm_round(app: Switchboard, row: Row) -> None:
         runner.halting()  # their CLIs' deaths are expected: no restart
     groups = {os.getpgid(pid) for pid in pids}
     watcher = Watcher(pids)
+    probe = LagProbe()
     t0 = time.monotonic()
     watcher.go()
     for pgid in groups:
@@ -373,6 +378,7 @@ async def sigterm_round(app: Switchboard, row: Row) -> None:
         except ProcessLookupError:
             pass
     gone, _ = await watcher.gone_at()
+    row.term_lag_ms = await probe.stop()
     row.term_ms = (gone - t0) * 1000
 
 
@@ -417,7 +423,8 @@ async def measure(n: int, rep: int, base: Path) -> Row:
           f"{row.book_ms:.0f} ms, loop lag "
           f"{row.ks_lag_ms:.0f} ms), direct {row.direct_ms:6.1f} ms; shutdown "
           f"{row.shut_ms:.0f} ms (gone {row.shut_gone_ms:.0f} ms, loop lag "
-          f"{row.shut_lag_ms:.0f} ms), SIGTERM {row.term_ms:.0f} ms"
+          f"{row.shut_lag_ms:.0f} ms), SIGTERM {row.term_ms:.0f} ms; loop lag during the "
+          f"direct kill {row.direct_lag_ms:.0f} ms, SIGTERM {row.term_lag_ms:.0f} ms"
           + (f"   [{row.names}]" if rep == 0 else ""), flush=True)
     return row
 
@@ -447,11 +454,16 @@ def report(by_n: dict[int, list[Row]]) -> None:
             result(f"{label}, {n} agents", measured, "ms",
                    goal=f"<= {goal:g}x {what}" if gated else "",
                    baseline=baseline, ratio=ratio, passed=ratio <= goal if gated else None)
-        for label, attr in (("kill switch", "ks_lag_ms"), ("shutdown", "shut_lag_ms")):
+        for label, attr, base in (("kill switch", "ks_lag_ms", "direct_lag_ms"),
+                                  ("shutdown", "shut_lag_ms", "term_lag_ms")):
             lag, gated = med(rows, attr), n >= LAG_GOAL_FROM
+            # Beside it, not the goal's: the loop's lateness while the same fleet dies of
+            # signals sent straight from the bench (no Switchboard work at all): what the
+            # machine's scheduler alone does to the loop while N agents exit.
             result(f"{label}: loop blocked, {n} agents", lag, "ms",
-                   goal=f"<= {LAG_GOAL_MS:g} ms" if gated else "",
-                   passed=lag <= LAG_GOAL_MS if gated else None)
+                   goal=f"<= {LAG_GOAL_MS:g} ms" if gated else "", baseline=med(rows, base),
+                   passed=lag <= LAG_GOAL_MS if gated else None,
+                   note="baseline: the loop's lateness during the direct kill")
 
 
 def med(rows: list[Row], attr: str) -> float:

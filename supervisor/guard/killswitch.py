@@ -198,7 +198,7 @@ class KillSwitch:
                 self._persisting = persist
                 persist.start()
             ending = kill_trees(known)
-            swept = sweep(f"{self.settings.instance_id}/")
+            swept = sweep(f"{self.settings.instance_id}/", dying=ending)
             if persist is not None:
                 persist.join(PERSIST_WAIT_S)  # bounded: a database that never answers
                 if persist.is_alive():

@@ -177,20 +177,37 @@ def kill_trees(pids: Iterable[int]) -> set[int]:
         stack = [pid]
         while stack:
             p = stack.pop()
-            if p in seen or not _live(p):
+            if p in seen:
+                continue
+            fields = _stat_fields(p)
+            if not fields or fields[0] in (b"Z", b"X"):
                 continue
             seen.add(p)
-            stack.extend(children_of(p))
+            stack.extend(_kids(p, fields))
         _signal_all((pid,), signal.SIGKILL)
     return seen
 
 
-def sweep(prefix: str, *, rounds: int = 50) -> list[int]:
+def _kids(pid: int, fields: list[bytes]) -> list[int]:
+    """`children_of`, with one read instead of a directory listing and a read per thread for
+    a process of one thread (its stat's num_threads): most of an agent's processes."""
+    if len(fields) > 17 and fields[17] == b"1":
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children", "rb") as fh:
+                return [int(x) for x in fh.read().split()]
+        except (OSError, ValueError):
+            return []
+    return children_of(pid)
+
+
+def sweep(prefix: str, *, rounds: int = 50, dying: Iterable[int] = ()) -> list[int]:
     """SIGKILL every process tagged with `prefix` and everything under them, all at once: freeze
     the lot, then kill the lot, until nothing is left. Used after crashes and by the kill switch.
-    Synchronous and thread-safe: it must work while the event loop is busy."""
+    Synchronous and thread-safe: it must work while the event loop is busy. `dying`: pids
+    already SIGKILLed (the kill switch's known trees), not signalled again but waited for like
+    the rest (without them, the first scan found them all still dying and two more followed)."""
     needle = _needle(prefix)
-    killed: set[int] = set()
+    killed: set[int] = set(dying)
     for _ in range(rounds):
         pids = _family(needle)
         if not pids:
