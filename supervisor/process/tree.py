@@ -226,11 +226,21 @@ def sweep(prefix: str, *, rounds: int = 50, dying: Iterable[int] = ()) -> list[i
         killed.update(fresh)
         _signal_all(fresh, signal.SIGKILL)
         time.sleep(0.005)
-    _wait_dead(killed, time.monotonic() + DYING_WAIT_S)
+    _wait_dead(killed, time.monotonic() + NUDGE_AFTER_S)
+    left = _exiting(killed)
+    if left:
+        # Still there: slow to exit, or one of `dying` that its root's SIGKILL did not end
+        # (a root that is not its pid namespace's init). Each gets a SIGKILL of its own; one
+        # more to a process already dying changes nothing.
+        _signal_all(left, signal.SIGKILL)
+        _wait_dead(left, time.monotonic() + DYING_WAIT_S)
     return sorted(killed)
 
 
 DYING_WAIT_S = 2.0  # bound on waiting for killed processes to finish exiting
+# How long `sweep` waits for what it counts as dying before it SIGKILLs each survivor itself:
+# a namespace's teardown takes milliseconds; a process nothing signalled would wait forever.
+NUDGE_AFTER_S = 0.25
 # How often a polite kill looks whether the CLI has gone (one stat per agent). Not shorter: with
 # 300 agents shutting down at once, 10 ms polls made the loop the bottleneck (shutdown 810-850 ms
 # against 690-760 ms at 50 ms: the shutdown of 300 idle fake agents, two runs each).
