@@ -62,6 +62,7 @@ PERSIST_WAIT_S = 6.0
 # slice is a few milliseconds of loop work, so the loop is never held longer than that.
 BOOK_SLICE = 16
 BOOK_WAIT_S = 60.0  # how long turning the switch off, or a shutdown, waits for those records
+MARK_KILLED_S = 10.0  # bound on one agent's records (its client closed, its state row)
 
 
 def database_target(settings: Settings) -> Target:
@@ -248,6 +249,18 @@ class KillSwitch:
         async with asyncio.timeout(timeout_s):
             return await asyncio.shield(task)
 
+    async def books_closed(self) -> None:
+        """Until the last fire's bookkeeping is done, bounded by `BOOK_WAIT_S` (turning the
+        switch off, a shutdown). Never raises: a failure was logged by the task itself; a
+        wait past the bound is logged here, and the caller goes on."""
+        try:
+            await self.settled(BOOK_WAIT_S)
+        except TimeoutError:
+            logger.error("kill switch: its bookkeeping still runs after %g s; going on "
+                         "without it", BOOK_WAIT_S)
+        except Exception:  # noqa: BLE001, S110 - logged by `_log_failure` already
+            pass
+
     def _book(self, live: list[Any], pids: list[int], took: float, by: str,
               via: str) -> asyncio.Task[KillReport]:
         """Start the bookkeeping of a fire: one named task, kept until the next fire's (which
@@ -291,6 +304,10 @@ class KillSwitch:
         except StoreError as exc:  # the processes are dead whatever the store says
             problems.append(f"open requests could not be closed in the database ({exc}); "
                             "tool calls are refused anyway")
+        except Exception as exc:  # noqa: BLE001 - nothing here may stop the rest of the books
+            logger.exception("kill switch: closing the open requests failed")
+            problems.append(f"open requests could not be closed ({exc}); tool calls are "
+                            "refused anyway")
         revoked = 0
         for revoke in self.revokers:
             try:
@@ -301,14 +318,24 @@ class KillSwitch:
         # A slice at a time: each agent's closing (its SDK client's tasks and pipes, a state
         # row, a published event) is loop work, and 300 of them at once held the loop 200-300
         # ms. No cyclic GC meanwhile: ending them makes enough garbage for a full collection.
+        # Each bounded: one agent's records stuck (its state lock held by a turn waiting on
+        # the store) must not hold up the next slices, the audit row and the notice.
+        unmarked: list[str] = []
         with no_cyclic_gc():
             for i in range(0, len(live), BOOK_SLICE):
-                await asyncio.gather(*(runner.mark_killed("kill switch", swept=True)
-                                       for runner in live[i:i + BOOK_SLICE]),
-                                     return_exceptions=True)
+                part = live[i:i + BOOK_SLICE]
+                done = await asyncio.gather(*(_mark_killed(r) for r in part))
+                unmarked += [r.name for r, ok in zip(part, done, strict=True) if not ok]
+        if unmarked:
+            problems.append(f"{len(unmarked)} agent(s) could not be recorded as killed "
+                            f"({', '.join(unmarked[:10])}); their processes are gone all the same")
         # The processes were swept by tag and waited for before `trigger` returned; one more
         # sweep (in a thread) for anything an agent's closing could have let slip.
-        swept = await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
+        swept: list[int] = []
+        try:
+            swept = await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
+        except Exception:  # noqa: BLE001 - the first sweep ended every process already
+            logger.exception("kill switch: the last sweep failed")
         if self.halt is not None:  # remembered across restarts, for the deactivation report
             stored: Any = None
             with contextlib.suppress(StoreError):  # other workers' agents too (PostgreSQL)
@@ -343,8 +370,7 @@ class KillSwitch:
     async def deactivate(self, by: str, via: str) -> str:
         # After the last fire's bookkeeping: it writes the flag's agent list, which must not
         # land after the flag is deleted (a halt at the next start nobody asked for).
-        with contextlib.suppress(Exception):  # its failure was logged; the switch goes off
-            await self.settled(BOOK_WAIT_S)
+        await self.books_closed()
         # Under the lock a watcher thread fires with: a fire in progress has written its flag
         # to the database by then, so the delete below comes after it, never before.
         was = await asyncio.to_thread(self._clear)
@@ -438,9 +464,23 @@ class KillSwitch:
 
 def _log_failure(task: asyncio.Task[KillReport]) -> None:
     """The bookkeeping is awaited only by whoever asks for its report: say if it failed."""
-    if not task.cancelled() and task.exception() is not None:
+    if task.cancelled():
+        logger.error("kill switch: the bookkeeping after a kill was cancelled before its end "
+                     "(agents' states, the audit row or the notice may be missing)")
+    elif task.exception() is not None:
         logger.error("kill switch: the bookkeeping after a kill failed",
                      exc_info=task.exception())
+
+
+async def _mark_killed(runner: Any) -> bool:
+    """One agent's records after the kill, bounded; False (and logged) if they failed."""
+    try:
+        async with asyncio.timeout(MARK_KILLED_S):
+            await runner.mark_killed("kill switch", swept=True)
+        return True
+    except Exception:  # noqa: BLE001 - the next agents' records go on regardless
+        logger.exception("kill switch: agent %s could not be recorded as killed", runner.name)
+        return False
 
 
 def known_pids(runners: list[Any]) -> tuple[int, ...]:

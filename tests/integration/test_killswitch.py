@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bot.app import Switchboard
+from supervisor.guard import killswitch
 from supervisor.guard.killswitch import BOOK_SLICE, write_local_trigger
 from tests.conftest import processes_with_tag, run, wait_for
 from tests.subproc import Supervisor, write_config
@@ -268,3 +269,27 @@ async def test_turning_it_off_right_after_an_early_return_waits_for_the_books(fa
     assert not ks.halted and await app.store.kv.get("halt") is None
     assert all(r.state == "killed" for r in runners)
     await spawn_ok_and_idle(app, "/spawn after hi", "after")
+
+
+async def test_an_agent_whose_records_hang_holds_up_no_other_and_is_named(fake_app,
+                                                                          monkeypatch):
+    """A hung agent: its state lock held (a turn stuck writing to the store). Its records
+    after the kill give up at their bound; the other agents' (in the next slice too), the
+    audit row and the notice are still done, and the report names the one left out."""
+    monkeypatch.setattr(killswitch, "MARK_KILLED_S", 0.5)
+    app = fake_app
+    runners = await spawn_fleet(app, BOOK_SLICE + 2)
+    stuck = runners[0]
+    await stuck._state_lock.acquire()
+    try:
+        report = await app.pool.killswitch.trigger("tester", "test", settle=True)
+    finally:
+        stuck._state_lock.release()
+    assert processes_with_tag(app.settings.instance_id + "/") == []
+    assert not report.pending
+    assert f"1 agent(s) could not be recorded as killed ({stuck.name})" in report.text()
+    assert all(r.state == "killed" for r in runners[1:])
+    for r in runners[1:]:
+        assert (await app.store.agents.get(r.id)).state == "killed", r.name
+    audit = [a for a in await app.store.audit.recent() if a.action == "killswitch"]
+    assert audit and stuck.name in audit[0].result
