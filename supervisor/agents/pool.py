@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -22,6 +21,7 @@ from supervisor.agents.ownership import Ownership
 from supervisor.agents.placement import Placer, SpawnSpec
 from supervisor.agents.recovery import report_interrupted
 from supervisor.agents.runner import AgentRunner, RunnerDeps
+from supervisor.agents.shutdown import end_all
 from supervisor.agents.transcripts import restart_note
 from supervisor.bus.core import Bus
 from supervisor.bus.inbox import Origin
@@ -33,7 +33,7 @@ from supervisor.events import AgentState, EventHub, StateChanged
 from supervisor.guard.escalations import Escalations
 from supervisor.guard.gateway import ModelGateway
 from supervisor.guard.guardrails import CrashTracker, LimitExceeded, MemoryProbe, RateLimiter
-from supervisor.guard.killswitch import BOOK_WAIT_S, KillSwitch
+from supervisor.guard.killswitch import KillSwitch
 from supervisor.guard.policy import Policy
 from supervisor.guard.storage import StorageGuard
 from supervisor.guard.watchdog import Watchdog
@@ -42,7 +42,7 @@ from supervisor.process.agent import install_launcher, resolve_cli
 from supervisor.process.cpugroup import Arrangement, arrange
 from supervisor.process.network import netns_problem
 from supervisor.process.sandbox import Isolation, describe, hide_in, probe
-from supervisor.process.tree import no_cyclic_gc, sweep
+from supervisor.process.tree import sweep
 from supervisor.process.workdir import examine
 from supervisor.repos import Repos
 from supervisor.repos.memory import AgentMemory, ProjectMemory
@@ -55,7 +55,6 @@ logger = logging.getLogger(__name__)
 
 # Permission modes in which the CLI may run a call without asking can_use_tool first.
 UNASKED_MODES = ("bypassPermissions", "auto")
-SLICE = 32  # agents a shutdown signals, or whose loops it cancels, per turn of the event loop
 
 
 class PoolState(StrEnum):
@@ -559,28 +558,9 @@ class AgentPool:
         if self.state == PoolState.CLOSED:
             return
         self.state = PoolState.CLOSED
-        with contextlib.suppress(Exception):  # a kill's records, still being written, first
-            await self.killswitch.settled(BOOK_WAIT_S)
+        await self.killswitch.books_closed()  # a kill's records, still being written, first
         runners = self.fleet.everyone()
-        with no_cyclic_gc():
-            # Every SIGTERM first, in one pass, then the waits; the loop gets a turn every
-            # SLICE agents (300 signals and wake-ups in one go held it 20-100 ms).
-            for i, r in enumerate(runners, 1):
-                r.begin_shutdown()
-                if i % SLICE == 0:
-                    await asyncio.sleep(0)
-            await asyncio.gather(*(r.close_for_shutdown() for r in runners),
-                                 return_exceptions=True)
-            # The loops, a slice at a time (each unwinds a turn's worth of state at once);
-            # bounded: a loop that ignores its cancellation must not hang shutdown.
-            tasks, deadline = list(self._tasks.values()), asyncio.get_running_loop().time() + 10
-            for i in range(0, len(tasks), SLICE):
-                for task in tasks[i:i + SLICE]:
-                    task.cancel()
-                left = max(0.0, deadline - asyncio.get_running_loop().time())
-                _, stuck = await asyncio.wait(tasks[i:i + SLICE], timeout=left)
-                for task in stuck:
-                    logger.error("agent loop did not stop task=%s", task.get_name())
+        await end_all(runners, list(self._tasks.values()))
         try:
             for r in runners:
                 if r.state in (AgentState.WORKING, AgentState.STARTING, AgentState.WAITING):
