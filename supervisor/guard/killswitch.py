@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from store import Store
 from store.errors import StoreError
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from supervisor.guard.escalations import Escalations
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 HALT_KEY = "halt"
 GCS_CURSOR_KEY = "killswitch:gcs_generation"
@@ -232,7 +233,7 @@ class KillSwitch:
         event loop (chat, the console, the HTTP listener) never stalls behind 300 agents."""
         started = self.clock.monotonic()
         live = self._live_halting()
-        pids = await asyncio.to_thread(self.fire_now, by, via, reason, known_pids(live))
+        pids = await in_own_thread(self.fire_now, by, via, reason, known_pids(live))
         took = self.clock.monotonic() - started
         task = self._book(live, pids, took, by, via)
         if settle:
@@ -333,7 +334,7 @@ class KillSwitch:
         # sweep (in a thread) for anything an agent's closing could have let slip.
         swept: list[int] = []
         try:
-            swept = await asyncio.to_thread(sweep, f"{self.settings.instance_id}/")
+            swept = await in_own_thread(sweep, f"{self.settings.instance_id}/")
         except Exception:  # noqa: BLE001 - the first sweep ended every process already
             logger.exception("kill switch: the last sweep failed")
         if self.halt is not None:  # remembered across restarts, for the deactivation report
@@ -481,6 +482,33 @@ async def _mark_killed(runner: Any) -> bool:
     except Exception:  # noqa: BLE001 - the next agents' records go on regardless
         logger.exception("kill switch: agent %s could not be recorded as killed", runner.name)
         return False
+
+
+async def in_own_thread(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in a thread started for it, not the loop's shared executor (`to_thread`):
+    the kill must not queue behind calls stuck in every thread of that pool (a read that
+    never returns, a bucket that never answers)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, exc: BaseException | None) -> None:
+        if done.cancelled():
+            return
+        if exc is not None:
+            done.set_exception(exc)
+        else:
+            done.set_result(cast(T, result))
+
+    def run() -> None:
+        try:
+            result = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, result, None)
+
+    threading.Thread(target=run, name="killswitch-fire", daemon=True).start()
+    return await done
 
 
 def known_pids(runners: list[Any]) -> tuple[int, ...]:

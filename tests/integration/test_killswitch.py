@@ -5,9 +5,11 @@ trigger while the event loop is busy, the GCS trigger against the emulator, and 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -293,3 +295,32 @@ async def test_an_agent_whose_records_hang_holds_up_no_other_and_is_named(fake_a
         assert (await app.store.agents.get(r.id)).state == "killed", r.name
     audit = [a for a in await app.store.audit.recent() if a.action == "killswitch"]
     assert audit and stuck.name in audit[0].result
+
+
+async def test_trigger_kills_while_every_worker_thread_of_the_loop_is_stuck(fake_app):
+    """Everything else broken: every thread of the loop's default executor is stuck (a read
+    that never returns, a bucket that never answers). trigger() runs its kill, and its
+    bookkeeping its last sweep, in threads of their own, so neither queues behind them."""
+    app = fake_app
+    await spawn_fleet(app, 3)
+    stuck = threading.Event()
+    executor = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="stuck")
+    asyncio.get_running_loop().set_default_executor(executor)
+    entered: list[str] = []
+
+    def wait() -> None:
+        entered.append(threading.current_thread().name)
+        stuck.wait()
+
+    blocked = [asyncio.ensure_future(asyncio.to_thread(wait)) for _ in range(2)]
+    await wait_for(lambda: len(entered) == 2, 10, "both threads stuck")
+    try:
+        async with asyncio.timeout(KILL_BOUND_S):  # a bound on a hang, not a speed goal
+            report = await app.pool.killswitch.trigger("tester", "test")
+        assert processes_with_tag(app.settings.instance_id + "/") == []
+        assert len(report.agents) == 3
+        full = await app.pool.killswitch.settled(KILL_BOUND_S)  # the records, too
+        assert full is not None and len(full.agents) == 3 and not full.problems
+    finally:
+        stuck.set()
+        await asyncio.gather(*blocked)
