@@ -153,6 +153,8 @@ class Row:
     ks_ms: float = 0.0
     fire_ms: float = 0.0
     sweep_ms: float = 0.0
+    trees_ms: float = 0.0  # fire_now's walk and SIGKILL of the known trees
+    persist_ms: float = 0.0  # the halt flag's write, in its own thread beside them
     trigger_ms: float = 0.0
     book_ms: float = 0.0
     killed: int = 0
@@ -248,29 +250,29 @@ def process_names(pids: list[int]) -> str:
 
 
 def instrument(ks: Any, timings: dict[str, float]) -> Callable[[], None]:
-    """Time KillSwitch.fire_now and the sweep it calls; returns an undo."""
-    real_fire, real_sweep = ks.fire_now, killswitch_module.sweep
+    """Time KillSwitch.fire_now and what it calls (the known trees' kill, the sweep, the
+    flag's write); returns an undo."""
+    real_fire, real_persist = ks.fire_now, ks._persist
+    real_sweep, real_trees = killswitch_module.sweep, killswitch_module.kill_trees
 
-    def fire_now(*args: Any) -> list[int]:
-        t = time.monotonic()
-        try:
-            return real_fire(*args)
-        finally:
-            timings["fire"] = time.monotonic() - t
+    def timed(name: str, fn: Callable[..., Any], once: bool = False) -> Callable[..., Any]:
+        def run(*args: Any, **kw: Any) -> Any:
+            t = time.monotonic()
+            try:
+                return fn(*args, **kw)
+            finally:  # once: fire_now's sweep (the bookkeeping sweeps again afterwards)
+                if not once or name not in timings:
+                    timings[name] = time.monotonic() - t
+        return run
 
-    def sweep(*args: Any, **kw: Any) -> list[int]:
-        t = time.monotonic()
-        try:
-            return real_sweep(*args, **kw)
-        finally:  # fire_now's: the bookkeeping sweeps once more afterwards
-            timings.setdefault("sweep", time.monotonic() - t)
-
-    ks.fire_now = fire_now
-    killswitch_module.sweep = sweep
+    ks.fire_now = timed("fire", real_fire)
+    ks._persist = timed("persist", real_persist)
+    killswitch_module.sweep = timed("sweep", real_sweep, once=True)
+    killswitch_module.kill_trees = timed("trees", real_trees)
 
     def undo() -> None:
-        del ks.fire_now
-        killswitch_module.sweep = real_sweep
+        del ks.fire_now, ks._persist
+        killswitch_module.sweep, killswitch_module.kill_trees = real_sweep, real_trees
 
     return undo
 
@@ -309,6 +311,8 @@ async def kill_switch_round(app: Switchboard, row: Row) -> None:
                            f"{not_killed[:5]}")
     row.fire_ms = timings.get("fire", float("nan")) * 1000
     row.sweep_ms = timings.get("sweep", float("nan")) * 1000
+    row.trees_ms = timings.get("trees", float("nan")) * 1000
+    row.persist_ms = timings.get("persist", float("nan")) * 1000
     row.killed = len(report.pids)
     if len(report.agents) != row.n:
         raise RuntimeError(f"the kill switch reported {len(report.agents)} agents, not {row.n}")
@@ -419,7 +423,8 @@ async def measure(n: int, rep: int, base: Path) -> Row:
         raise RuntimeError(f"tagged processes left after shutdown (N={n}): {left}")
     await shutdown_round(base / f"s{n}r{rep}", row)
     print(f"  N={n:<3} run {rep + 1}/{REPEATS}  {time.monotonic() - started:5.1f}s: kill switch "
-          f"{row.ks_ms:7.1f} ms (trigger() {row.trigger_ms:.0f} ms, books "
+          f"{row.ks_ms:7.1f} ms (trigger() {row.trigger_ms:.0f} ms [trees "
+          f"{row.trees_ms:.0f}, sweep {row.sweep_ms:.0f}, flag {row.persist_ms:.0f} ms], books "
           f"{row.book_ms:.0f} ms, loop lag "
           f"{row.ks_lag_ms:.0f} ms), direct {row.direct_ms:6.1f} ms; shutdown "
           f"{row.shut_ms:.0f} ms (gone {row.shut_gone_ms:.0f} ms, loop lag "
@@ -479,7 +484,8 @@ def print_table(by_n: dict[int, list[Row]]) -> None:
     print(f"\n== kill-switch latency: trigger() call -> no agent process alive "
           f"(median of {REPEATS}; range) ==")
     head = (f"{'N':>4} {'procs':>6} {'groups':>7} | {'kill switch':>11} {'range':>11} "
-            f"{'fire_now':>9} {'sweep':>9} {'trigger()':>10} {'books':>9} | {'direct':>8} "
+            f"{'fire_now':>9} {'trees':>9} {'sweep':>9} {'persist':>9} {'trigger()':>10} "
+            f"{'books':>9} | {'direct':>8} "
             f"{'range':>9} "
             f"{'signals':>8} | {'ratio':>6}")
     print(head)
@@ -489,7 +495,8 @@ def print_table(by_n: dict[int, list[Row]]) -> None:
         ratio = statistics.median(r.ks_ms / r.direct_ms for r in rows)
         print(f"{n:>4} {rows[0].procs:>6} {rows[0].groups:>7} | {ks:>8.1f} ms "
               f"{span(rows, 'ks_ms'):>11} {med(rows, 'fire_ms'):>6.1f} ms "
-              f"{med(rows, 'sweep_ms'):>6.1f} ms {med(rows, 'trigger_ms'):>7.1f} ms "
+              f"{med(rows, 'trees_ms'):>6.1f} ms {med(rows, 'sweep_ms'):>6.1f} ms "
+              f"{med(rows, 'persist_ms'):>6.1f} ms {med(rows, 'trigger_ms'):>7.1f} ms "
               f"{med(rows, 'book_ms'):>6.0f} ms | "
               f"{direct:>5.1f} ms {span(rows, 'direct_ms'):>9} "
               f"{med(rows, 'direct_send_ms'):>5.1f} ms | {ratio:>5.1f}x")
@@ -497,8 +504,10 @@ def print_table(by_n: dict[int, list[Row]]) -> None:
   procs        agent processes recorded before the kill (launcher, fake CLI, sh, sleep)
   groups       distinct process groups among them (the direct kill's os.killpg targets)
   kill switch  trigger() called -> the watcher sees none of those pids alive
-  fire_now     the synchronous part (halt flag persisted + sweep), run in a worker thread
+  fire_now     the synchronous part (halt flag persisted + trees + sweep), in a thread
+  trees        the known sandboxes' inits and bwraps SIGKILLed, each once its tree is counted
   sweep        supervisor.process.tree.sweep alone: freeze + SIGKILL by tag and descendants
+  persist      the halt flag's write (a thread of its own, beside trees and sweep)
   trigger()    when trigger() returned: every process gone, the halt flag stored
   books        when its bookkeeping was done: states, revocation, audit, the notice
   direct       first os.killpg -> none alive; signals: time to send every killpg + kill
