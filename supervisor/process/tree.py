@@ -167,14 +167,15 @@ def tagged_family(prefix: str) -> set[int]:
 
 
 def kill_trees(pids: Iterable[int]) -> set[int]:
-    """SIGKILL pids known to be ours (the kill switch's sandbox inits and bwraps), each as
-    soon as its own tree has been counted: what `trees` returns, but the first SIGKILL goes
-    out after one agent's walk instead of after all of them, and the kernel's teardown of the
-    namespaces already killed runs while the rest are walked (300 agents' walk first, then
-    every SIGKILL, held the kill switch back 100 ms to over a second on a busy machine)."""
+    """SIGKILL pids known to be ours (the kill switch's sandbox inits and bwraps) and every
+    process under each, each tree as soon as it has been counted: the root first (the kernel
+    then ends its namespace whole, whatever forks meanwhile), then each member directly, as a
+    direct kill would, so that no process waits on its init being scheduled to end it (on a
+    loaded machine, with agents niced, that was the kill switch's slowest part). The first
+    SIGKILLs go out after one agent's walk, not after all of them. Returns every pid counted."""
     seen: set[int] = set()
     for pid in pids:
-        stack = [pid]
+        stack, tree_pids = [pid], []
         while stack:
             p = stack.pop()
             if p in seen:
@@ -183,8 +184,10 @@ def kill_trees(pids: Iterable[int]) -> set[int]:
             if not fields or fields[0] in (b"Z", b"X"):
                 continue
             seen.add(p)
+            tree_pids.append(p)
             stack.extend(_kids(p, fields))
         _signal_all((pid,), signal.SIGKILL)
+        _signal_all((p for p in tree_pids if p != pid), signal.SIGKILL)
     return seen
 
 
@@ -229,8 +232,8 @@ def sweep(prefix: str, *, rounds: int = 50, dying: Iterable[int] = ()) -> list[i
     _wait_dead(killed, time.monotonic() + NUDGE_AFTER_S)
     left = _exiting(killed)
     if left:
-        # Still there: slow to exit, or one of `dying` that its root's SIGKILL did not end
-        # (a root that is not its pid namespace's init). Each gets a SIGKILL of its own; one
+        # Still there: slow to exit, or one of `dying` that was never signalled after all (a
+        # caller's mistake must not leave a process). Each gets a SIGKILL of its own; one
         # more to a process already dying changes nothing.
         _signal_all(left, signal.SIGKILL)
         _wait_dead(left, time.monotonic() + DYING_WAIT_S)
@@ -238,8 +241,8 @@ def sweep(prefix: str, *, rounds: int = 50, dying: Iterable[int] = ()) -> list[i
 
 
 DYING_WAIT_S = 2.0  # bound on waiting for killed processes to finish exiting
-# How long `sweep` waits for what it counts as dying before it SIGKILLs each survivor itself:
-# a namespace's teardown takes milliseconds; a process nothing signalled would wait forever.
+# How long `sweep` waits for what it counts as dying before it SIGKILLs each survivor again:
+# a killed process is gone in milliseconds; one nothing signalled would wait for ever.
 NUDGE_AFTER_S = 0.25
 # How often a polite kill looks whether the CLI has gone (one stat per agent). Not shorter: with
 # 300 agents shutting down at once, 10 ms polls made the loop the bottleneck (shutdown 810-850 ms

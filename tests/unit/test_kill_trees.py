@@ -1,34 +1,34 @@
 """The kill switch's first two steps (supervisor/process/tree.py): `kill_trees` SIGKILLs each
-known root once its tree is counted, and `sweep(dying=...)` waits for that tree instead of
-signalling it again. A root whose SIGKILL does not end its tree (a process that is not a pid
-namespace's init) must not leave a process behind."""
+known root and every process under it once its tree is counted, and `sweep(dying=...)` waits
+for those instead of signalling them again. Neither may leave a process behind, even for a
+root that is not a pid namespace's init, or a `dying` pid that nothing signalled."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from supervisor import launcher
 from supervisor.process.tree import kill_trees, sweep
 from tests.conftest import processes_with_tag
 
 
-def test_a_known_tree_its_root_does_not_end_is_still_ended_by_the_sweep() -> None:
+@contextmanager
+def parent_and_child() -> Iterator[tuple[str, subprocess.Popen[bytes], int]]:
+    """A tagged shell that forks a `sleep` and waits: the child outlives its parent's SIGKILL
+    (no pid namespace here). Yields the tag's prefix, the parent and the child's pid."""
     prefix = f"t-{uuid.uuid4().hex[:8]}/"
     env = {**os.environ, launcher.TAG_VAR: prefix + "agent-1"}
-    # A parent that forks a child and waits: the child outlives a SIGKILL of its parent.
     parent = subprocess.Popen(["sh", "-c", "sleep 60 >/dev/null & echo x; wait"], env=env,
                               stdout=subprocess.PIPE)
     try:
         assert parent.stdout is not None and parent.stdout.readline() == b"x\n"
-        [child] = [p for p in processes_with_tag(prefix) if p.pid != parent.pid]
-        dying = kill_trees([parent.pid])
-        assert dying == {parent.pid, child.pid}  # both counted, only the parent signalled
-        parent.wait(5)
-        ended = sweep(prefix, dying=dying)
-        assert child.pid in ended
-        assert processes_with_tag(prefix) == []
+        [child] = [p.pid for p in processes_with_tag(prefix) if p.pid != parent.pid]
+        yield prefix, parent, child
     finally:
         parent.kill()
         parent.wait()
@@ -36,3 +36,20 @@ def test_a_known_tree_its_root_does_not_end_is_still_ended_by_the_sweep() -> Non
             parent.stdout.close()
         for p in processes_with_tag(prefix):
             p.kill()
+
+
+def test_kill_trees_ends_every_process_of_each_tree_not_only_its_root() -> None:
+    with parent_and_child() as (prefix, parent, child):
+        assert kill_trees([parent.pid]) == {parent.pid, child}
+        parent.wait(5)
+        deadline = time.monotonic() + 5  # a bound on its exit, not a speed goal
+        while processes_with_tag(prefix) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert processes_with_tag(prefix) == []
+
+
+def test_the_sweep_ends_a_dying_pid_that_nothing_signalled() -> None:
+    with parent_and_child() as (prefix, parent, child):
+        ended = sweep(prefix + "agent-1\0", dying={child})  # wrongly said to be dying
+        assert {parent.pid, child} <= set(ended)
+        assert processes_with_tag(prefix) == []
