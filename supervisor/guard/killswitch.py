@@ -22,6 +22,7 @@ keeps failing) and the watcher keeps watching: it never dies of an error.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import logging
@@ -119,6 +120,8 @@ class KillSwitch:
         self._persist_failed: str | None = None  # why the halt flag could not be stored
         self._persisting: threading.Thread | None = None  # the flag's write, while it runs
         self._bookkeeping: asyncio.Task[KillReport] | None = None  # the last fire's records
+        # A watcher thread's fire: its bookkeeping, handed to the loop, may not have begun yet.
+        self._from_thread: concurrent.futures.Future[KillReport] | None = None
 
     @property
     def local_file(self) -> Path:
@@ -255,7 +258,10 @@ class KillSwitch:
         switch off, a shutdown). Never raises: a failure was logged by the task itself; a
         wait past the bound is logged here, and the caller goes on."""
         try:
-            await self.settled(BOOK_WAIT_S)
+            async with asyncio.timeout(BOOK_WAIT_S):
+                if self._from_thread is not None:  # its task may not exist yet
+                    await asyncio.shield(asyncio.wrap_future(self._from_thread))
+                await self.settled()
         except TimeoutError:
             logger.error("kill switch: its bookkeeping still runs after %g s; going on "
                          "without it", BOOK_WAIT_S)
@@ -366,7 +372,8 @@ class KillSwitch:
         pids = self.fire_now(by, via, reason, stored=stored)
         loop = self._loop
         if loop is not None and not loop.is_closed():
-            asyncio.run_coroutine_threadsafe(self._after_thread(pids, started, by, via), loop)
+            self._from_thread = asyncio.run_coroutine_threadsafe(
+                self._after_thread(pids, started, by, via), loop)
 
     async def deactivate(self, by: str, via: str) -> str:
         # After the last fire's bookkeeping: it writes the flag's agent list, which must not
