@@ -256,11 +256,16 @@ def _wait_dead(pids: set[int], deadline: float) -> None:
     hold a kill up). A process in the middle of exiting has already dropped its memory, so its
     environment (the tag) reads empty and a scan no longer finds it; but it is still there:
     the init of a pid namespace, for one, stays until the kernel has reaped all of its
-    namespace. Kill returns when they are really gone."""
-    left = _exiting(pids)
-    while left and time.monotonic() < deadline:
+    namespace. Kill returns when they are really gone. Each look stops at the first pid still
+    there (a gone pid stays gone): a look at all 1,500 of 300 agents every 2 ms kept a core
+    busy, at the supervisor's priority, that the dying (niced) processes needed to exit."""
+    left = list(pids)
+    while True:
+        while left and not _live(left[-1]):
+            left.pop()
+        if not left or time.monotonic() >= deadline:
+            return
         time.sleep(0.002)
-        left = _exiting(left)
 
 
 def _exiting(pids: Iterable[int]) -> set[int]:
