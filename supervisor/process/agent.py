@@ -429,9 +429,13 @@ class AgentProcess:
         for _ in range(rounds):
             snap = await table.snapshot()
             pids = snap.family(needle) | self.members_in(snap)
-            if not pids:
-                break
             fresh = pids - killed  # the rest has its SIGKILL and is dying: see `sweep`
+            if not fresh:
+                # Nothing new since the last round: what is left is dying and forks no more.
+                # Asking for scans until the kernel has torn it down kept a /proc scan going
+                # back to back through a 300-agent shutdown, CPU the dying processes needed;
+                # the caller waits for them (`_exited`) a pid at a time instead.
+                break
             _signal_all(fresh, signal.SIGSTOP)
             _signal_all(fresh, signal.SIGKILL)
             killed |= fresh
@@ -477,7 +481,8 @@ class AgentProcess:
                 self._kill_known(set())
                 table = proctable.shared()
                 try:
-                    await self._sweep_shared(table)
+                    ours = {p for p in (self.init_pid, self.launcher_pid) if p}
+                    await self._exited(await self._sweep_shared(table) | ours)
                 except asyncio.CancelledError:
                     self.kill_now()
                     raise
