@@ -248,7 +248,6 @@ NUDGE_AFTER_S = 0.25
 # 300 agents shutting down at once, 10 ms polls made the loop the bottleneck (shutdown 810-850 ms
 # against 690-760 ms at 50 ms: the shutdown of 300 idle fake agents, two runs each).
 POLITE_POLL_S = 0.05
-EXIT_POLL_S = 0.005  # how often `_exited` looks again (most pids are gone at the first look)
 
 
 def _wait_dead(pids: set[int], deadline: float) -> None:
