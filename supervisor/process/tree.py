@@ -237,12 +237,12 @@ def sweep(prefix: str, *, rounds: int = 50, dying: Iterable[int] = ()) -> list[i
         killed.update(fresh)
         _signal_all(fresh, signal.SIGKILL)
         time.sleep(0.005)
-    _wait_dead(killed, time.monotonic() + NUDGE_AFTER_S)
-    left = _exiting(killed)
+    left = _wait_dead(killed, time.monotonic() + NUDGE_AFTER_S)
     if left:
-        # Still there: slow to exit, or one of `dying` that was never signalled after all (a
-        # caller's mistake must not leave a process). Each gets a SIGKILL of its own; one
-        # more to a process already dying changes nothing.
+        # Not seen gone (those not looked at yet included: a full look could take seconds):
+        # slow to exit, or one of `dying` that was never signalled after all (a caller's
+        # mistake must not leave a process). Each gets a SIGKILL of its own; one more to a
+        # process already dying or gone changes nothing.
         _signal_all(left, signal.SIGKILL)
         _wait_dead(left, time.monotonic() + DYING_WAIT_S)
     return sorted(killed)
@@ -258,20 +258,24 @@ NUDGE_AFTER_S = 0.25
 POLITE_POLL_S = 0.05
 
 
-def _wait_dead(pids: set[int], deadline: float) -> None:
+def _wait_dead(pids: Iterable[int], deadline: float) -> list[int]:
     """Until every pid in `pids` is gone or a zombie (bounded: a pid reused meanwhile must not
     hold a kill up). A process in the middle of exiting has already dropped its memory, so its
     environment (the tag) reads empty and a scan no longer finds it; but it is still there:
     the init of a pid namespace, for one, stays until the kernel has reaped all of its
     namespace. Kill returns when they are really gone. Each look stops at the first pid still
     there (a gone pid stays gone): a look at all 1,500 of 300 agents every 2 ms kept a core
-    busy, at the supervisor's priority, that the dying (niced) processes needed to exit."""
+    busy, at the supervisor's priority, that the dying (niced) processes needed to exit.
+    Returns the pids not seen gone by the deadline (a full pass over 1,500 dying processes,
+    each read waiting for its teardown, took seconds past it)."""
     left = list(pids)
     while True:
         while left and not _live(left[-1]):
             left.pop()
+            if time.monotonic() >= deadline:
+                return left
         if not left or time.monotonic() >= deadline:
-            return
+            return left
         time.sleep(0.002)
 
 
