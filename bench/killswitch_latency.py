@@ -13,9 +13,11 @@ groups (the launcher's session with the CLI, and the grandchild's).
   (the same /proc/<pid>/environ check as tests/conftest.py processes_with_tag) is recorded, then
   `await app.pool.killswitch.trigger("bench", "bench", "")` is called. Latency = from that call to
   the moment none of the recorded pids is alive (gone, or a zombie). Reported alongside: the
-  synchronous part `fire_now` (persist the halt flag + the sweep), the sweep alone, and when
-  `trigger()` returned (which also includes the bookkeeping: states, revocation, audit, notice).
-  The switch is then turned off (`killswitch.deactivate`), without a restart.
+  synchronous part `fire_now` (persist the halt flag + the sweep), the sweep alone, when
+  `trigger()` returned (every process gone and the flag stored: issue 32 moved the bookkeeping
+  after it), and when that bookkeeping (states, revocation, audit, notice) was done
+  (`killswitch.settled()`). The switch is then turned off (`killswitch.deactivate`), without a
+  restart.
 * baseline (direct): the same fleet is spawned again in the same Switchboard; every process is
   recorded with its process group and session, then SIGKILL is sent straight to every distinct
   process group (os.killpg) and to every pid (os.kill), with no freezing and no /proc scan.
@@ -27,7 +29,8 @@ groups (the launcher's session with the CLI, and the grandchild's).
   and the Switchboard is shut down (`__aexit__`: drain, then the pool's close): latency = the call
   -> it returned, and -> none of their pids alive.
 * loop lag: a probe task on the event loop sleeps 5 ms at a time; the worst overshoot while
-  trigger() and the shutdown run is how long the loop was blocked.
+  trigger() and its bookkeeping run (until `settled()`), and while the shutdown runs, is how
+  long the loop was blocked.
 
 All are timed by the same watcher: a separate small Python process that gets the pid list before
 the clock starts and polls /proc/<pid>/stat every POLL_S (only the pids still alive), so that
@@ -73,8 +76,11 @@ from tests.conftest import make_settings, processes_with_tag  # noqa: E402
 SUITE = {"timeout_s": 600}  # four fleets of 300 agents to spawn on 2 cores
 SIZES = (3,) if smoke() else tuple(int(x) for x in os.environ.get("BENCH_SIZES", "10,100,300")
                                    .split(","))
-REPEATS = 1
+REPEATS = int(os.environ.get("BENCH_REPEATS", "1"))
 GOAL_RATIO = 2.0
+TRIGGER_GOAL_RATIO = 1.2  # issue 32: trigger() returns close to a direct killpg
+LAG_GOAL_MS = 50.0  # issue 32: the loop blocked at most this long by the switch or a shutdown
+LAG_GOAL_FROM = 300
 AGENT_NICE = Settings.model_fields["agent_nice"].default
 GOAL_FROM = 100  # fleet size from which the 2x goal applies (issue 11, item 3)
 SHUTDOWN_GOAL_FROM = 300  # issue 11, item 3: "shutdown with 300 idle agents"
@@ -147,7 +153,10 @@ class Row:
     ks_ms: float = 0.0
     fire_ms: float = 0.0
     sweep_ms: float = 0.0
+    trees_ms: float = 0.0  # fire_now's walk and SIGKILL of the known trees
+    persist_ms: float = 0.0  # the halt flag's write, in its own thread beside them
     trigger_ms: float = 0.0
+    book_ms: float = 0.0
     killed: int = 0
     direct_ms: float = 0.0
     direct_send_ms: float = 0.0
@@ -160,6 +169,8 @@ class Row:
     shut_ms: float = 0.0
     shut_gone_ms: float = 0.0
     shut_lag_ms: float = 0.0
+    direct_lag_ms: float = 0.0  # the loop's lateness while a direct kill's processes die
+    term_lag_ms: float = 0.0  # the same for the direct SIGTERM
 
 
 class LagProbe:
@@ -239,29 +250,29 @@ def process_names(pids: list[int]) -> str:
 
 
 def instrument(ks: Any, timings: dict[str, float]) -> Callable[[], None]:
-    """Time KillSwitch.fire_now and the sweep it calls; returns an undo."""
-    real_fire, real_sweep = ks.fire_now, killswitch_module.sweep
+    """Time KillSwitch.fire_now and what it calls (the known trees' kill, the sweep, the
+    flag's write); returns an undo."""
+    real_fire, real_persist = ks.fire_now, ks._persist
+    real_sweep, real_trees = killswitch_module.sweep, killswitch_module.kill_trees
 
-    def fire_now(*args: Any) -> list[int]:
-        t = time.monotonic()
-        try:
-            return real_fire(*args)
-        finally:
-            timings["fire"] = time.monotonic() - t
+    def timed(name: str, fn: Callable[..., Any], once: bool = False) -> Callable[..., Any]:
+        def run(*args: Any, **kw: Any) -> Any:
+            t = time.monotonic()
+            try:
+                return fn(*args, **kw)
+            finally:  # once: fire_now's sweep (the bookkeeping sweeps again afterwards)
+                if not once or name not in timings:
+                    timings[name] = time.monotonic() - t
+        return run
 
-    def sweep(*args: Any, **kw: Any) -> list[int]:
-        t = time.monotonic()
-        try:
-            return real_sweep(*args, **kw)
-        finally:
-            timings["sweep"] = time.monotonic() - t
-
-    ks.fire_now = fire_now
-    killswitch_module.sweep = sweep
+    ks.fire_now = timed("fire", real_fire)
+    ks._persist = timed("persist", real_persist)
+    killswitch_module.sweep = timed("sweep", real_sweep, once=True)
+    killswitch_module.kill_trees = timed("trees", real_trees)
 
     def undo() -> None:
-        del ks.fire_now
-        killswitch_module.sweep = real_sweep
+        del ks.fire_now, ks._persist
+        killswitch_module.sweep, killswitch_module.kill_trees = real_sweep, real_trees
 
     return undo
 
@@ -281,14 +292,27 @@ async def kill_switch_round(app: Switchboard, row: Row) -> None:
         watcher.go()
         report = await ks.trigger("bench", "bench", "")
         returned = time.monotonic()
+        # The bookkeeping goes on after trigger() returns: the probe watches it to its end.
+        settled = await ks.settled()
+        booked = time.monotonic()
         row.ks_lag_ms = await probe.stop()
         gone, row.ks_scans = await watcher.gone_at()
     finally:
         undo()
     row.ks_ms = (gone - t0) * 1000
     row.trigger_ms = (returned - t0) * 1000
+    row.book_ms = (booked - t0) * 1000
+    if settled is None or len(settled.agents) != row.n or settled.pending:
+        raise RuntimeError(f"the kill switch's bookkeeping did not cover {row.n} agents")
+    not_killed = [r.name for r in app.pool.fleet.everyone()
+                  if r.name.startswith("k") and r.state != "killed"]
+    if not_killed:
+        raise RuntimeError(f"agents not recorded killed after the bookkeeping: "
+                           f"{not_killed[:5]}")
     row.fire_ms = timings.get("fire", float("nan")) * 1000
     row.sweep_ms = timings.get("sweep", float("nan")) * 1000
+    row.trees_ms = timings.get("trees", float("nan")) * 1000
+    row.persist_ms = timings.get("persist", float("nan")) * 1000
     row.killed = len(report.pids)
     if len(report.agents) != row.n:
         raise RuntimeError(f"the kill switch reported {len(report.agents)} agents, not {row.n}")
@@ -310,6 +334,7 @@ async def direct_round(app: Switchboard, row: Row) -> None:
         raise RuntimeError("an agent process shares this process's group or session")
     row.groups, row.sessions = len(groups), len(sessions)
     watcher = Watcher(pids)
+    probe = LagProbe()
     t0 = time.monotonic()
     watcher.go()
     for pgid in groups:
@@ -324,6 +349,7 @@ async def direct_round(app: Switchboard, row: Row) -> None:
             pass
     sent = time.monotonic()
     gone, row.direct_scans = await watcher.gone_at()
+    row.direct_lag_ms = await probe.stop()
     row.direct_ms = (gone - t0) * 1000
     row.direct_send_ms = (sent - t0) * 1000
     left = live_tagged(f"{app.settings.instance_id}/")
@@ -347,6 +373,7 @@ async def sigterm_round(app: Switchboard, row: Row) -> None:
         runner.halting()  # their CLIs' deaths are expected: no restart
     groups = {os.getpgid(pid) for pid in pids}
     watcher = Watcher(pids)
+    probe = LagProbe()
     t0 = time.monotonic()
     watcher.go()
     for pgid in groups:
@@ -355,6 +382,7 @@ async def sigterm_round(app: Switchboard, row: Row) -> None:
         except ProcessLookupError:
             pass
     gone, _ = await watcher.gone_at()
+    row.term_lag_ms = await probe.stop()
     row.term_ms = (gone - t0) * 1000
 
 
@@ -395,10 +423,13 @@ async def measure(n: int, rep: int, base: Path) -> Row:
         raise RuntimeError(f"tagged processes left after shutdown (N={n}): {left}")
     await shutdown_round(base / f"s{n}r{rep}", row)
     print(f"  N={n:<3} run {rep + 1}/{REPEATS}  {time.monotonic() - started:5.1f}s: kill switch "
-          f"{row.ks_ms:7.1f} ms (trigger() {row.trigger_ms:.0f} ms, loop lag "
+          f"{row.ks_ms:7.1f} ms (trigger() {row.trigger_ms:.0f} ms [trees "
+          f"{row.trees_ms:.0f}, sweep {row.sweep_ms:.0f}, flag {row.persist_ms:.0f} ms], books "
+          f"{row.book_ms:.0f} ms, loop lag "
           f"{row.ks_lag_ms:.0f} ms), direct {row.direct_ms:6.1f} ms; shutdown "
           f"{row.shut_ms:.0f} ms (gone {row.shut_gone_ms:.0f} ms, loop lag "
-          f"{row.shut_lag_ms:.0f} ms), SIGTERM {row.term_ms:.0f} ms"
+          f"{row.shut_lag_ms:.0f} ms), SIGTERM {row.term_ms:.0f} ms; loop lag during the "
+          f"direct kill {row.direct_lag_ms:.0f} ms, SIGTERM {row.term_lag_ms:.0f} ms"
           + (f"   [{row.names}]" if rep == 0 else ""), flush=True)
     return row
 
@@ -414,6 +445,8 @@ def report(by_n: dict[int, list[Row]]) -> None:
                     GOAL_FROM),
                    ("kill switch -> trigger() returned", "trigger_ms", direct,
                     "direct killpg", GOAL_FROM),
+                   ("kill switch -> bookkeeping done", "book_ms", direct, "direct killpg",
+                    None),
                    ("shutdown -> returned", "shut_ms", term, "direct SIGTERM",
                     SHUTDOWN_GOAL_FROM),
                    ("shutdown -> last process gone", "shut_gone_ms", term, "direct SIGTERM",
@@ -421,12 +454,21 @@ def report(by_n: dict[int, list[Row]]) -> None:
         for label, attr, baseline, what, judged_from in figures:
             measured = med(rows, attr)
             ratio = measured / baseline if baseline > 0 else float("inf")
-            gated = n >= judged_from
+            gated = judged_from is not None and n >= judged_from
+            goal = TRIGGER_GOAL_RATIO if attr == "trigger_ms" else GOAL_RATIO
             result(f"{label}, {n} agents", measured, "ms",
-                   goal=f"<= {GOAL_RATIO:g}x {what}" if gated else "",
-                   baseline=baseline, ratio=ratio, passed=ratio <= GOAL_RATIO if gated else None)
-        result(f"kill switch: loop blocked, {n} agents", med(rows, "ks_lag_ms"), "ms")
-        result(f"shutdown: loop blocked, {n} agents", med(rows, "shut_lag_ms"), "ms")
+                   goal=f"<= {goal:g}x {what}" if gated else "",
+                   baseline=baseline, ratio=ratio, passed=ratio <= goal if gated else None)
+        for label, attr, base in (("kill switch", "ks_lag_ms", "direct_lag_ms"),
+                                  ("shutdown", "shut_lag_ms", "term_lag_ms")):
+            lag, gated = med(rows, attr), n >= LAG_GOAL_FROM
+            # Beside it, not the goal's: the loop's lateness while the same fleet dies of
+            # signals sent straight from the bench (no Switchboard work at all): what the
+            # machine's scheduler alone does to the loop while N agents exit.
+            result(f"{label}: loop blocked, {n} agents", lag, "ms",
+                   goal=f"<= {LAG_GOAL_MS:g} ms" if gated else "", baseline=med(rows, base),
+                   passed=lag <= LAG_GOAL_MS if gated else None,
+                   note="baseline: the loop's lateness during the direct kill")
 
 
 def med(rows: list[Row], attr: str) -> float:
@@ -442,7 +484,9 @@ def print_table(by_n: dict[int, list[Row]]) -> None:
     print(f"\n== kill-switch latency: trigger() call -> no agent process alive "
           f"(median of {REPEATS}; range) ==")
     head = (f"{'N':>4} {'procs':>6} {'groups':>7} | {'kill switch':>11} {'range':>11} "
-            f"{'fire_now':>9} {'sweep':>9} {'trigger()':>10} | {'direct':>8} {'range':>9} "
+            f"{'fire_now':>9} {'trees':>9} {'sweep':>9} {'persist':>9} {'trigger()':>10} "
+            f"{'books':>9} | {'direct':>8} "
+            f"{'range':>9} "
             f"{'signals':>8} | {'ratio':>6}")
     print(head)
     print("-" * len(head))
@@ -451,16 +495,21 @@ def print_table(by_n: dict[int, list[Row]]) -> None:
         ratio = statistics.median(r.ks_ms / r.direct_ms for r in rows)
         print(f"{n:>4} {rows[0].procs:>6} {rows[0].groups:>7} | {ks:>8.1f} ms "
               f"{span(rows, 'ks_ms'):>11} {med(rows, 'fire_ms'):>6.1f} ms "
-              f"{med(rows, 'sweep_ms'):>6.1f} ms {med(rows, 'trigger_ms'):>7.1f} ms | "
+              f"{med(rows, 'trees_ms'):>6.1f} ms {med(rows, 'sweep_ms'):>6.1f} ms "
+              f"{med(rows, 'persist_ms'):>6.1f} ms {med(rows, 'trigger_ms'):>7.1f} ms "
+              f"{med(rows, 'book_ms'):>6.0f} ms | "
               f"{direct:>5.1f} ms {span(rows, 'direct_ms'):>9} "
               f"{med(rows, 'direct_send_ms'):>5.1f} ms | {ratio:>5.1f}x")
     print("""
   procs        agent processes recorded before the kill (launcher, fake CLI, sh, sleep)
   groups       distinct process groups among them (the direct kill's os.killpg targets)
   kill switch  trigger() called -> the watcher sees none of those pids alive
-  fire_now     the synchronous part (halt flag persisted + sweep), run in a worker thread
+  fire_now     the synchronous part (halt flag persisted + trees + sweep), in a thread
+  trees        the known sandboxes' inits and bwraps SIGKILLed, each once its tree is counted
   sweep        supervisor.process.tree.sweep alone: freeze + SIGKILL by tag and descendants
-  trigger()    when trigger() returned: also agent states, revocation, audit and the notice
+  persist      the halt flag's write (a thread of its own, beside trees and sweep)
+  trigger()    when trigger() returned: every process gone, the halt flag stored
+  books        when its bookkeeping was done: states, revocation, audit, the notice
   direct       first os.killpg -> none alive; signals: time to send every killpg + kill
   ratio        kill switch / direct (median of the per-run ratios)""")
 

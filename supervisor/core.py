@@ -9,6 +9,7 @@ The front ends' root (bot/app.py) opens the store, builds a `Core` over it and r
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 
@@ -144,7 +145,9 @@ class Core:
             await self.killswitch.start()
 
         async def stop_killswitch() -> None:
-            self.killswitch.close()
+            # In a thread: it joins the watcher threads, one of which may be in the middle of
+            # a poll (a database read), and the loop must not wait on that.
+            await asyncio.to_thread(self.killswitch.close)
 
         async def start_gateway(_group: TaskGroup) -> None:
             await self.gateway.start()

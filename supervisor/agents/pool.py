@@ -21,6 +21,7 @@ from supervisor.agents.ownership import Ownership
 from supervisor.agents.placement import Placer, SpawnSpec
 from supervisor.agents.recovery import report_interrupted
 from supervisor.agents.runner import AgentRunner, RunnerDeps
+from supervisor.agents.shutdown import end_all
 from supervisor.agents.transcripts import restart_note
 from supervisor.bus.core import Bus
 from supervisor.bus.inbox import Origin
@@ -41,7 +42,7 @@ from supervisor.process.agent import install_launcher, resolve_cli
 from supervisor.process.cpugroup import Arrangement, arrange
 from supervisor.process.network import netns_problem
 from supervisor.process.sandbox import Isolation, describe, hide_in, probe
-from supervisor.process.tree import no_cyclic_gc, sweep
+from supervisor.process.tree import sweep
 from supervisor.process.workdir import examine
 from supervisor.repos import Repos
 from supervisor.repos.memory import AgentMemory, ProjectMemory
@@ -556,19 +557,9 @@ class AgentPool:
         if self.state == PoolState.CLOSED:
             return
         self.state = PoolState.CLOSED
+        await self.killswitch.books_closed()  # a kill's records, still being written, first
         runners = self.fleet.everyone()
-        with no_cyclic_gc():
-            for r in runners:
-                r.begin_shutdown()  # every SIGTERM first, in one pass; then the waits
-            await asyncio.gather(*(r.close_for_shutdown() for r in runners),
-                                 return_exceptions=True)
-        for task in self._tasks.values():
-            task.cancel()
-        if self._tasks:
-            # Bounded: a loop that ignores its cancellation must not hang shutdown.
-            _, stuck = await asyncio.wait(self._tasks.values(), timeout=10)
-            for task in stuck:
-                logger.error("agent loop did not stop task=%s", task.get_name())
+        await end_all(runners, list(self._tasks.values()))
         try:
             for r in runners:
                 if r.state in (AgentState.WORKING, AgentState.STARTING, AgentState.WAITING):

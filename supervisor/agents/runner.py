@@ -461,14 +461,16 @@ class AgentRunner(TurnExecution):
         """The kill switch is about to SIGKILL everything: a dying CLI is not a failure."""
         self._stopping = True
 
-    async def mark_killed(self, reason: str) -> None:
-        """Bookkeeping after the kill switch SIGKILLed this agent's processes."""
+    async def mark_killed(self, reason: str, *, swept: bool = False) -> None:
+        """Bookkeeping after the kill switch SIGKILLed this agent's processes. `swept`: the
+        switch has already swept every tagged process and waited for them (and sweeps once
+        more after), so the client is only closed, with no sweep of this agent's own."""
         if self.state == AgentState.KILLED:
             return
         self._stopping = True
         proc, self._proc = self._proc, None
         if proc is not None:
-            await proc.close(kill=True, timeout_s=2)
+            await proc.close(kill=not swept, timeout_s=2)
         with contextlib.suppress(StoreError):  # the processes are gone whatever the store says
             await self._deps.escalations.cancel_for_agent(self.id, reason)
         await self._set_state_held(AgentState.KILLED, reason)

@@ -509,7 +509,9 @@ class SupervisorAPI(OperatorAdmin, HealthAndRecord):
         """Trigger the kill switch: every agent SIGKILLed, open requests denied, invites
         revoked, new work refused until release. Again while on: sweeps once more."""
         # clean, not clean_text: a reason too long is dropped, never a reason not to halt.
-        return await self._killswitch.trigger(by.name, by.platform, clean(reason).text)
+        # settle: the reply says what was denied and revoked (the loop stays free meanwhile).
+        return await self._killswitch.trigger(by.name, by.platform, clean(reason).text,
+                                              settle=True)
 
     @store_errors
     async def release(self, *, by: Actor) -> str:

@@ -25,6 +25,7 @@ keeps failing) and the watcher keeps watching: it never dies of an error.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import logging
@@ -33,7 +34,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from store import Store, private
 from store.errors import StoreError
@@ -42,13 +43,14 @@ from store.private import Target
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import Halted
-from supervisor.process.tree import kill_first, no_cyclic_gc, sweep, trees
+from supervisor.process.tree import kill_trees, no_cyclic_gc, sweep
 
 if TYPE_CHECKING:
     from supervisor.agents.fleet import FleetReader
     from supervisor.guard.escalations import Escalations
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 HALT_KEY = "halt"
 GCS_CURSOR_KEY = "killswitch:gcs_generation"
@@ -65,6 +67,11 @@ ERROR_LOG_EVERY_S = 60.0
 # timeout and PostgreSQL's connect and statement timeouts are 5 s: store/private.py). The
 # processes are dead by then; only the report waits, and says when the write did not finish.
 PERSIST_WAIT_S = 6.0
+# Agents whose bookkeeping (SDK client closed, state row, event) runs at once after a kill: a
+# slice is a few milliseconds of loop work, so the loop is never held longer than that.
+BOOK_SLICE = 16
+BOOK_WAIT_S = 60.0  # how long turning the switch off, or a shutdown, waits for those records
+MARK_KILLED_S = 10.0  # bound on one agent's records (its client closed, its state row)
 
 
 def database_target(settings: Settings) -> Target:
@@ -80,13 +87,21 @@ class KillReport:
     revoked: int  # invite codes, web sign-in links, sessions and API tokens
     took_s: float
     problems: tuple[str, ...] = ()  # what could not be done or recorded (a broken store)
+    # True: every process is gone and the flag stored, but the revocations and the agents'
+    # states are still being done (`KillSwitch.trigger` returned early; `settled()` has them).
+    pending: bool = False
 
     def text(self) -> str:
-        text = (f"Kill switch on: {len(self.agents)} agent(s) killed "
-                f"({len(self.pids)} processes SIGKILLed in {self.took_s * 1000:.0f} ms), "
-                f"{self.denied} open request(s) denied, {self.revoked} invite code(s), "
-                "sign-in link(s), web session(s) or API token(s) revoked. Spawns, messages "
-                "and tool calls are refused until an admin turns it off.")
+        killed = (f"Kill switch on: {len(self.agents)} agent(s) killed "
+                  f"({len(self.pids)} processes SIGKILLed in {self.took_s * 1000:.0f} ms), ")
+        if self.pending:
+            text = (killed + "open requests being denied and invite codes, sign-in links, web "
+                    "sessions and API tokens being revoked now. Spawns, messages and tool "
+                    "calls are refused until an admin turns it off.")
+        else:
+            text = (killed + f"{self.denied} open request(s) denied, {self.revoked} invite "
+                    "code(s), sign-in link(s), web session(s) or API token(s) revoked. Spawns, "
+                    "messages and tool calls are refused until an admin turns it off.")
         if self.problems:
             text += " Warning: " + "; ".join(self.problems) + "."
         return text
@@ -112,6 +127,9 @@ class KillSwitch:
         self._thread_fire = threading.Lock()  # a watcher thread's fire, one at a time
         self._persist_failed: str | None = None  # why the halt flag could not be stored
         self._persisting: threading.Thread | None = None  # the flag's write, while it runs
+        self._bookkeeping: asyncio.Task[KillReport] | None = None  # the last fire's records
+        # A watcher thread's fire: its bookkeeping, handed to the loop, may not have begun yet.
+        self._from_thread: concurrent.futures.Future[KillReport] | None = None
 
     @property
     def local_file(self) -> Path:
@@ -176,12 +194,10 @@ class KillSwitch:
         Touches no runner (a runner seeing its CLI die checks `halted`, set here first). Safe
         to call twice; the async rest (revoke, states, notices) follows on the loop. `known`:
         the sandboxes' inits and bwraps the pool knows of, SIGKILLed before anything else (the
-        kernel then ends each namespace whole) while the sweep scans /proc for the rest.
-        Returns every pid it ended: the known ones' trees, counted just before their SIGKILL
-        (a dying namespace's members no longer show their tag, so the sweep cannot see them),
-        and what the sweep killed."""
-        ending = trees(known)
-        kill_first(known)
+        kernel then ends each namespace whole), then the sweep scans /proc for the rest.
+        Returns every pid it ended: the known ones' trees, each counted just before its
+        SIGKILL (a dying namespace's members no longer show their tag, so the sweep cannot
+        see them), and what the sweep killed."""
         with self._fire_lock:
             halt = {"by": by, "via": via, "reason": reason, "at": self.clock.now()}
             persist: threading.Thread | None = None
@@ -195,7 +211,8 @@ class KillSwitch:
                                            name="killswitch-persist", daemon=True)
                 self._persisting = persist
                 persist.start()
-            swept = sweep(f"{self.settings.instance_id}/")
+            ending = kill_trees(known)
+            swept = sweep(f"{self.settings.instance_id}/", dying=ending)
             if persist is not None:
                 persist.join(PERSIST_WAIT_S)  # bounded: a database that never answers
                 if persist.is_alive():
@@ -219,33 +236,81 @@ class KillSwitch:
             runner.halting()
         return live
 
-    async def trigger(self, by: str, via: str, reason: str = "") -> KillReport:
+    async def trigger(self, by: str, via: str, reason: str = "", *,
+                      settle: bool = False) -> KillReport:
+        """Layers 1 and 2, then the bookkeeping in a task of its own. Returns as soon as every
+        process is gone and the halt flag is stored: that report says the revocations and
+        the agents' states are under way (`pending`). `settle`: return the full report
+        instead, once the bookkeeping is done (what a command shows); `settled()` does the
+        same for a trigger that returned early. The bookkeeping runs in bounded slices, so the
+        event loop (chat, the console, the HTTP listener) never stalls behind 300 agents."""
         started = self.clock.monotonic()
-        # No cyclic GC from the first SIGKILL on: the loop handling every dying agent's pipes
-        # and the bookkeeping after make enough garbage to set off a full collection.
-        with no_cyclic_gc():
-            live = self._live_halting()
-            pids = await asyncio.to_thread(self.fire_now, by, via, reason, known_pids(live))
-            return await self._after(live, pids, started, by, via)
+        live = self._live_halting()
+        pids = await in_own_thread(self.fire_now, by, via, reason, known_pids(live))
+        took = self.clock.monotonic() - started
+        task = self._book(live, pids, took, by, via)
+        if settle:
+            return await asyncio.shield(task)
+        return KillReport(tuple(r.name for r in live), tuple(pids), 0, 0, took,
+                          self._flag_problem(), pending=True)
+
+    async def settled(self, timeout_s: float | None = None) -> KillReport | None:
+        """The report of the last trigger's bookkeeping, once it is done (None if the switch
+        was never triggered here). Bounded by `timeout_s` if given: TimeoutError past it."""
+        task = self._bookkeeping
+        if task is None:
+            return None
+        async with asyncio.timeout(timeout_s):
+            return await asyncio.shield(task)
+
+    async def books_closed(self) -> None:
+        """Until the last fire's bookkeeping is done, bounded by `BOOK_WAIT_S` (turning the
+        switch off, a shutdown). Never raises: a failure was logged by the task itself; a
+        wait past the bound is logged here, and the caller goes on."""
+        try:
+            async with asyncio.timeout(BOOK_WAIT_S):
+                if self._from_thread is not None:  # its task may not exist yet
+                    await asyncio.shield(asyncio.wrap_future(self._from_thread))
+                await self.settled()
+        except TimeoutError:
+            logger.error("kill switch: its bookkeeping still runs after %g s; going on "
+                         "without it", BOOK_WAIT_S)
+        except Exception:  # noqa: BLE001, S110 - logged by `_log_failure` already
+            pass
+
+    def _book(self, live: list[Any], pids: list[int], took: float, by: str,
+              via: str) -> asyncio.Task[KillReport]:
+        """Start the bookkeeping of a fire: one named task, kept until the next fire's (which
+        waits for it first: two never interleave their writes)."""
+        before = self._bookkeeping
+        task = asyncio.get_running_loop().create_task(
+            self._after(before, live, pids, took, by, via), name="killswitch-bookkeeping")
+        self._bookkeeping = task
+        task.add_done_callback(_log_failure)
+        return task
+
+    def _flag_problem(self) -> tuple[str, ...]:
+        if self._persist_failed is None:
+            return ()
+        return (f"the halt flag could not be saved ({self._persist_failed}), so a restart "
+                "would lift it: fix the database, then trigger it again",)
 
     async def _after_thread(self, pids: list[int], started: float, by: str,
                             via: str) -> KillReport:
         """The loop's half of a trigger that a watcher thread fired."""
-        with no_cyclic_gc():  # as in `trigger`
-            return await self._after(self._live_halting(), pids, started, by, via)
-
-    async def _after(self, live: list[Any], pids: list[int], started: float, by: str,
-                     via: str) -> KillReport:
         took = self.clock.monotonic() - started
-        problems: list[str] = []
-        if self._persist_failed is not None:
-            problems.append(f"the halt flag could not be saved ({self._persist_failed}), so a "
-                            "restart would lift it: fix the database, then trigger it again")
-        # All at once: each closes its SDK client and checks for survivors from /proc
-        # snapshots they share (supervisor/process/proctable.py); one agent's bookkeeping,
-        # failing or slow, never holds up the rest.
-        await asyncio.gather(*(runner.mark_killed("kill switch") for runner in live),
-                             return_exceptions=True)
+        return await self._book(self._live_halting(), pids, took, by, via)
+
+    async def _after(self, before: asyncio.Task[KillReport] | None, live: list[Any],
+                     pids: list[int], took: float, by: str, via: str) -> KillReport:
+        """Layer 3 and the records, after every process is gone: open requests denied and
+        everything issued revoked first (they are few, and they matter), then each agent
+        marked killed, a slice at a time, then the flag's agent list, the audit row and the
+        notice. Nothing here sends a signal but the last, belt-and-braces sweep, in a thread."""
+        if before is not None:  # a fire again while the last one's books are still open
+            with contextlib.suppress(Exception):
+                await asyncio.shield(before)
+        problems = list(self._flag_problem())
         denied = 0
         try:
             await self.escalations.cancel_all("the kill switch was triggered")
@@ -256,6 +321,10 @@ class KillSwitch:
         except StoreError as exc:  # the processes are dead whatever the store says
             problems.append(f"open requests could not be closed in the database ({exc}); "
                             "tool calls are refused anyway")
+        except Exception as exc:  # noqa: BLE001 - nothing here may stop the rest of the books
+            logger.exception("kill switch: closing the open requests failed")
+            problems.append(f"open requests could not be closed ({exc}); tool calls are "
+                            "refused anyway")
         revoked = 0
         for revoke in self.revokers:
             try:
@@ -263,6 +332,27 @@ class KillSwitch:
             except Exception as exc:  # noqa: BLE001 - every revoker runs, whatever one does
                 logger.exception("kill switch: a revoker failed")
                 problems.append(f"a revocation failed ({exc})")
+        # A slice at a time: each agent's closing (its SDK client's tasks and pipes, a state
+        # row, a published event) is loop work, and 300 of them at once held the loop 200-300
+        # ms. No cyclic GC meanwhile: ending them makes enough garbage for a full collection.
+        # Each bounded: one agent's records stuck (its state lock held by a turn waiting on
+        # the store) must not hold up the next slices, the audit row and the notice.
+        unmarked: list[str] = []
+        with no_cyclic_gc():
+            for i in range(0, len(live), BOOK_SLICE):
+                part = live[i:i + BOOK_SLICE]
+                done = await asyncio.gather(*(_mark_killed(r) for r in part))
+                unmarked += [r.name for r, ok in zip(part, done, strict=True) if not ok]
+        if unmarked:
+            problems.append(f"{len(unmarked)} agent(s) could not be recorded as killed "
+                            f"({', '.join(unmarked[:10])}); their processes are gone all the same")
+        # The processes were swept by tag and waited for before `trigger` returned; one more
+        # sweep (in a thread) for anything an agent's closing could have let slip.
+        swept: list[int] = []
+        try:
+            swept = await in_own_thread(sweep, f"{self.settings.instance_id}/")
+        except Exception:  # noqa: BLE001 - the first sweep ended every process already
+            logger.exception("kill switch: the last sweep failed")
         if self.halt is not None:  # remembered across restarts, for the deactivation report
             stored: Any = None
             with contextlib.suppress(StoreError):  # other workers' agents too (PostgreSQL)
@@ -272,16 +362,16 @@ class KillSwitch:
             self.halt = {**self.halt, "agents": stopped}
             with contextlib.suppress(StoreError):  # the flag itself is stored (or reported)
                 await self.store.kv.set(HALT_KEY, self.halt)
-        report = KillReport(tuple(r.name for r in live), tuple(pids), denied, revoked, took,
-                            tuple(problems))
+        report = KillReport(tuple(r.name for r in live), tuple(sorted({*pids, *swept})), denied,
+                            revoked, took, tuple(problems))
         with contextlib.suppress(StoreError):  # commands audit through the API as well
             await self.store.audit.record(platform=via, user_id=by, user_name=by,
                                           action="killswitch", args="on", ok=True,
                                           result=report.text())
         await self.escalations.notify(None, "🛑 Kill switch triggered",
-                                           f"By {by} via {via}. {report.text()}")
+                                      f"By {by} via {via}. {report.text()}")
         logger.warning("kill switch triggered by=%s via=%s agents=%d pids=%d took_ms=%.0f", by,
-                       via, len(live), len(pids), took * 1000)
+                       via, len(live), len(report.pids), took * 1000)
         return report
 
     def _fire_from_thread(self, by: str, via: str, reason: str, *,
@@ -293,9 +383,13 @@ class KillSwitch:
             pids = self.fire_now(by, via, reason, stored=stored)
         loop = self._loop
         if loop is not None and not loop.is_closed():
-            asyncio.run_coroutine_threadsafe(self._after_thread(pids, started, by, via), loop)
+            self._from_thread = asyncio.run_coroutine_threadsafe(
+                self._after_thread(pids, started, by, via), loop)
 
     async def deactivate(self, by: str, via: str) -> str:
+        # After the last fire's bookkeeping: it writes the flag's agent list, which must not
+        # land after the flag is deleted (a halt at the next start nobody asked for).
+        await self.books_closed()
         # Under the lock a watcher thread fires with: a fire in progress has written its flag
         # to the database by then, so the delete below comes after it, never before.
         was = await asyncio.to_thread(self._clear)
@@ -391,6 +485,54 @@ class KillSwitch:
         by, reason = _who(_read_trigger(blob.download_as_bytes()), "cloud console")
         self._fire_from_thread(by, "gcs", reason)
         return True
+
+
+def _log_failure(task: asyncio.Task[KillReport]) -> None:
+    """The bookkeeping is awaited only by whoever asks for its report: say if it failed."""
+    if task.cancelled():
+        logger.error("kill switch: the bookkeeping after a kill was cancelled before its end "
+                     "(agents' states, the audit row or the notice may be missing)")
+    elif task.exception() is not None:
+        logger.error("kill switch: the bookkeeping after a kill failed",
+                     exc_info=task.exception())
+
+
+async def _mark_killed(runner: Any) -> bool:
+    """One agent's records after the kill, bounded; False (and logged) if they failed."""
+    try:
+        async with asyncio.timeout(MARK_KILLED_S):
+            await runner.mark_killed("kill switch", swept=True)
+        return True
+    except Exception:  # noqa: BLE001 - the next agents' records go on regardless
+        logger.exception("kill switch: agent %s could not be recorded as killed", runner.name)
+        return False
+
+
+async def in_own_thread(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in a thread started for it, not the loop's shared executor (`to_thread`):
+    the kill must not queue behind calls stuck in every thread of that pool (a read that
+    never returns, a bucket that never answers)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, exc: BaseException | None) -> None:
+        if done.cancelled():
+            return
+        if exc is not None:
+            done.set_exception(exc)
+        else:
+            done.set_result(cast(T, result))
+
+    def run() -> None:
+        try:
+            result = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, result, None)
+
+    threading.Thread(target=run, name="killswitch-fire", daemon=True).start()
+    return await done
 
 
 def known_pids(runners: list[Any]) -> tuple[int, ...]:

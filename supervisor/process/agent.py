@@ -37,15 +37,14 @@ from supervisor.process.cpugroup import member_of
 from supervisor.process.proctable import ProcTable, Snapshot
 from supervisor.process.tree import (
     DYING_WAIT_S,
-    EXIT_POLL_S,
     POLITE_POLL_S,
     _environ_has,
-    _exiting,
     _family,
     _live,
     _needle,
     _signal_all,
     _stopped,
+    _wait_dead,
     children_of,
     lower_autogroup,
     ns_pid,
@@ -144,6 +143,39 @@ def install_launcher(run_dir: Path) -> Path:
             tmp.replace(path)
     return target
 
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    """A pidfd became readable: its process has exited."""
+    if not fut.done():
+        fut.set_result(None)
+
+
+async def _pid_exit(pid: int, timeout_s: float) -> bool:
+    """Until `pid` has exited (a zombie or gone), at most `timeout_s`; True if it has. Watched
+    through a pidfd that wakes the loop when it exits: no `/proc` read on the loop, where
+    reading a dying process's stat waits for the kernel's teardown of it (the loop's stalls
+    in a 300-agent shutdown were nearly all such reads). Without a pidfd (too many files
+    open, an old kernel) it is polled in a thread."""
+    loop = asyncio.get_running_loop()
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True  # gone (reaped) already
+    except OSError:
+        await asyncio.to_thread(_wait_dead, {pid}, time.monotonic() + timeout_s)
+        return not await asyncio.to_thread(_live, pid)
+    try:
+        gone: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(fd, _resolve, gone)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await gone
+        except TimeoutError:
+            return False
+        return True
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
 
 
 class AgentProcess:
@@ -348,7 +380,12 @@ class AgentProcess:
             sent = self.terminate() if grace_s > 0 else None
             if sent is not None:
                 deadline = sent + grace_s
-                last = await self._still_there(table)
+                polite = (self.cli_pid or self.launcher_pid) if self.sandboxed else None
+                if polite is not None:  # the CLI's exit wakes the loop (see `_still_there`)
+                    left = max(0.0, deadline - time.monotonic())
+                    last = set() if await _pid_exit(polite, left) else {polite}
+                else:
+                    last = await self._still_there(table)
                 while last and time.monotonic() < deadline:
                     await asyncio.sleep(POLITE_POLL_S)
                     last = await self._still_there(table)
@@ -391,13 +428,14 @@ class AgentProcess:
 
     @staticmethod
     async def _exited(pids: set[int]) -> None:
-        """Until each killed pid has finished exiting (see `_wait_dead`), polled without
-        blocking the loop: most are gone already, so this is usually one pass of failed opens."""
+        """Until each killed pid has finished exiting (a zombie or gone: see `_wait_dead`),
+        bounded; one at a time, each through a pidfd (`_pid_exit`)."""
         deadline = time.monotonic() + DYING_WAIT_S
-        left = _exiting(pids)
-        while left and time.monotonic() < deadline:
-            await asyncio.sleep(EXIT_POLL_S)
-            left = _exiting(left)
+        for pid in pids:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await _pid_exit(pid, left)
 
     async def _still_there(self, table: ProcTable) -> set[int]:
         """What the polite wait waits for. Sandboxed: the CLI, one stat per poll and no scan
@@ -425,9 +463,13 @@ class AgentProcess:
         for _ in range(rounds):
             snap = await table.snapshot()
             pids = snap.family(needle) | self.members_in(snap)
-            if not pids:
-                break
             fresh = pids - killed  # the rest has its SIGKILL and is dying: see `sweep`
+            if not fresh:
+                # Nothing new since the last round: what is left is dying and forks no more.
+                # Asking for scans until the kernel has torn it down kept a /proc scan going
+                # back to back through a 300-agent shutdown, CPU the dying processes needed;
+                # the caller waits for them (`_exited`) a pid at a time instead.
+                break
             _signal_all(fresh, signal.SIGSTOP)
             _signal_all(fresh, signal.SIGKILL)
             killed |= fresh
@@ -459,7 +501,7 @@ class AgentProcess:
             # then ran on through shutdown: "agent loop did not stop"). Shielded: a cancel
             # leaves the disconnect running to its end; the SIGKILL below happens regardless.
             with contextlib.suppress(Exception):  # the client may already be dead; never raise here
-                async with asyncio.timeout(timeout_s):
+                async with asyncio.timeout(timeout_s), proctable.closing_slot():
                     await asyncio.shield(self.client.disconnect())
         finally:
             # The SDK closes the message stream's receive side only when disconnect() gets to
@@ -473,7 +515,8 @@ class AgentProcess:
                 self._kill_known(set())
                 table = proctable.shared()
                 try:
-                    await self._sweep_shared(table)
+                    ours = {p for p in (self.init_pid, self.launcher_pid) if p}
+                    await self._exited(await self._sweep_shared(table) | ours)
                 except asyncio.CancelledError:
                     self.kill_now()
                     raise

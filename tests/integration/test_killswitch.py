@@ -5,16 +5,19 @@ trigger while the event loop is busy, the GCS trigger against the emulator, and 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from bot.app import Switchboard
-from supervisor.guard.killswitch import write_local_trigger
+from supervisor.guard import killswitch
+from supervisor.guard.killswitch import BOOK_SLICE, write_local_trigger
 from tests.conftest import processes_with_tag, run, wait_for
 from tests.subproc import Supervisor, write_config
 
@@ -221,3 +224,103 @@ async def test_the_report_counts_every_request_denied_and_every_process_ended(fa
     ended = int(re.search(r"\((\d+) processes SIGKILLed", text).group(1))
     assert ended >= running, text
     assert processes_with_tag(tag) == []
+
+
+async def test_trigger_returns_once_all_are_gone_and_the_books_still_close(fake_app):
+    """Issue 32: trigger() returns as soon as every process is gone and the flag is stored;
+    the bookkeeping follows in slices. It must still cover every agent (more than one slice
+    of them): each recorded killed in the store, the flag's agent list, the audit row, the
+    notice. Nothing here is timed: only what holds when trigger() returns, and after."""
+    app = fake_app
+    n = BOOK_SLICE + 4
+    runners = await spawn_fleet(app, n)
+    tag = app.settings.instance_id + "/"
+    ks = app.pool.killswitch
+    report = await ks.trigger("tester", "test", "issue 32")
+    assert processes_with_tag(tag) == []  # every process gone before it returned
+    assert report.pending and len(report.agents) == n
+    assert "being revoked" in report.text()
+    assert (await app.store.kv.get("halt"))["by"] == "tester"  # layer 1 stored already
+    full = await ks.settled()
+    assert full is not None and not full.pending and len(full.agents) == n
+    assert f"{n} agent(s) killed" in full.text() and "open request(s) denied" in full.text()
+    assert all(r.state == "killed" for r in runners)
+    for r in runners:
+        assert (await app.store.agents.get(r.id)).state == "killed", r.name
+        assert (await app.store.agents.transitions(r.id))[-1].to_state == "killed", r.name
+    halt = await app.store.kv.get("halt")
+    assert sorted(halt["agents"]) == sorted(r.name for r in runners)
+    audit = [a for a in await app.store.audit.recent() if a.action == "killswitch"]
+    assert audit and audit[0].args == "on" and f"{n} agent(s) killed" in audit[0].result
+    notices = [e.body for e in await app.store.escalations.undelivered("t")
+               if e.title == "🛑 Kill switch triggered"]
+    assert notices and f"{n} agent(s) killed" in notices[-1]
+
+
+async def test_turning_it_off_right_after_an_early_return_waits_for_the_books(fake_app):
+    """Deactivation straight after trigger() returned: the bookkeeping (which writes the
+    flag's agent list) finishes first, so the flag does not come back after it is deleted
+    (a halt at the next start that nobody asked for) and the report names every agent."""
+    app = fake_app
+    runners = await spawn_fleet(app, 3)
+    ks = app.pool.killswitch
+    report = await ks.trigger("tester", "test")
+    assert report.pending
+    text = await ks.deactivate("tester", "test")
+    assert "it stopped 3 agent(s)" in text, text
+    assert not ks.halted and await app.store.kv.get("halt") is None
+    assert all(r.state == "killed" for r in runners)
+    await spawn_ok_and_idle(app, "/spawn after hi", "after")
+
+
+async def test_an_agent_whose_records_hang_holds_up_no_other_and_is_named(fake_app,
+                                                                          monkeypatch):
+    """A hung agent: its state lock held (a turn stuck writing to the store). Its records
+    after the kill give up at their bound; the other agents' (in the next slice too), the
+    audit row and the notice are still done, and the report names the one left out."""
+    monkeypatch.setattr(killswitch, "MARK_KILLED_S", 0.5)
+    app = fake_app
+    runners = await spawn_fleet(app, BOOK_SLICE + 2)
+    stuck = runners[0]
+    await stuck._state_lock.acquire()
+    try:
+        report = await app.pool.killswitch.trigger("tester", "test", settle=True)
+    finally:
+        stuck._state_lock.release()
+    assert processes_with_tag(app.settings.instance_id + "/") == []
+    assert not report.pending
+    assert f"1 agent(s) could not be recorded as killed ({stuck.name})" in report.text()
+    assert all(r.state == "killed" for r in runners[1:])
+    for r in runners[1:]:
+        assert (await app.store.agents.get(r.id)).state == "killed", r.name
+    audit = [a for a in await app.store.audit.recent() if a.action == "killswitch"]
+    assert audit and stuck.name in audit[0].result
+
+
+async def test_trigger_kills_while_every_worker_thread_of_the_loop_is_stuck(fake_app):
+    """Everything else broken: every thread of the loop's default executor is stuck (a read
+    that never returns, a bucket that never answers). trigger() runs its kill, and its
+    bookkeeping its last sweep, in threads of their own, so neither queues behind them."""
+    app = fake_app
+    await spawn_fleet(app, 3)
+    stuck = threading.Event()
+    executor = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="stuck")
+    asyncio.get_running_loop().set_default_executor(executor)
+    entered: list[str] = []
+
+    def wait() -> None:
+        entered.append(threading.current_thread().name)
+        stuck.wait()
+
+    blocked = [asyncio.ensure_future(asyncio.to_thread(wait)) for _ in range(2)]
+    await wait_for(lambda: len(entered) == 2, 10, "both threads stuck")
+    try:
+        async with asyncio.timeout(KILL_BOUND_S):  # a bound on a hang, not a speed goal
+            report = await app.pool.killswitch.trigger("tester", "test")
+        assert processes_with_tag(app.settings.instance_id + "/") == []
+        assert len(report.agents) == 3
+        full = await app.pool.killswitch.settled(KILL_BOUND_S)  # the records, too
+        assert full is not None and len(full.agents) == 3 and not full.problems
+    finally:
+        stuck.set()
+        await asyncio.gather(*blocked)

@@ -1,6 +1,7 @@
 """A kill returns once its processes have really exited: a process in the middle of exiting
 has dropped its memory (its tag reads empty, a scan no longer finds it) but is still there;
-supervisor/process/tree.py waits for such pids, bounded, until they are gone or zombies."""
+supervisor/process/tree.py waits for such pids, bounded, until they are gone or zombies, and
+the event loop through pidfds (supervisor/process/agent.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import subprocess
 import time
 
 from supervisor.process import tree as process
+from supervisor.process.agent import _pid_exit
 
 
 def test_a_live_process_is_exiting_until_it_is_a_zombie_or_gone() -> None:
@@ -38,3 +40,18 @@ def test_the_wait_is_bounded_when_a_pid_stays() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+async def test_the_loop_is_woken_by_an_exit_through_a_pidfd_not_a_proc_read() -> None:
+    """`_pid_exit` (supervisor/process/agent.py): False while the process runs, True once it
+    is a zombie (not reaped: its pidfd is readable all the same) or gone."""
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        assert not await _pid_exit(proc.pid, 0.05)  # still running: the bound ends the wait
+        os.kill(proc.pid, signal.SIGKILL)
+        assert await _pid_exit(proc.pid, 10)
+        assert process._exiting([proc.pid]) == set()  # a zombie, not yet reaped
+    finally:
+        proc.kill()
+        proc.wait()
+    assert await _pid_exit(proc.pid, 10)  # reaped: gone

@@ -8,7 +8,7 @@ import os
 import subprocess
 
 from supervisor import launcher
-from supervisor.process.proctable import ProcTable
+from supervisor.process.proctable import ProcTable, Snapshot
 
 
 async def test_callers_asking_at_once_share_scans_taken_after_they_asked() -> None:
@@ -29,3 +29,14 @@ async def test_callers_asking_at_once_share_scans_taken_after_they_asked() -> No
     finally:
         child.kill()
         child.wait()
+
+
+def test_an_exact_tag_finds_its_processes_and_their_trees_only() -> None:
+    """The exact lookup goes through an index (300 agents each look theirs up in the same
+    snapshot at shutdown): it must find what the pass over every tag found, and no more."""
+    snap = Snapshot(children={10: [11], 11: [12], 20: [21]},
+                    tags={10: b"i/a", 20: b"i/ab", 30: b"i/a"}, live={10, 11, 12, 20, 21, 30})
+    assert snap.family(b"i/a\0") == {10, 11, 12, 30}
+    assert snap.family(b"i/ab\0") == {20, 21}
+    assert snap.family(b"i/b\0") == set()
+    assert snap.family(b"i/a") == {10, 11, 12, 20, 21, 30}  # a prefix: every tag under it
