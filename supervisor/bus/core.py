@@ -20,7 +20,7 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from store import Store
 from store.bus import DEAD, Lease, MessageRow, NewMessage, Taking
@@ -35,7 +35,10 @@ from supervisor.bus.message import (
     SYSTEM,
     SYSTEM_SENDER,
     TYPES,
+    AskOperator,
     DeliveryStatus,
+    Members,
+    Notify,
     Sender,
     Sent,
     origin_of,
@@ -53,30 +56,6 @@ _PREFIXES = ("role:", "topic:", "#")
 EXPIRY_SWEEP_S = 60.0  # how often expired messages are looked for, read or not
 T = TypeVar("T")
 
-class Members(Protocol):
-    """What the bus needs from the fleet (the pool gives it)."""
-
-    def live(self) -> list[tuple[str, str]]:
-        """(id, name) of every live agent."""
-
-    def everyone(self) -> list[tuple[str, str]]:
-        """(id, name) of every agent there has been; only ever grows."""
-
-    def count(self) -> int:
-        """len(everyone()), cheaply."""
-
-    def is_live(self, agent_id: str) -> bool: ...
-
-    def state_of(self, agent_id: str) -> str:
-        """A word for the agent's state: idle, busy, paused ..."""
-
-    async def interrupt(self, agent_id: str) -> None: ...
-
-
-Notify = Callable[[str | None, str, str], Awaitable[Any]]
-# Ask the operator (an escalation): (agent id, title, question) -> the answer's text, and
-# whether the agent's charter gave it instead of the operator (a standing agent's send-back).
-AskOperator = Callable[[str, str, str], Awaitable[tuple[str, bool]]]
 
 
 class BusState(StrEnum):
@@ -124,9 +103,8 @@ class Bus:
         self._active: dict[str, Lease] = {}  # lease token -> the deliveries it holds
         self._writer_task: asyncio.Task[None] | None = None
         self.reclaimed = 0
-        # On a shared database: the worker that runs an agent another worker runs (None: one
-        # of ours, or none), and how to wake it when a message for that agent is stored; else
-        # it finds the message at its next lease renewal (supervisor/agents/handover.py).
+        # A shared database: the worker running an agent another worker runs (None: ours),
+        # and how to wake it for a stored message (else its next renewal finds it).
         self.owner_of: Callable[[str], str | None] = lambda _agent_id: None
         self.wake_worker: Callable[[str], Awaitable[None]] | None = None
 
@@ -391,10 +369,9 @@ class Bus:
         for rid, n in arrived.items():
             box = boxes.get(rid)
             (self.inbox(rid) if box is None else box).arrived(n)
-        if self.wake_worker is not None:
-            owner_of, wake = self.owner_of, self.wake_worker
-            for worker in {w for rid in arrived if (w := owner_of(rid)) is not None}:
-                self._spawn(f"bus-wake:{worker}", wake(worker))
+        if self.wake_worker is not None:  # one wake-up per worker and batch
+            for worker in {w for rid in arrived if (w := self.owner_of(rid)) is not None}:
+                self._spawn(f"bus-wake:{worker}", self.wake_worker(worker))
 
     def _name(self, agent_id: str) -> str:
         return self._names.get(agent_id, agent_id)

@@ -5,9 +5,9 @@ as data (origin_of), what a send returns (Sent), and how a turn of messages read
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from store.bus import MessageRow, Taking
 from supervisor.bus.inbox import Origin
@@ -117,3 +117,29 @@ def render(items: Sequence[Taking], more: int) -> str:
                      f'type="{m.type}" written="{_stamp(m.created_at)}" '
                      f'more_after="{n - i + more}"{extra}>\n{body}\n</message>')
     return "\n".join(lines)
+
+
+class Members(Protocol):
+    """What the bus needs from the fleet (the pool gives it)."""
+
+    def live(self) -> list[tuple[str, str]]:
+        """(id, name) of every live agent."""
+
+    def everyone(self) -> list[tuple[str, str]]:
+        """(id, name) of every agent there has been; only ever grows."""
+
+    def count(self) -> int:
+        """len(everyone()), cheaply."""
+
+    def is_live(self, agent_id: str) -> bool: ...
+
+    def state_of(self, agent_id: str) -> str:
+        """A word for the agent's state: idle, busy, paused ..."""
+
+    async def interrupt(self, agent_id: str) -> None: ...
+
+
+Notify = Callable[[str | None, str, str], Awaitable[Any]]
+# Ask the operator (an escalation): (agent id, title, question) -> the answer's text, and
+# whether the agent's charter gave it instead of the operator (a standing agent's send-back).
+AskOperator = Callable[[str, str, str], Awaitable[tuple[str, bool]]]
