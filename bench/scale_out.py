@@ -17,9 +17,9 @@ sandbox, every command typed on the first worker's console (bench/_scale_out_fle
 2. bus throughput: every agent sends PER_AGENT messages (`SPAM`, the fake CLI's send_message
    loop, one MCP call each) to the next agent of a ring that alternates workers, so on three
    workers every message crosses to another worker; messages/s from the first stored to the
-   last consumed by its recipient's turn. A message for an agent on another worker is noticed
-   there at that worker's next lease renewal (every 2 s: no wake-up on the bus). The issue sets
-   no goal for it: reported.
+   last consumed by its recipient's turn. A stored message for an agent on another worker
+   NOTIFYs that worker, which reads the bus's counts at once (its lease renewal every 2 s is the
+   fallback). The issue sets no goal for it: reported.
 3. kill switch: `switchboard kill` from another data directory (`kill_from_shell`, as from
    another host): from the call to the last agent process gone on every worker (the /proc
    watcher of bench/killswitch_latency.py, started with every agent process's pid). The flag's

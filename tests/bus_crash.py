@@ -104,8 +104,12 @@ def run(home: Path, agents: int, per_agent: int, *, timeout_s: float = 120.0,
             if len(sent) == total and sent <= received:
                 break
             time.sleep(0.1)
-        assert sent_before <= received, f"{len(sent_before - received)} acknowledged, lost"
-        assert len(sent) == total and sent <= received, (len(sent), len(sent - received))
+        said = (f"cut turns {cut}, questions answered {len(interrupted)}, sent {len(sent)} of"
+                f" {total}, not received {len(sent - received)}; the log's end:\n"
+                + _tail(home / "switchboard.log") + "\nthe console's end:\n"
+                + "\n".join(sup2.rest(1)[-20:]))
+        assert sent_before <= received, f"{len(sent_before - received)} acknowledged, lost; {said}"
+        assert len(sent) == total and sent <= received, said
         sup2.send("/quit")
         sup2.proc.wait(timeout_s / 2)
     finally:
@@ -119,3 +123,10 @@ def run(home: Path, agents: int, per_agent: int, *, timeout_s: float = 120.0,
     assert stored == total, f"{stored} stored for {total} sent: the redone sends were stored twice"
     return Outcome(agents, total, len(sent_before), cut, killed - started,
                    time.monotonic() - started)
+
+
+def _tail(log: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as exc:
+        return f"(no log: {exc})"
