@@ -66,6 +66,9 @@ class Handover:
             box = self.pool.bus.inbox(runner.id, runner.name)
             if counts.get(runner.id, 0) > box.queued:
                 box.arrived(counts[runner.id] - box.queued)
+        # What this worker sent them is consumed over there: their inbox cap counts the store.
+        for agent_id, (name, _) in self.remote.items():
+            self.pool.bus.inbox(agent_id, name).recount(counts.get(agent_id, 0))
 
     async def place(self, agent_id: str, name: str, worker: str) -> None:
         """A new agent placed on another worker: its lease pending there (that worker is woken

@@ -536,6 +536,10 @@ class BusInbox:
             self.held = False
             self._ready.set()
 
+    def recount(self, open_count: int) -> None:
+        """The queue as stored: an agent another worker runs consumes its messages there."""
+        self.queued = open_count
+
     async def put(self, text: str, origin: Origin = Origin.OPERATOR) -> None:
         await self.bus.send(OPERATOR_SENDER, self.name, "task", text, agent_id=self.agent_id,
                             origin=None if origin == Origin.OPERATOR else origin)

@@ -406,3 +406,16 @@ async def test_a_message_for_an_agent_another_worker_runs_wakes_that_worker(
     await world.bus.send(A, "b", "task", "theirs")
     await wait_for(lambda: woken == ["worker-2"], 10, "worker-2 woken")
     assert (await world.bus.inbox("id-b").take(1)) is not None  # stored as for any recipient
+
+
+async def test_an_inbox_recounted_from_the_store_lets_sends_through_again(world: World) -> None:
+    """An agent another worker runs consumes its messages there: this worker's count of its
+    queue only grows, so the handover recounts it from the store at each renewal; without that,
+    the inbox cap would refuse every message after the first `bus_inbox_cap` ever sent."""
+    box = world.bus.inbox("id-b")
+    box.arrived(world.settings.bus_inbox_cap)
+    refused = await world.bus.send(A, "b", "task", "one too many")
+    assert refused.message_id is None and "inbox is full" in " ".join(refused.refused)
+    box.recount(0)  # what the store says is open: all consumed on the other worker
+    sent = await world.bus.send(A, "b", "task", "room again")
+    assert sent.message_id is not None
