@@ -18,7 +18,8 @@ message; ``content`` may be a string or a block list):
 * ``MCP <tool> <json>`` - call ``<tool>`` of the SDK's in-process MCP server ``switchboard``
   (a ``mcp_message`` control request, as the real CLI does); reply ``MCP RESULT: <text>``.
 * ``SPAM <n> <to>[,<to>...]`` - send ``n`` bus messages (``send_message``), round robin, each
-  with a dedup key; every id the bus returns is appended to ``./bus-sent.log``.
+  with a dedup key; every id the bus returns is appended to ``./bus-sent.log``, every refusal
+  (the recipient and the tool's answer) to ``./bus-refused.log``.
 * a bus turn (``<message ... id="N" from="X" ...>`` blocks): every id is appended to
   ``./bus-received.log``; a body ``PINGPONG <k>`` is answered with ``PINGPONG <k+1>`` to its
   sender; a body that is itself a directive (``MCP``, ``SPAM``, ``STREAM``; ``SLEEP`` when it
@@ -486,6 +487,9 @@ class FakeClaude:
                     fh.write(m.group(1) + "\n")
                     fh.flush()
                     sent += 1
+                else:  # refused: why, for whoever reads the workspace (a bench, a test)
+                    with open("bus-refused.log", "a") as why:
+                        why.write("%s: %s\n" % (to, " ".join(text.split())))
         return "SPAM SENT %d of %d" % (sent, count)
 
     def stream(self, count, turn):
