@@ -232,6 +232,11 @@ class BusRepo:
 
     def _insert_many(self, conn: SyncConn,
                            msgs: Sequence[NewMessage]) -> list[tuple[int, bool]]:
+        if self.db.dialect != "sqlite":
+            # Several workers write these tables (each batch under the one-writer lock): the
+            # last id and each recipient's sequence are read again, never kept from the last.
+            self._last_id = None
+            self._next_seq.clear()
         seen: dict[tuple[str, str], int] = {}
         for msg in msgs:
             if msg.dedup_key is not None and (msg.sender, msg.dedup_key) not in seen:
@@ -240,7 +245,7 @@ class BusRepo:
                 if found:
                     seen[(msg.sender, msg.dedup_key)] = int(found[0][0])
         next_id = self._last_id
-        if next_id is None:  # read once, then kept (the bus is these tables' only writer)
+        if next_id is None:  # read once, then kept (on SQLite the bus is the only writer)
             top = _all(conn, _TOP_ID[self.db.dialect])
             next_id = int(top[0][0] or 0) if top else 0
         next_seq = self._next_seq

@@ -16,6 +16,7 @@ from store.bus import (
     LEASED,
     QUEUED,
     RESTART_REASON,
+    BusRepo,
     Lease,
     NewMessage,
 )
@@ -291,3 +292,21 @@ async def test_search_reads_message_bodies_newest_first(store: Store, bus: BusSt
     assert [m.id for m in await bus.search(["red", "build"])] == [old]
     assert [m.id for m in await bus.search(["build"], since=T0 + 5)] == [new]
     assert await bus.search(["b_ild"]) == []
+
+
+async def test_two_workers_writing_the_bus_give_distinct_ids_and_sequences(
+        store: Store, bus: BusStore, bus_tx: Tx, backend: str) -> None:
+    """Two workers' buses (a repository each, with its own memory of the last id and of each
+    recipient's sequence) write to one database in turn: on PostgreSQL, where several workers
+    share it, every id and every recipient's sequence is distinct. SQLite has one writer,
+    which is why it may keep them in memory."""
+    if backend == "sqlite":
+        pytest.skip("one process writes a SQLite store's bus")
+    other = BusRepo(store.db)
+    ours = await send(store, bus_tx, msg("one", "b1"))
+    theirs = await bus_tx(lambda c: other.insert_many(c, [msg("two", "b1", sender="x1")]))
+    ours += await send(store, bus_tx, msg("three", "b1"))
+    ids = [i for i, _ in [*ours, *theirs]]
+    assert len(set(ids)) == 3, ids
+    rows = await bus.of_recipient("b1")
+    assert sorted(r.delivery.seq for r in rows) == [1, 2, 3]
