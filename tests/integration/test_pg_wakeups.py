@@ -6,9 +6,11 @@ so only the wake-up can explain what the worker does."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import psycopg
@@ -67,8 +69,11 @@ async def new_agent(store: Store, agent_id: str) -> None:
                               cwd="", prompt="p", permission_mode="default", state="starting")
 
 
-async def test_a_placed_agent_is_claimed_and_a_cancel_carried_out_on_the_wake_up(
-        database: str, tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def worker_w1(database: str, tmp_path: Path) -> AsyncIterator[tuple[Store, Store, Seen]]:
+    """Worker w1 (its store, another worker's, what w1 did) whose renewals never come, once it
+    listens and the one read every start of listening makes is over: from then on only a
+    wake-up makes it look at the lease table."""
     here = await open_store(tmp_path / "w1.db", database_url=database)
     other = await open_store(tmp_path / "w2.db", database_url=database)
     own = Ownership(here, "w1", renew_s=FOREVER_S, halt_after_s=FOREVER_S)
@@ -76,10 +81,19 @@ async def test_a_placed_agent_is_claimed_and_a_cancel_carried_out_on_the_wake_up
     own.hooks = seen.hooks()
     task = asyncio.create_task(own.run())
     try:
-        # Listening, and the one read every start of listening makes is over: from here on
-        # only a wake-up makes this worker look at the lease table.
         await wait_for(lambda: listening(database, "switchboard-listen") and seen.passes, 30,
                        "the worker listening")
+        yield here, other, seen
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await here.db.close()
+        await other.db.close()
+
+
+async def test_a_placed_agent_is_claimed_and_a_cancel_carried_out_on_the_wake_up(
+        database: str, tmp_path: Path) -> None:
+    async with worker_w1(database, tmp_path) as (here, other, seen):
         passes = seen.passes
         await new_agent(other, "a1")
         await new_agent(other, "a2")
@@ -103,11 +117,6 @@ async def test_a_placed_agent_is_claimed_and_a_cancel_carried_out_on_the_wake_up
         assert seen.passes > passes and seen.gained == ["a1", "a2"]
         placed = await here.leases.get("a3")
         assert placed is not None and placed.owner is None  # not this worker's to claim
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await here.db.close()
-        await other.db.close()
 
 
 async def test_the_halt_flag_written_on_another_host_wakes_this_workers_kill_switch(
@@ -144,20 +153,7 @@ async def test_a_wake_up_sent_alone_makes_the_worker_read_the_lease_table(
         database: str, tmp_path: Path) -> None:
     """What a bus message for an agent another worker runs sends (store/leases.py `wake`): the
     worker reads the table (and the bus's counts, in its tick) without waiting to renew."""
-    here = await open_store(tmp_path / "w1.db", database_url=database)
-    other = await open_store(tmp_path / "w2.db", database_url=database)
-    own = Ownership(here, "w1", renew_s=FOREVER_S, halt_after_s=FOREVER_S)
-    seen = Seen()
-    own.hooks = seen.hooks()
-    task = asyncio.create_task(own.run())
-    try:
-        await wait_for(lambda: listening(database, "switchboard-listen") and seen.passes, 30,
-                       "the worker listening")
+    async with worker_w1(database, tmp_path) as (_here, other, seen):
         passes = seen.passes
         await other.leases.wake("w1")
         await wait_for(lambda: seen.passes > passes, 30, "a pass on the wake-up")
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await here.db.close()
-        await other.db.close()
