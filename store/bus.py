@@ -220,9 +220,8 @@ class BusRepo:
 
     def insert_many(self, conn: SyncConn,
                           msgs: Sequence[NewMessage]) -> list[tuple[int, bool]]:
-        """Many messages in two statements (messages, deliveries): ids and per-recipient
-        sequences are assigned here, which is safe because the bus is the only writer of
-        these tables and writes inside the transaction. Results in the order given."""
+        """Many messages in two statements (messages, deliveries), ids and per-recipient
+        sequences assigned here, inside the writer's transaction. Results in order given."""
         try:
             return self._insert_many(conn, msgs)
         except BaseException:
@@ -232,10 +231,8 @@ class BusRepo:
 
     def _insert_many(self, conn: SyncConn,
                            msgs: Sequence[NewMessage]) -> list[tuple[int, bool]]:
-        if self.db.dialect != "sqlite":
-            # Several workers write these tables (each batch under the one-writer lock): the
-            # last id and each recipient's sequence are read again, never kept from the last.
-            self._last_id = None
+        if self.db.dialect != "sqlite":  # several workers write (under the one-writer lock)
+            self._last_id = None  # so the last id and the sequences are read again each batch
             self._next_seq.clear()
         seen: dict[tuple[str, str], int] = {}
         for msg in msgs:
