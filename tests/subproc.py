@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -88,6 +89,14 @@ class Supervisor:
         while left:
             line = self.expect("", max(0.1, deadline - time.monotonic()))
             left = [n for n in left if n not in line]
+
+    def stop(self, timeout: float = 30) -> None:
+        """A clean stop (SIGTERM) if it still runs, waited for up to `timeout`, then `close`."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout)
+        self.close()
 
     def close(self) -> None:
         """Kill the supervisor if it still runs and close its stdin (the pump closes stdout at

@@ -146,11 +146,7 @@ def test_three_workers_one_fleet_placement_failover_cut_and_kill(
     finally:
         gate.cut()
         for sup in sups:
-            if sup.proc.poll() is None:
-                sup.proc.send_signal(signal.SIGTERM)
-                with contextlib.suppress(Exception):
-                    sup.proc.wait(30)
-            sup.close()
+            sup.stop()
 
 
 def run_fleet(url: str, sups: list[Supervisor], homes: list[Path], gate: Gate) -> None:

@@ -9,9 +9,7 @@ next turn is that message. test_pg_fleet.py covers the same ground, and more, wi
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 from pathlib import Path
 
 import pytest
@@ -46,11 +44,7 @@ def test_real_cli_approval_and_bus_across_workers(
         raise
     finally:
         for sup in sups:
-            if sup.proc.poll() is None:
-                sup.proc.send_signal(signal.SIGTERM)
-                with contextlib.suppress(Exception):
-                    sup.proc.wait(30)
-            sup.close()
+            sup.stop()
 
 
 def dump(url: str, homes: list[Path]) -> None:
