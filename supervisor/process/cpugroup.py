@@ -36,6 +36,9 @@ NICE_WEIGHT = (1024, 820, 655, 526, 423, 335, 272, 215, 172, 137,
 V2_DEFAULT_WEIGHT = 100  # cgroup v2's cpu.weight of a group at nice 0 (the supervisor's leaf)
 V1_MAX_SHARES = 262144
 EBUSY_WAIT_S = 2.0  # a killed process leaves its cgroup as it finishes exiting: not at once
+# An empty group younger than this is not taken for a dead supervisor's: one being made has no
+# process in it yet, and a process running two Switchboards (tests) is in only one leaf.
+STALE_AFTER_S = 600.0
 FIX = ("to use a cgroup, run the supervisor as root on a host with a writable cgroup v1 cpu "
        "hierarchy, or give it a delegated cgroup v2 subtree (Docker: --cgroupns=private and a "
        "writable /sys/fs/cgroup; systemd: Delegate=cpu in its unit)")
@@ -285,10 +288,15 @@ def _make_v1(own: Path, agent_nice: int, instance: str, fleet: int) -> Arrangeme
 def _clean_stale(own: Path, keep: Path) -> None:
     """Remove the groups of supervisors that are gone (killed, crashed: nothing removed them):
     a live one is always in its own `supervisor/` leaf, so a group with no process in it or its
-    leaves has none. Groups still holding processes stay."""
+    leaves, made more than STALE_AFTER_S ago, has none. Groups still holding processes stay."""
     for base in own.glob("switchboard-*"):
         leaves = (base / "agents", base / "supervisor")
         if base == keep or any(_read(g / "cgroup.procs") for g in (*leaves, base)):
+            continue
+        try:
+            if time.time() - base.stat().st_mtime < STALE_AFTER_S:
+                continue
+        except OSError:
             continue
         for group in (*leaves, base):
             try:

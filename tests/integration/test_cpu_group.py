@@ -5,6 +5,7 @@ be made (a cgroup root that holds nothing, given by parameter), and what `doctor
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from bot.app import Switchboard
 from supervisor.config import Settings
 from supervisor.errors import ConfigError
 from supervisor.process.cpugroup import (
+    STALE_AFTER_S,
     Kind,
     arrange,
     doctor_text,
@@ -100,9 +102,22 @@ async def test_the_empty_group_of_another_data_directory_is_cleaned(short_home):
     if gone.procs is None or gone.home is None:
         pytest.skip(f"no cgroup can be made here: {gone.why}")
     (gone.home / "cgroup.procs").write_text(str(os.getpid()))  # as if it had died
+    # A group made a moment ago with no process in it yet (or whose process runs a second
+    # Switchboard) is not taken for a dead one's.
+    young = arrange("auto", 0, "0badc0ffee01", 10)
+    assert young.home is not None
+    (young.home / "cgroup.procs").write_text(str(os.getpid()))
+    old = time.time() - STALE_AFTER_S - 1
+    for group in gone.made:
+        os.utime(group, (old, old))
     settings = make_settings(short_home, fake=True)
-    async with Switchboard(settings):
-        assert not any(g.exists() for g in gone.made)
+    try:
+        async with Switchboard(settings):
+            assert not any(g.exists() for g in gone.made)
+            assert all(g.exists() for g in young.made)
+    finally:
+        young.release()
+    assert not any(g.exists() for g in young.made)
 
 
 async def test_agent_cpu_group_autogroup_leaves_agents_where_the_supervisor_is(short_home):
