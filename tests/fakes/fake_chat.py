@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,16 +40,17 @@ class FakeClock:
     def monotonic(self) -> float:
         return self._mono
 
-    async def sleep(self, seconds: float, /) -> None:
+    def sleep(self, seconds: float, /) -> Awaitable[None]:
+        """The deadline counts from the call, as a real sleep's does (near enough): a sleep
+        wrapped in a task whose first step runs after an `advance` does not start late."""
         self.sleeps.append(seconds)
         if self.auto:
             self._wall += seconds
             self._mono += seconds
-            await asyncio.sleep(0)
-            return
+            return asyncio.sleep(0)
         fut = asyncio.get_running_loop().create_future()
         self._sleepers.append((self._mono + seconds, fut))
-        await fut
+        return fut
 
     async def advance(self, seconds: float) -> None:
         """Move time on, wake whoever is due, and let them run."""
