@@ -8,6 +8,7 @@ import contextlib
 import gc
 import logging
 import os
+import select
 import signal
 import time
 from collections.abc import Collection, Iterable, Iterator
@@ -258,16 +259,61 @@ NUDGE_AFTER_S = 0.25
 POLITE_POLL_S = 0.05
 
 
-def _wait_dead(pids: Iterable[int], deadline: float) -> list[int]:
+def _wait_dead(pids: Iterable[int], deadline: float, *, batch: int = 0) -> list[int]:
     """Until every pid in `pids` is gone or a zombie (bounded: a pid reused meanwhile must not
     hold a kill up). A process in the middle of exiting has already dropped its memory, so its
     environment (the tag) reads empty and a scan no longer finds it; but it is still there:
     the init of a pid namespace, for one, stays until the kernel has reaped all of its
-    namespace. Kill returns when they are really gone. Each look stops at the first pid still
-    there (a gone pid stays gone): a look at all 1,500 of 300 agents every 2 ms kept a core
-    busy, at the supervisor's priority, that the dying (niced) processes needed to exit.
-    Returns the pids not seen gone by the deadline (a full pass over 1,500 dying processes,
-    each read waiting for its teardown, took seconds past it)."""
+    namespace. Kill returns when they are really gone. Waited for through pidfds, which the
+    kernel wakes at each exit, `PIDFD_BATCH` at a time (the open-files limit): no `/proc` read
+    of a dying process, which waits for the kernel's teardown of its memory (a full pass over
+    1,500 dying processes took seconds past the deadline). A pid no pidfd can be opened for
+    (too many files open) is looked at through `/proc`. Returns the pids not seen gone by the
+    deadline (`batch`: how many pidfds at once, PIDFD_BATCH by default)."""
+    pending = list(pids)
+    size = batch or PIDFD_BATCH
+    left: list[int] = []
+    while pending:
+        some, pending = pending[:size], pending[size:]
+        if time.monotonic() >= deadline:
+            left.extend(some)
+            continue
+        left.extend(_wait_batch(some, deadline))
+    return left
+
+
+def _wait_batch(pids: list[int], deadline: float) -> list[int]:
+    watching: dict[int, int] = {}  # pidfd -> pid
+    unwatched: list[int] = []
+    poller = select.poll()
+    try:
+        for pid in pids:
+            try:
+                fd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                continue  # reaped already
+            except OSError:
+                unwatched.append(pid)
+                continue
+            watching[fd] = pid
+            poller.register(fd, select.POLLIN)
+        while watching:
+            remaining_ms = (deadline - time.monotonic()) * 1000
+            if remaining_ms <= 0:
+                break
+            for fd, _ in poller.poll(max(1, int(remaining_ms))):
+                poller.unregister(fd)
+                os.close(fd)
+                del watching[fd]
+    finally:
+        for fd in watching:
+            os.close(fd)
+    return list(watching.values()) + _wait_proc(unwatched, deadline)
+
+
+def _wait_proc(pids: list[int], deadline: float) -> list[int]:
+    """`_wait_dead` by `/proc` reads: each look stops at the first pid still there (a gone pid
+    stays gone)."""
     left = list(pids)
     while True:
         while left and not _live(left[-1]):
@@ -277,6 +323,9 @@ def _wait_dead(pids: Iterable[int], deadline: float) -> list[int]:
         if not left or time.monotonic() >= deadline:
             return left
         time.sleep(0.002)
+
+
+PIDFD_BATCH = 256
 
 
 def _exiting(pids: Iterable[int]) -> set[int]:

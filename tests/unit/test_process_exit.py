@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
+import textwrap
 import time
 
 from supervisor.process import tree as process
@@ -40,6 +42,50 @@ def test_the_wait_is_bounded_when_a_pid_stays() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_wait_goes_a_batch_of_pidfds_at_a_time_and_returns_what_stays() -> None:
+    """Killed processes are waited for through pidfds, a batch at a time; what is still there at
+    the deadline comes back, and nothing gone does."""
+    procs = [subprocess.Popen(["sleep", "60"]) for _ in range(5)]
+    try:
+        for proc in procs[:4]:
+            proc.kill()
+        left = process._wait_dead([p.pid for p in procs], time.monotonic() + 0.5, batch=2)
+        assert left == [procs[4].pid]
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def test_without_a_free_file_descriptor_the_wait_reads_proc() -> None:
+    """At the open-files limit no pidfd can be opened: each pid is then looked at through
+    /proc, and the wait still ends when the processes have exited (a child interpreter with a
+    limit it has filled)."""
+    script = textwrap.dedent("""
+        import os, resource, signal, subprocess, time
+        from supervisor.process import tree
+        procs = [subprocess.Popen(["sleep", "60"]) for _ in range(3)]
+        used = len(os.listdir("/proc/self/fd"))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (used + 4, used + 4))
+        try:
+            while True:
+                os.open("/dev/null", os.O_RDONLY)  # every descriptor taken
+        except OSError:
+            pass
+        try:
+            os.pidfd_open(procs[0].pid)
+        except OSError as exc:
+            print("no pidfd:", exc.strerror)
+        for p in procs:
+            p.send_signal(signal.SIGKILL)
+        left = tree._wait_dead([p.pid for p in procs], time.monotonic() + 10)
+        print("left:", left)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    assert "no pidfd: Too many open files" in out and "left: []" in out, out
 
 
 async def test_the_loop_is_woken_by_an_exit_through_a_pidfd_not_a_proc_read() -> None:
