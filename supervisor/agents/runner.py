@@ -494,8 +494,8 @@ class AgentRunner(TurnExecution):
         The loop ends too, even if a cancel meant for it were lost somewhere underneath."""
         self.begin_shutdown()
         proc, self._proc = self._proc, None
-        if proc is not None:
-            await proc.kill(self._deps.settings.kill_grace_s)
+        if proc is not None:  # the pool sweeps the whole tag once all are closed (`release`)
+            await proc.kill(self._deps.settings.kill_grace_s, sweep=False)
 
     # -- internals -----------------------------------------------------------------------------
 

@@ -367,12 +367,17 @@ class AgentProcess:
             return snap.tree(self.launcher_pid) if self.launcher_pid else set()
         return snap.family(_needle(self.tag + "\0")[len(TAG_VAR) + 1:])
 
-    async def kill(self, grace_s: float, table: ProcTable | None = None) -> list[int]:
+    async def kill(self, grace_s: float, table: ProcTable | None = None, *,
+                   sweep: bool = True) -> list[int]:
         """SIGTERM, a bounded wait, SIGKILL of every member, then the tag sweep. Returns the
         pids that had to be force-killed. Safe to call more than once and under cancellation.
         Every /proc read is a snapshot shared with the other agents being killed at the same
         time (`table`, the loop's by default), taken in a thread: killing N agents at once
-        costs a few scans, and none of them on the event loop."""
+        costs a few scans, and none of them on the event loop. `sweep=False` (a supervisor's
+        shutdown, which sweeps its whole tag once at the end): a sandboxed agent's tag is not
+        swept here, as the SIGKILL of its init ends every process of its namespace; the scans
+        of 300 agents ending at once kept a core busy, at the supervisor's weight, that the
+        dying agents needed (the shutdown took 4-5x a direct SIGTERM)."""
         self._ended()
         table = table or proctable.shared()
         last: set[int] = set()
@@ -404,7 +409,8 @@ class AgentProcess:
             # agents shutting down at once that was 200 ms of disconnects queued behind it.
             closing = asyncio.ensure_future(self.close(kill=False))
             try:
-                forced = sorted(set(forced) | await self._sweep_shared(table))
+                if sweep or not self.sandboxed:
+                    forced = sorted(set(forced) | await self._sweep_shared(table))
                 await self._exited({*forced, *ours})
             except asyncio.CancelledError:
                 self.kill_now()
