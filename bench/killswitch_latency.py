@@ -69,6 +69,7 @@ import psutil  # noqa: E402
 import supervisor.guard.killswitch as killswitch_module  # noqa: E402
 from bench._common import result, smoke  # noqa: E402
 from bot.app import Switchboard  # noqa: E402
+from supervisor import heap  # noqa: E402
 from supervisor.config import Settings  # noqa: E402
 from supervisor.process.tree import tagged_pids  # noqa: E402
 from tests.conftest import make_settings, processes_with_tag  # noqa: E402
@@ -390,6 +391,7 @@ async def shutdown_round(home: Path, row: Row) -> None:
     settings = bench_settings(home)
     app = Switchboard(settings)
     await app.__aenter__()
+    heap.settle()  # as `switchboard run` does once started (supervisor/heap.py)
     try:
         await sigterm_round(app, row)
         pids = await spawn_fleet(app, row.n, "s")
@@ -416,6 +418,7 @@ async def measure(n: int, rep: int, base: Path) -> Row:
     row = Row(n)
     started = time.monotonic()
     async with Switchboard(settings) as app:
+        heap.settle()
         await kill_switch_round(app, row)
         await direct_round(app, row)
     left = live_tagged(f"{settings.instance_id}/")

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Sequence
 
 from supervisor.agents.runner import AgentRunner
-from supervisor.process.tree import no_cyclic_gc
+from supervisor.heap import no_cyclic_gc
 
 logger = logging.getLogger(__name__)
 

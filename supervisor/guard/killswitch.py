@@ -43,7 +43,8 @@ from store.private import Target
 from supervisor.clock import SYSTEM_CLOCK, Clock
 from supervisor.config import Settings
 from supervisor.errors import Halted
-from supervisor.process.tree import kill_trees, no_cyclic_gc, sweep
+from supervisor.heap import hold_cyclic_gc, no_cyclic_gc
+from supervisor.process.tree import kill_trees, sweep
 
 if TYPE_CHECKING:
     from supervisor.agents.fleet import FleetReader
@@ -211,8 +212,9 @@ class KillSwitch:
                                            name="killswitch-persist", daemon=True)
                 self._persisting = persist
                 persist.start()
-            ending = kill_trees(known)
-            swept = sweep(f"{self.settings.instance_id}/", dying=ending)
+            ours = f"{self.settings.instance_id}/"
+            ending = kill_trees(known, tagged=ours)
+            swept = sweep(ours, dying=ending)
             if persist is not None:
                 persist.join(PERSIST_WAIT_S)  # bounded: a database that never answers
                 if persist.is_alive():
@@ -245,10 +247,16 @@ class KillSwitch:
         same for a trigger that returned early. The bookkeeping runs in bounded slices, so the
         event loop (chat, the console, the HTTP listener) never stalls behind 300 agents."""
         started = self.clock.monotonic()
-        live = self._live_halting()
-        pids = await in_own_thread(self.fire_now, by, via, reason, known_pids(live))
-        took = self.clock.monotonic() - started
-        task = self._book(live, pids, took, by, via)
+        release_gc = hold_cyclic_gc()  # until the books are closed: see `hold_cyclic_gc`
+        try:
+            live = self._live_halting()
+            pids = await in_own_thread(self.fire_now, by, via, reason, known_pids(live))
+            took = self.clock.monotonic() - started
+            task = self._book(live, pids, took, by, via)
+        except BaseException:
+            release_gc()
+            raise
+        task.add_done_callback(lambda _: release_gc())
         if settle:
             return await asyncio.shield(task)
         return KillReport(tuple(r.name for r in live), tuple(pids), 0, 0, took,

@@ -17,6 +17,7 @@ import importlib.util
 import logging
 import os
 import re
+import select
 import shutil
 import signal
 import sys
@@ -142,6 +143,21 @@ def install_launcher(run_dir: Path) -> Path:
             tmp.chmod(mode)
             tmp.replace(path)
     return target
+
+
+def _has_exited(pid: int) -> bool:
+    """`pid` is a zombie or gone, asked without a /proc read (a pidfd is readable once its
+    process has exited); through /proc where no pidfd can be opened."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return not _live(pid)
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    finally:
+        os.close(fd)
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
@@ -310,13 +326,13 @@ class AgentProcess:
         return [p for p in self.members() if p not in ours]
 
     def alive(self) -> bool:
+        """Whether the launcher (bwrap, our child) has not exited. Asked through a pidfd, not
+        `/proc/<pid>/stat`: on the loop, where reading a dying process's stat waits for the
+        kernel's teardown of its memory (the idle checks of 300 agents during a kill)."""
         pid = self.launcher_pid or self.cli_pid
         if pid is None:
             return not self._closed
-        try:
-            return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
-        except psutil.NoSuchProcess:
-            return False
+        return not _has_exited(pid)
 
     def pause(self) -> list[int]:
         """Freeze every process of the agent. Sandboxed: the init stops the whole namespace

@@ -5,13 +5,12 @@ the kill switch misses). Signals are sent only here and in supervisor/process/ag
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import os
 import select
 import signal
 import time
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 from supervisor import launcher as launcher_module
@@ -175,15 +174,20 @@ def tagged_family(prefix: str) -> set[int]:
     return _family(_needle(prefix))
 
 
-def kill_trees(pids: Iterable[int]) -> set[int]:
+def kill_trees(pids: Iterable[int], tagged: str | None = None) -> set[int]:
     """SIGKILL pids known to be ours (the kill switch's sandbox inits and bwraps) and every
     process under each, each tree as soon as it has been counted: the root first (the kernel
     then ends its namespace whole, whatever forks meanwhile), then each member directly, as a
     direct kill would, so that no process waits on its init being scheduled to end it (on a
     loaded machine, with agents niced, that was the kill switch's slowest part). The first
-    SIGKILLs go out after one agent's walk, not after all of them. Returns every pid counted."""
+    SIGKILLs go out after one agent's walk, not after all of them. Returns every pid counted.
+    `tagged`: a root whose environment does not carry an agent tag starting with it is passed
+    over: a pid the caller knew has ended since, and may be another program's now."""
     seen: set[int] = set()
+    needle = _needle(tagged) if tagged is not None else None
     for pid in pids:
+        if needle is not None and not _environ_has(pid, needle):
+            continue
         stack, tree_pids = [pid], []
         while stack:
             p = stack.pop()
@@ -354,20 +358,3 @@ def lower_autogroup(pid: int, step: str) -> None:
     with contextlib.suppress(OSError):  # no permission (not root), or the process is gone
         with open(f"/proc/{pid}/autogroup", "w") as fh:
             fh.write(str(min(19, mine + int(step))))
-
-
-@contextlib.contextmanager
-def no_cyclic_gc() -> Iterator[None]:
-    """No cyclic garbage collection while many agents are ended at once (a shutdown, the kill
-    switch's bookkeeping). Ending 300 agents makes enough short-lived objects to set off a full
-    collection of the whole heap (about 250,000 objects then): 190-230 ms of the event loop's
-    CPU in the middle of a 300-agent shutdown, a third of it (bench/killswitch_latency.py).
-    Reference counting still frees nearly everything; the collector is back on, as it was,
-    when the agents are gone."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()

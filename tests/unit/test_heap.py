@@ -19,3 +19,33 @@ def test_settle_freezes_the_start_up_heap_and_grows_the_young_generation() -> No
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_holds_on_the_collector_overlap_and_it_comes_back_with_the_last() -> None:
+    """A kill's bookkeeping during a shutdown: two holds, released out of order. The collector
+    stays off until the last is released, then is on again; a release called twice counts
+    once."""
+    assert gc.isenabled()
+    first = heap.hold_cyclic_gc()
+    second = heap.hold_cyclic_gc()
+    try:
+        assert not gc.isenabled()
+        first()
+        first()  # once only
+        assert not gc.isenabled()
+        with heap.no_cyclic_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        second()
+    assert gc.isenabled()
+
+
+def test_a_hold_leaves_a_collector_that_was_off_off() -> None:
+    gc.disable()
+    try:
+        with heap.no_cyclic_gc():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

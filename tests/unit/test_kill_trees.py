@@ -48,6 +48,22 @@ def test_kill_trees_ends_every_process_of_each_tree_not_only_its_root() -> None:
         assert processes_with_tag(prefix) == []
 
 
+def test_a_known_pid_that_is_no_longer_an_agents_is_not_killed() -> None:
+    """The kill switch's known pids were read before the kill: one that ended since may be
+    another program's now. Its tree is left alone; an agent's is ended."""
+    stranger = subprocess.Popen(["sleep", "60"])  # untagged: not an agent's process
+    try:
+        with parent_and_child() as (prefix, parent, child):
+            ended = kill_trees([stranger.pid, parent.pid], tagged=prefix)
+            assert ended == {parent.pid, child}
+            assert stranger.poll() is None
+            assert kill_trees([stranger.pid], tagged="t-other/") == set()
+            assert stranger.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
 def test_the_sweep_ends_a_dying_pid_that_nothing_signalled() -> None:
     with parent_and_child() as (prefix, parent, child):
         ended = sweep(prefix + "agent-1\0", dying={child})  # wrongly said to be dying
