@@ -45,6 +45,7 @@ very end, that no tagged process remains (exit 1 otherwise). About 100 s on 2 CP
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import shutil
@@ -53,7 +54,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -175,21 +178,48 @@ class Row:
 
 
 class LagProbe:
-    """The event loop's worst lateness while it runs: how long the loop was blocked."""
+    """The event loop's worst lateness while it runs: how long the loop was blocked. A thread
+    beside it samples the loop thread's stack whenever the loop is more than STALL_S late, so
+    that a stall past the goal is printed with where the loop was (`stalls`)."""
+
+    STALL_S = 0.02
 
     def __init__(self) -> None:
         self.worst = 0.0
+        self._tick = time.monotonic()
+        self._loop_thread = threading.get_ident()
+        self.stalls: collections.Counter[str] = collections.Counter()
+        self._sampling = True
+        self._sampler = threading.Thread(target=self._sample, name="lag-sampler", daemon=True)
+        self._sampler.start()
         self._task = asyncio.create_task(self._run(), name="lag-probe")
 
     async def _run(self) -> None:
         while True:
-            t = time.monotonic()
+            t = self._tick = time.monotonic()
             await asyncio.sleep(0.005)
             self.worst = max(self.worst, time.monotonic() - t - 0.005)
+
+    def _sample(self) -> None:
+        while self._sampling:
+            time.sleep(0.005)
+            if time.monotonic() - self._tick > self.STALL_S + 0.005:
+                frame = sys._current_frames().get(self._loop_thread)
+                if frame is not None:
+                    where = traceback.extract_stack(frame)[-4:]
+                    self.stalls[" < ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}"
+                                           for f in reversed(where))] += 1
 
     async def stop(self) -> float:
         self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
+        self._sampling = False
+        self._sampler.join()
+        if self.worst * 1000 > LAG_GOAL_MS:
+            print(f"    loop blocked {self.worst * 1000:.0f} ms; where it was, sampled every "
+                  f"5 ms while over {self.STALL_S * 1000:.0f} ms late:", flush=True)
+            for where, n in self.stalls.most_common(5):
+                print(f"      {n:3d}x {where}", flush=True)
         return self.worst * 1000
 
 

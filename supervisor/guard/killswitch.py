@@ -190,12 +190,14 @@ class KillSwitch:
     # -- triggering -------------------------------------------------------------------------------
 
     def fire_now(self, by: str, via: str, reason: str,
-                 known: tuple[int, ...] = (), *, stored: bool = False) -> list[int]:
+                 known: tuple[int, ...] = (), started: dict[int, int] | None = None, *,
+                 stored: bool = False) -> list[int]:
         """Layers 1 and 2, synchronously, from any thread: persist the flag, SIGKILL everything.
         Touches no runner (a runner seeing its CLI die checks `halted`, set here first). Safe
         to call twice; the async rest (revoke, states, notices) follows on the loop. `known`:
         the sandboxes' inits and bwraps the pool knows of, SIGKILLed before anything else (the
-        kernel then ends each namespace whole), then the sweep scans /proc for the rest.
+        kernel then ends each namespace whole), then the sweep scans /proc for the rest;
+        `started`: when each of them started, so that a pid reused since is left alone.
         Returns every pid it ended: the known ones' trees, each counted just before its
         SIGKILL (a dying namespace's members no longer show their tag, so the sweep cannot
         see them), and what the sweep killed."""
@@ -212,9 +214,8 @@ class KillSwitch:
                                            name="killswitch-persist", daemon=True)
                 self._persisting = persist
                 persist.start()
-            ours = f"{self.settings.instance_id}/"
-            ending = kill_trees(known, tagged=ours)
-            swept = sweep(ours, dying=ending)
+            ending = kill_trees(known, started)
+            swept = sweep(f"{self.settings.instance_id}/", dying=ending)
             if persist is not None:
                 persist.join(PERSIST_WAIT_S)  # bounded: a database that never answers
                 if persist.is_alive():
@@ -250,7 +251,7 @@ class KillSwitch:
         release_gc = hold_cyclic_gc()  # until the books are closed: see `hold_cyclic_gc`
         try:
             live = self._live_halting()
-            pids = await in_own_thread(self.fire_now, by, via, reason, known_pids(live))
+            pids = await in_own_thread(self.fire_now, by, via, reason, *known_pids(live))
             took = self.clock.monotonic() - started
             task = self._book(live, pids, took, by, via)
         except BaseException:
@@ -543,14 +544,17 @@ async def in_own_thread(fn: Callable[..., T], *args: Any) -> T:
     return await done
 
 
-def known_pids(runners: list[Any]) -> tuple[int, ...]:
-    """The inits and bwraps of the runners' sandboxes (read on the loop: cheap, no /proc)."""
+def known_pids(runners: list[Any]) -> tuple[tuple[int, ...], dict[int, int]]:
+    """The inits and bwraps of the runners' sandboxes, and when each started (read on the
+    loop: cheap, no /proc)."""
     pids: list[int] = []
+    started: dict[int, int] = {}
     for runner in runners:
         proc = getattr(runner, "process", None)
         if proc is not None and proc.sandboxed:
             pids += [p for p in (proc.init_pid, proc.launcher_pid) if p]
-    return tuple(pids)
+            started.update(proc.started)
+    return tuple(pids), started
 
 
 def _read_trigger(raw: bytes) -> dict[str, Any]:

@@ -49,6 +49,7 @@ from supervisor.process.tree import (
     children_of,
     lower_autogroup,
     ns_pid,
+    start_time,
     sweep,
     tagged_pids,
     tree,
@@ -218,6 +219,9 @@ class AgentProcess:
         self.client = ClaudeSDKClient(options)
         self.launcher_pid: int | None = None  # bwrap's outer process when sandboxed
         self.init_pid: int | None = None  # the sandbox's pid 1, seen from here
+        # When bwrap and the init started (/proc stat's starttime): the kill switch kills a
+        # known pid only while it is still that process, not one that reused its pid.
+        self.started: dict[int, int] = {}
         self.cli_pid: int | None = None
         self.sandboxed = bool(options.env.get(launcher_module.SANDBOX_VAR))
         self.paused = False
@@ -286,6 +290,10 @@ class AgentProcess:
                 if inner_cli_pid is None or ns_pid(child) == inner_cli_pid:
                     self.cli_pid = child
                     break
+        for known in (self.launcher_pid, self.init_pid):
+            at = start_time(known) if known else None
+            if known and at is not None:
+                self.started[known] = at
 
     async def query(self, prompt: str, note: str | None = None) -> str:
         """Send a turn; returns the uuid it was sent with, which the CLI names in the result

@@ -10,7 +10,7 @@ import os
 import select
 import signal
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from supervisor import launcher as launcher_module
@@ -174,20 +174,32 @@ def tagged_family(prefix: str) -> set[int]:
     return _family(_needle(prefix))
 
 
-def kill_trees(pids: Iterable[int], tagged: str | None = None) -> set[int]:
+def start_time(pid: int) -> int | None:
+    """When `pid` started (clock ticks since boot, /proc stat's starttime), None if it is gone:
+    with the pid, what names one process (a pid is reused, never with the same start)."""
+    fields = _stat_fields(pid)
+    try:
+        return int(fields[STARTTIME]) if fields else None
+    except (IndexError, ValueError):
+        return None
+
+
+STARTTIME = 19  # starttime's index in `_stat_fields` (field 22 of /proc/<pid>/stat)
+
+
+def kill_trees(pids: Iterable[int], started: Mapping[int, int] | None = None) -> set[int]:
     """SIGKILL pids known to be ours (the kill switch's sandbox inits and bwraps) and every
     process under each, each tree as soon as it has been counted: the root first (the kernel
     then ends its namespace whole, whatever forks meanwhile), then each member directly, as a
     direct kill would, so that no process waits on its init being scheduled to end it (on a
     loaded machine, with agents niced, that was the kill switch's slowest part). The first
     SIGKILLs go out after one agent's walk, not after all of them. Returns every pid counted.
-    `tagged`: a root whose environment does not carry an agent tag starting with it is passed
-    over: a pid the caller knew has ended since, and may be another program's now."""
+    `started`: each root's start time when the caller learnt of it (`start_time`); a root that
+    started at another time is passed over with its tree: the process the caller knew has
+    ended, and its pid is another program's now (read from the stat the walk reads anyway)."""
     seen: set[int] = set()
-    needle = _needle(tagged) if tagged is not None else None
+    started = started or {}
     for pid in pids:
-        if needle is not None and not _environ_has(pid, needle):
-            continue
         stack, tree_pids = [pid], []
         while stack:
             p = stack.pop()
@@ -196,11 +208,15 @@ def kill_trees(pids: Iterable[int], tagged: str | None = None) -> set[int]:
             fields = _stat_fields(p)
             if not fields or fields[0] in (b"Z", b"X"):
                 continue
+            if p == pid and pid in started and fields[STARTTIME:STARTTIME + 1] != [
+                    str(started[pid]).encode()]:
+                break  # not the process the caller knew
             seen.add(p)
             tree_pids.append(p)
             stack.extend(_kids(p, fields))
-        _signal_all((pid,), signal.SIGKILL)
-        _signal_all((p for p in tree_pids if p != pid), signal.SIGKILL)
+        if tree_pids:  # none: the root is gone, already counted, or not the one known
+            _signal_all((pid,), signal.SIGKILL)
+            _signal_all((p for p in tree_pids if p != pid), signal.SIGKILL)
     return seen
 
 

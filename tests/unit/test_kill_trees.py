@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from supervisor import launcher
-from supervisor.process.tree import kill_trees, sweep
+from supervisor.process.tree import kill_trees, start_time, sweep
 from tests.conftest import processes_with_tag
 
 
@@ -49,16 +49,20 @@ def test_kill_trees_ends_every_process_of_each_tree_not_only_its_root() -> None:
 
 
 def test_a_known_pid_that_is_no_longer_an_agents_is_not_killed() -> None:
-    """The kill switch's known pids were read before the kill: one that ended since may be
-    another program's now. Its tree is left alone; an agent's is ended."""
-    stranger = subprocess.Popen(["sleep", "60"])  # untagged: not an agent's process
+    """The kill switch's known pids were learnt when the agents started: one that ended since
+    may be another program's now, which started at another time. Its tree is left alone; an
+    agent's, whose start time matches, is ended."""
+    stranger = subprocess.Popen(["sleep", "60"])  # as if it had reused a known pid
     try:
+        at = start_time(stranger.pid)
+        assert at is not None
         with parent_and_child() as (prefix, parent, child):
-            ended = kill_trees([stranger.pid, parent.pid], tagged=prefix)
+            started = {stranger.pid: at - 1, parent.pid: start_time(parent.pid) or -1}
+            ended = kill_trees([stranger.pid, parent.pid], started)
             assert ended == {parent.pid, child}
             assert stranger.poll() is None
-            assert kill_trees([stranger.pid], tagged="t-other/") == set()
-            assert stranger.poll() is None
+        assert kill_trees([stranger.pid], {stranger.pid: at}) == {stranger.pid}
+        assert stranger.wait(5) == -9
     finally:
         stranger.kill()
         stranger.wait()
