@@ -245,7 +245,7 @@ class Switchboard:
         await self.aclose()
 
     async def aclose(self) -> None:
-        # No cyclic GC through a shutdown (supervisor/process/tree.py, `hold_cyclic_gc`): a
+        # No cyclic GC through a shutdown (supervisor/heap.py, `hold_cyclic_gc`): a
         # full collection of a 300-agent fleet's heap held the loop 70-270 ms meanwhile.
         with no_cyclic_gc():
             await self.services.stop()

@@ -291,8 +291,7 @@ class AgentProcess:
                     self.cli_pid = child
                     break
         for known in (self.launcher_pid, self.init_pid):
-            at = start_time(known) if known else None
-            if known and at is not None:
+            if known and (at := start_time(known)) is not None:
                 self.started[known] = at
 
     async def query(self, prompt: str, note: str | None = None) -> str:

@@ -178,13 +178,15 @@ def start_time(pid: int) -> int | None:
     """When `pid` started (clock ticks since boot, /proc stat's starttime), None if it is gone:
     with the pid, what names one process (a pid is reused, never with the same start)."""
     fields = _stat_fields(pid)
+    return _started(fields) if fields else None
+
+
+def _started(fields: list[bytes]) -> int | None:
+    """starttime, from `_stat_fields` (field 22 of /proc/<pid>/stat)."""
     try:
-        return int(fields[STARTTIME]) if fields else None
+        return int(fields[19])
     except (IndexError, ValueError):
         return None
-
-
-STARTTIME = 19  # starttime's index in `_stat_fields` (field 22 of /proc/<pid>/stat)
 
 
 def kill_trees(pids: Iterable[int], started: Mapping[int, int] | None = None) -> set[int]:
@@ -208,8 +210,7 @@ def kill_trees(pids: Iterable[int], started: Mapping[int, int] | None = None) ->
             fields = _stat_fields(p)
             if not fields or fields[0] in (b"Z", b"X"):
                 continue
-            if p == pid and pid in started and fields[STARTTIME:STARTTIME + 1] != [
-                    str(started[pid]).encode()]:
+            if p == pid and pid in started and _started(fields) != started[pid]:
                 break  # not the process the caller knew
             seen.add(p)
             tree_pids.append(p)
