@@ -248,16 +248,11 @@ class KillSwitch:
         same for a trigger that returned early. The bookkeeping runs in bounded slices, so the
         event loop (chat, the console, the HTTP listener) never stalls behind 300 agents."""
         started = self.clock.monotonic()
-        release_gc = hold_cyclic_gc()  # until the books are closed: see `hold_cyclic_gc`
-        try:
+        with no_cyclic_gc():  # from the first SIGKILL on; `_book` holds it through the books
             live = self._live_halting()
             pids = await in_own_thread(self.fire_now, by, via, reason, *known_pids(live))
             took = self.clock.monotonic() - started
             task = self._book(live, pids, took, by, via)
-        except BaseException:
-            release_gc()
-            raise
-        task.add_done_callback(lambda _: release_gc())
         if settle:
             return await asyncio.shield(task)
         return KillReport(tuple(r.name for r in live), tuple(pids), 0, 0, took,
@@ -290,10 +285,13 @@ class KillSwitch:
     def _book(self, live: list[Any], pids: list[int], took: float, by: str,
               via: str) -> asyncio.Task[KillReport]:
         """Start the bookkeeping of a fire: one named task, kept until the next fire's (which
-        waits for it first: two never interleave their writes)."""
+        waits for it first: two never interleave their writes). No cyclic GC until it is done:
+        ending many agents makes enough garbage for a full collection (`hold_cyclic_gc`)."""
         before = self._bookkeeping
+        release_gc = hold_cyclic_gc()
         task = asyncio.get_running_loop().create_task(
             self._after(before, live, pids, took, by, via), name="killswitch-bookkeeping")
+        task.add_done_callback(lambda _: release_gc())
         self._bookkeeping = task
         task.add_done_callback(_log_failure)
         return task
@@ -343,15 +341,14 @@ class KillSwitch:
                 problems.append(f"a revocation failed ({exc})")
         # A slice at a time: each agent's closing (its SDK client's tasks and pipes, a state
         # row, a published event) is loop work, and 300 of them at once held the loop 200-300
-        # ms. No cyclic GC meanwhile: ending them makes enough garbage for a full collection.
-        # Each bounded: one agent's records stuck (its state lock held by a turn waiting on
-        # the store) must not hold up the next slices, the audit row and the notice.
+        # ms (no cyclic GC meanwhile: `_book`). Each bounded: one agent's records stuck (its
+        # state lock held by a turn waiting on the store) must not hold up the next slices,
+        # the audit row and the notice.
         unmarked: list[str] = []
-        with no_cyclic_gc():
-            for i in range(0, len(live), BOOK_SLICE):
-                part = live[i:i + BOOK_SLICE]
-                done = await asyncio.gather(*(_mark_killed(r) for r in part))
-                unmarked += [r.name for r, ok in zip(part, done, strict=True) if not ok]
+        for i in range(0, len(live), BOOK_SLICE):
+            part = live[i:i + BOOK_SLICE]
+            done = await asyncio.gather(*(_mark_killed(r) for r in part))
+            unmarked += [r.name for r, ok in zip(part, done, strict=True) if not ok]
         if unmarked:
             problems.append(f"{len(unmarked)} agent(s) could not be recorded as killed "
                             f"({', '.join(unmarked[:10])}); their processes are gone all the same")
